@@ -1,0 +1,101 @@
+"""Fake tensors that describe the kernels' C ABI to `cute.compile` (no GPU, no data).
+
+One `Dims` object per compiled variant holds the dynamic extents; every tensor
+that shares an extent reuses the same SymInt so the compiler knows they agree.
+Divisibility declared here is an assumption the kernels may exploit: the Cython
+guards (pyx/_ext.pyx) enforce exactly these rules before any launch.
+"""
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32, Int32
+
+from gdn_prefill.plan import HEAD_DIM_K, HEAD_DIM_V
+
+
+class Dims:
+    """The dynamic problem extents: T tokens, N sequences (N1 = N + 1), heads, slots."""
+
+    def __init__(self):
+        self.T = cute.sym_int(symbol="T")
+        self.N1 = cute.sym_int(symbol="N1")       # len(cu_seqlens) = N + 1
+        self.N = cute.sym_int(symbol="N")         # len(state_indices)
+        self.Hk = cute.sym_int(symbol="Hk")
+        self.Hv = cute.sym_int(symbol="Hv")
+        self.CB = cute.sym_int(symbol="CB")       # chunk slots, ceil(T/64) + N
+        self.P = cute.sym_int(symbol="P")         # state slots
+
+
+def _stride(divisibility: int = 1):
+    return cute.sym_int64(divisibility=divisibility)
+
+
+def qk(dims: Dims, dtype=BFloat16, stride_div: int = 1, align: int | None = None):
+    """q or k: [T, Hk, K], last dim contiguous, token and head strides free."""
+    return cute.runtime.make_fake_tensor(
+        dtype, (dims.T, dims.Hk, HEAD_DIM_K), stride=(_stride(stride_div), _stride(stride_div), 1),
+        assumed_align=align or dtype.width // 8)
+
+
+def tv(dims: Dims, dtype=BFloat16, stride_div: int = 1, align: int | None = None, d: int = HEAD_DIM_V):
+    """v or out (or any user [T, Hv, D] tensor): last dim contiguous, strides free."""
+    return cute.runtime.make_fake_tensor(
+        dtype, (dims.T, dims.Hv, d), stride=(_stride(stride_div), _stride(stride_div), 1),
+        assumed_align=align or dtype.width // 8)
+
+
+def th(dims: Dims, dtype=Float32):
+    """g or beta: [T, Hv] with any token and head stride (e.g. interleaved in [T, 2*Hv])."""
+    return cute.runtime.make_fake_tensor(dtype, (dims.T, dims.Hv), stride=(_stride(), _stride()),
+                                         assumed_align=dtype.width // 8)
+
+
+def ws_th(dims: Dims):
+    """Workspace gcum / rq / rk: [T, Hv] fp32, compact."""
+    return cute.runtime.make_fake_tensor(Float32, (dims.T, dims.Hv), stride=(_stride(), 1), assumed_align=16)
+
+
+def ws_tvd(dims: Dims, d: int):
+    """Workspace w / u / vnew: [T, Hv, d] bf16, compact (token stride = Hv*d)."""
+    return cute.runtime.make_fake_tensor(BFloat16, (dims.T, dims.Hv, d), stride=(_stride(d), d, 1),
+                                         assumed_align=16)
+
+
+def ws_h(dims: Dims):
+    """Workspace h: [CB, Hv, K, V] bf16 compact, the state at every chunk's entry."""
+    kv = HEAD_DIM_K * HEAD_DIM_V
+    return cute.runtime.make_fake_tensor(BFloat16, (dims.CB, dims.Hv, HEAD_DIM_K, HEAD_DIM_V),
+                                         stride=(_stride(kv), kv, HEAD_DIM_V, 1), assumed_align=16)
+
+
+def cu_seqlens(dims: Dims):
+    return cute.runtime.make_fake_tensor(Int32, (dims.N1,), stride=(1,), assumed_align=4)
+
+
+def chunk_offsets(dims: Dims):
+    return cute.runtime.make_fake_tensor(Int32, (dims.N1,), stride=(1,), assumed_align=4)
+
+
+def chunk_slots(dims: Dims):
+    """chunk_seq or chunk_token: [CB] int32."""
+    return cute.runtime.make_fake_tensor(Int32, (dims.CB,), stride=(1,), assumed_align=4)
+
+
+def state_indices(dims: Dims):
+    return cute.runtime.make_fake_tensor(Int32, (dims.N,), stride=(1,), assumed_align=4)
+
+
+def state(dims: Dims, layout: str):
+    """state: logical S[k, v] view of a [P, Hv, K, V] ("kv") or [P, Hv, V, K] ("vk") fp32 pool."""
+    inner = (HEAD_DIM_V, 1) if layout == "kv" else (1, HEAD_DIM_K)
+    return cute.runtime.make_fake_tensor(Float32, (dims.P, dims.Hv, HEAD_DIM_K, HEAD_DIM_V),
+                                         stride=(_stride(), _stride()) + inner, assumed_align=16)
+
+
+def f32(value: float = 1.0):
+    return Float32(value)
+
+
+def i32(value: int = 0):
+    return Int32(value)

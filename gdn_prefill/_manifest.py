@@ -1,0 +1,34 @@
+"""What the AOT build compiled: variants, launch shapes, cubins (read from the shipped manifest)."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+MANIFEST = os.path.join(_HERE, "_aot_manifest.json")
+CUBIN_DIR = os.path.join(_HERE, "_cubins")
+
+
+@functools.lru_cache(maxsize=None)
+def load() -> dict:
+    with open(MANIFEST) as f:
+        return json.load(f)
+
+
+def variant(name: str) -> dict:
+    for v in load()["variants"]:
+        if v["variant"] == name:
+            return v
+    raise KeyError(f"kernel variant {name!r} is not in this build")
+
+
+def launch_info(name: str) -> dict:
+    """Block size and dynamic shared memory bytes of a compiled variant."""
+    v = variant(name)
+    return {"block": v.get("threads"), "smem_bytes": v.get("smem_bytes")}
+
+
+def cubins(name: str) -> list[str]:
+    """Paths of the sm_90a cubins shipped with the package for one variant."""
+    return [os.path.join(CUBIN_DIR, os.path.basename(c)) for c in variant(name)["cubins"]]

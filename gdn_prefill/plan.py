@@ -1,0 +1,53 @@
+"""Launch geometry shared by the DSL kernels (build time) and explain() (run time).
+
+Every grid is a function of the problem dims only (T, N, heads): nothing here
+reads device memory, so a call never synchronises with the host and can be
+captured in a CUDA graph.  The DSL launch functions call these same functions
+with their dynamic shape values, so the kernels and the plan cannot disagree.
+Integer arithmetic is written with + and // so it works on Python ints and on
+the DSL's dynamic integers alike.
+"""
+from __future__ import annotations
+
+from ._abi import CONSTANTS as _C
+
+CHUNK = _C["GDN_CHUNK"]
+HEAD_DIM_K = _C["GDN_HEAD_DIM_K"]
+HEAD_DIM_V = _C["GDN_HEAD_DIM_V"]
+SCALAR_SPINE_VBLOCK = _C["GDN_SCALAR_SPINE_VBLOCK"]
+SCALAR_SPINE_THREADS = _C["GDN_SCALAR_SPINE_THREADS"]
+WGMMA_SPINE_VBLOCK = _C["GDN_WGMMA_SPINE_VBLOCK"]
+
+
+def chunk_slots(T, N):
+    """Upper bound on the chunks of N packed sequences of T tokens in all.
+
+    sum_n ceil(len_n / C) <= T / C + N, so ceil(T / C) + N slots always suffice
+    without reading cu_seqlens; unused slots are marked -1 by chunk_index.
+    """
+    return (T + CHUNK - 1) // CHUNK + N
+
+
+CHUNK_INDEX_THREADS = 256
+RECOMPUTE_WU_THREADS = 256
+FWD_O_THREADS = 256
+
+
+def grid_chunk_index(T, N, Hv):
+    return (1, 1, 1)
+
+
+def grid_recompute_wu(T, N, Hv):
+    return (chunk_slots(T, N), Hv, 1)
+
+
+def grid_spine_scalar(T, N, Hv):
+    return (N, Hv, HEAD_DIM_V // SCALAR_SPINE_VBLOCK)
+
+
+def grid_spine_wgmma(T, N, Hv):
+    return (N, Hv, HEAD_DIM_V // WGMMA_SPINE_VBLOCK)
+
+
+def grid_fwd_o(T, N, Hv):
+    return (chunk_slots(T, N), Hv, 1)

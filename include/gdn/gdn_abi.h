@@ -1,0 +1,88 @@
+/* gdn-prefill C ABI: the one place where the Cython entry point, the generated
+ * launch glue and the CuTe DSL kernels agree on constants and argument layout.
+ *
+ * Python reads the GDN_* integer constants from this file (gdn_prefill/_abi.py
+ * parses it), so the kernels, the launcher and the guards cannot disagree on a
+ * tile, a chunk or an alignment.  Keep every constant a plain integer #define.
+ */
+#ifndef GDN_ABI_H
+#define GDN_ABI_H
+
+#include <stdint.h>
+
+/* ---- tile constants ---------------------------------------------------- */
+#define GDN_CHUNK 64                 /* tokens per chunk (C in DESIGN.md §1)        */
+#define GDN_HEAD_DIM_K 128           /* K: the only key head dim compiled           */
+#define GDN_HEAD_DIM_V 128           /* V: the only value head dim compiled         */
+#define GDN_SCALAR_SPINE_VBLOCK 32   /* V columns of the state owned by one CTA     */
+#define GDN_SCALAR_SPINE_THREADS 128
+#define GDN_WGMMA_SPINE_VBLOCK 32    /* Hv=32 -> 32*128/32 = 128 CTAs per sequence  */
+#define GDN_TMA_ALIGN_BYTES 16       /* TMA: base pointers and strides 16B aligned  */
+#define GDN_WORKSPACE_ALIGN_BYTES 256
+#define GDN_MAX_RANK 4
+
+/* ---- element types ----------------------------------------------------- */
+#define GDN_DTYPE_BF16 1
+#define GDN_DTYPE_F16 2
+#define GDN_DTYPE_F32 3
+#define GDN_DTYPE_I32 4
+
+/* ---- spines ------------------------------------------------------------ */
+#define GDN_SPINE_AUTO 0
+#define GDN_SPINE_SCALAR 1
+#define GDN_SPINE_WGMMA 2
+
+/* ---- state layouts ----------------------------------------------------- */
+#define GDN_STATE_KV 0               /* [P, Hv, K, V] (FLA)                         */
+#define GDN_STATE_VK 1               /* [P, Hv, V, K] (vLLM / FlashInfer pools)     */
+
+/* ---- status codes (returned by every C entry) -------------------------- */
+#define GDN_OK 0
+#define GDN_ERR_DTYPE 1              /* -> GdnDtypeError (TypeError)                */
+#define GDN_ERR_SHAPE 2              /* -> GdnShapeError (ValueError)               */
+#define GDN_ERR_LAYOUT 3             /* stride / alignment -> GdnLayoutError         */
+#define GDN_ERR_ALIAS 4              /* -> GdnAliasError (ValueError)               */
+#define GDN_ERR_SPINE 5              /* requested spine's guard -> GdnSpineError    */
+#define GDN_ERR_ARGUMENT 6           /* any other bad argument -> GdnArgumentError  */
+#define GDN_ERR_LAUNCH 7             /* a kernel launch failed -> GdnLaunchError     */
+#define GDN_ERR_UNKNOWN_VARIANT 8    /* no compiled kernel for the request          */
+
+/* A tensor as the launch glue sees it: logical shape and element strides.
+ * Unused trailing modes are 1 / 0.  `data == NULL` marks an absent tensor. */
+typedef struct {
+    void *data;
+    int64_t shape[GDN_MAX_RANK];
+    int64_t stride[GDN_MAX_RANK];
+    int32_t rank;
+    int32_t dtype;                   /* GDN_DTYPE_* */
+} gdn_tensor_t;
+
+/* One prefill call.  Field names are the parameter names of the DSL launch
+ * functions in cute_kernels/: the generated glue binds each kernel argument
+ * to the field of the same name, and the build fails if one is missing.
+ *
+ * Logical shapes (T tokens packed over N sequences, P state slots):
+ *   q, k          [T, Hk, K]        v, out   [T, Hv, V]
+ *   g, beta       [T, Hv]           cu_seqlens [N+1] int32, state_indices [N] int32
+ *   state         [P, Hv, K, V] fp32 logical view (a "vk" pool is passed with its
+ *                 last two strides swapped, so kernels always index S[k, v])
+ * Workspace (carved by gdn_workspace_layout, CB = ceil(T/CHUNK) + N chunk slots):
+ *   chunk_offsets [N+1] int32  first chunk slot of each sequence (prefix sum)
+ *   chunk_seq     [CB]  int32  sequence of each chunk slot, -1 past the last chunk
+ *   chunk_token   [CB]  int32  first token of each chunk slot
+ *   gcum, rq, rk  [T, Hv] fp32 in-chunk cumulative gate; 1/||q||, 1/||k|| (or 1)
+ *   w             [T, Hv, K] bf16   u, vnew [T, Hv, V] bf16
+ *   h             [CB, Hv, K, V] bf16   state at the entry of each chunk
+ */
+typedef struct {
+    gdn_tensor_t q, k, v, g, beta, out;
+    gdn_tensor_t state, cu_seqlens, state_indices;
+    gdn_tensor_t chunk_offsets, chunk_seq, chunk_token;
+    gdn_tensor_t gcum, rq, rk, w, u, vnew, h;
+    float scale;
+    int32_t use_qk_l2norm;           /* 1: q, k are l2-normalised in the kernels    */
+    int32_t has_state;               /* 0: S_0 = 0 and no final state is written    */
+    int32_t use_state_indices;       /* 1: sequence n uses slot state_indices[n]    */
+} gdn_problem_t;
+
+#endif /* GDN_ABI_H */

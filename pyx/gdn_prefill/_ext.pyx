@@ -1,0 +1,706 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The typed entry point of gdn-prefill: validate -> pack -> launch.
+
+`gdn_prefill_raw` is the one implementation of every guard and of the launch
+sequence; the Python `prefill` / `explain` fill a gdn_problem_t from torch tensors
+and call it (or its planning half).  Nothing here reads device memory, so a call
+never synchronises with the host and can be captured in a CUDA graph.
+"""
+from libc.stdint cimport int32_t, int64_t, uintptr_t
+from libc.stdio cimport snprintf
+from libc.string cimport memset
+from libc.math cimport isfinite
+
+from gdn_prefill.gdn_abi cimport *
+
+import logging
+import os
+
+from gdn_prefill import errors as _errors
+from gdn_prefill import plan as _plan
+
+_log = logging.getLogger("gdn_prefill")
+
+cdef enum:
+    MSG_CAP = 512
+    NUM_SPINES = 3          # index by GDN_SPINE_*; 0 (auto) unused
+    NUM_LAYOUTS = 2
+
+# ----------------------------------------------------------------------------- variants
+# Variant ids in the launch table, looked up once at import (-1: not compiled in).
+cdef int _v_chunk_index = gdn_variant_id(b"chunk_index")
+cdef int _v_wu_beta_f32 = gdn_variant_id(b"recompute_wu_bf16_betaf32")
+cdef int _v_wu_beta_bf16 = gdn_variant_id(b"recompute_wu_bf16_betabf16")
+cdef int _v_fwd_o = gdn_variant_id(b"fwd_o_bf16")
+cdef int _v_spine[3][2]
+_v_spine[GDN_SPINE_AUTO][GDN_STATE_KV] = -1
+_v_spine[GDN_SPINE_AUTO][GDN_STATE_VK] = -1
+_v_spine[GDN_SPINE_SCALAR][GDN_STATE_KV] = gdn_variant_id(b"spine_scalar_kv")
+_v_spine[GDN_SPINE_SCALAR][GDN_STATE_VK] = gdn_variant_id(b"spine_scalar_vk")
+_v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV] = gdn_variant_id(b"spine_wgmma_kv")
+_v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK] = gdn_variant_id(b"spine_wgmma_vk")
+
+SPINES = {"auto": GDN_SPINE_AUTO, "scalar": GDN_SPINE_SCALAR, "wgmma": GDN_SPINE_WGMMA}
+SPINE_NAMES = {GDN_SPINE_SCALAR: "scalar", GDN_SPINE_WGMMA: "wgmma"}
+STATE_LAYOUTS = {"kv": GDN_STATE_KV, "vk": GDN_STATE_VK}
+
+
+def compiled_variants():
+    """Names of the kernel variants linked into this build."""
+    return [gdn_variant_name(i).decode() for i in range(gdn_num_variants())]
+
+
+# ----------------------------------------------------------------------------- guards
+cdef const char *_dtype_name(int d) noexcept nogil:
+    if d == GDN_DTYPE_BF16:
+        return "bfloat16"
+    if d == GDN_DTYPE_F16:
+        return "float16"
+    if d == GDN_DTYPE_F32:
+        return "float32"
+    if d == GDN_DTYPE_I32:
+        return "int32"
+    return "an unsupported dtype"
+
+
+cdef int64_t _elsize(int d) noexcept nogil:
+    return 2 if (d == GDN_DTYPE_BF16 or d == GDN_DTYPE_F16) else 4
+
+
+cdef int _need(const gdn_tensor_t *t, const char *name, int rank, char *msg) noexcept nogil:
+    if t.data == NULL:
+        snprintf(msg, MSG_CAP, "%s: a tensor is required", name)
+        return GDN_ERR_ARGUMENT
+    if t.rank != rank:
+        snprintf(msg, MSG_CAP, "%s: must have %d dims, got %d", name, rank, t.rank)
+        return GDN_ERR_SHAPE
+    return GDN_OK
+
+
+cdef int _dtype(const gdn_tensor_t *t, const char *name, int want, int alt, char *msg) noexcept nogil:
+    if t.dtype == want or (alt != 0 and t.dtype == alt):
+        return GDN_OK
+    if alt != 0:
+        snprintf(msg, MSG_CAP, "%s: dtype must be %s or %s, got %s", name, _dtype_name(want),
+                 _dtype_name(alt), _dtype_name(t.dtype))
+    else:
+        snprintf(msg, MSG_CAP, "%s: dtype must be %s, got %s", name, _dtype_name(want), _dtype_name(t.dtype))
+    return GDN_ERR_DTYPE
+
+
+cdef int _dim(const gdn_tensor_t *t, const char *name, int mode, int64_t want, const char *what,
+              char *msg) noexcept nogil:
+    if t.shape[mode] == want:
+        return GDN_OK
+    snprintf(msg, MSG_CAP, "%s: dim %d (%s) is %lld, expected %lld", name, mode, what,
+             <long long>t.shape[mode], <long long>want)
+    return GDN_ERR_SHAPE
+
+
+cdef int _layout(const gdn_tensor_t *t, const char *name, char *msg) noexcept nogil:
+    """Last dim contiguous, no negative strides, base aligned to the element size."""
+    cdef int i
+    cdef int64_t es = _elsize(t.dtype)
+    for i in range(t.rank):
+        if t.stride[i] < 0:
+            snprintf(msg, MSG_CAP, "%s: stride of dim %d is %lld; negative strides are not supported",
+                     name, i, <long long>t.stride[i])
+            return GDN_ERR_LAYOUT
+    if t.shape[t.rank - 1] > 1 and t.stride[t.rank - 1] != 1:
+        snprintf(msg, MSG_CAP, "%s: last dim has stride %lld; it must be contiguous (stride 1)",
+                 name, <long long>t.stride[t.rank - 1])
+        return GDN_ERR_LAYOUT
+    if (<uintptr_t>t.data) % es != 0:
+        snprintf(msg, MSG_CAP, "%s: data pointer is not aligned to its %lld-byte elements", name, <long long>es)
+        return GDN_ERR_LAYOUT
+    return GDN_OK
+
+
+cdef void _extent(const gdn_tensor_t *t, uintptr_t *lo, uintptr_t *hi) noexcept nogil:
+    """Byte range [lo, hi) the tensor may touch (empty if any extent is 0)."""
+    cdef int i
+    cdef int64_t last = 0
+    lo[0] = <uintptr_t>t.data
+    hi[0] = lo[0]
+    if t.data == NULL:
+        return
+    for i in range(t.rank):
+        if t.shape[i] == 0:
+            return
+        last += (t.shape[i] - 1) * t.stride[i]
+    hi[0] = lo[0] + <uintptr_t>((last + 1) * _elsize(t.dtype))
+
+
+cdef int _no_overlap(const gdn_tensor_t *a, const char *an, const gdn_tensor_t *b, const char *bn,
+                     char *msg) noexcept nogil:
+    cdef uintptr_t alo, ahi, blo, bhi
+    _extent(a, &alo, &ahi)
+    _extent(b, &blo, &bhi)
+    if alo < ahi and blo < bhi and alo < bhi and blo < ahi:
+        snprintf(msg, MSG_CAP, "%s: overlaps the memory of %s; outputs must not alias inputs", an, bn)
+        return GDN_ERR_ALIAS
+    return GDN_OK
+
+
+cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept nogil:
+    """Every rule of DESIGN.md §2 that does not depend on the spine."""
+    cdef int rc
+    cdef int64_t T, Hk, Hv, N
+    if state_layout != GDN_STATE_KV and state_layout != GDN_STATE_VK:
+        snprintf(msg, MSG_CAP, "state_layout: must be 'kv' or 'vk'")
+        return GDN_ERR_ARGUMENT
+    # presence and rank
+    rc = _need(&p.q, "q", 3, msg)
+    if rc: return rc
+    rc = _need(&p.k, "k", 3, msg)
+    if rc: return rc
+    rc = _need(&p.v, "v", 3, msg)
+    if rc: return rc
+    rc = _need(&p.g, "g", 2, msg)
+    if rc: return rc
+    rc = _need(&p.beta, "beta", 2, msg)
+    if rc: return rc
+    rc = _need(&p.out, "out", 3, msg)
+    if rc: return rc
+    rc = _need(&p.cu_seqlens, "cu_seqlens", 1, msg)
+    if rc: return rc
+    if p.state.data != NULL:
+        rc = _need(&p.state, "state", 4, msg)
+        if rc: return rc
+    if p.state_indices.data != NULL:
+        rc = _need(&p.state_indices, "state_indices", 1, msg)
+        if rc: return rc
+        if p.state.data == NULL:
+            snprintf(msg, MSG_CAP, "state_indices: given without a state pool to index")
+            return GDN_ERR_ARGUMENT
+    # dtypes
+    rc = _dtype(&p.q, "q", GDN_DTYPE_BF16, 0, msg)
+    if rc: return rc
+    rc = _dtype(&p.k, "k", GDN_DTYPE_BF16, 0, msg)
+    if rc: return rc
+    rc = _dtype(&p.v, "v", GDN_DTYPE_BF16, 0, msg)
+    if rc: return rc
+    rc = _dtype(&p.out, "out", GDN_DTYPE_BF16, 0, msg)
+    if rc: return rc
+    rc = _dtype(&p.g, "g", GDN_DTYPE_F32, 0, msg)
+    if rc: return rc
+    rc = _dtype(&p.beta, "beta", GDN_DTYPE_F32, GDN_DTYPE_BF16, msg)
+    if rc: return rc
+    rc = _dtype(&p.cu_seqlens, "cu_seqlens", GDN_DTYPE_I32, 0, msg)
+    if rc: return rc
+    if p.state.data != NULL:
+        rc = _dtype(&p.state, "state", GDN_DTYPE_F32, 0, msg)
+        if rc: return rc
+    if p.state_indices.data != NULL:
+        rc = _dtype(&p.state_indices, "state_indices", GDN_DTYPE_I32, 0, msg)
+        if rc: return rc
+    # shapes
+    T = p.q.shape[0]
+    Hk = p.q.shape[1]
+    Hv = p.v.shape[1]
+    N = p.cu_seqlens.shape[0] - 1
+    if T < 1:
+        snprintf(msg, MSG_CAP, "q: has %lld tokens; at least 1 is required", <long long>T)
+        return GDN_ERR_SHAPE
+    if T > 0x3fffffff:
+        snprintf(msg, MSG_CAP, "q: %lld tokens exceed the int32 index range of the kernels", <long long>T)
+        return GDN_ERR_SHAPE
+    if N < 1:
+        snprintf(msg, MSG_CAP, "cu_seqlens: must hold N+1 >= 2 offsets, got %lld", <long long>(N + 1))
+        return GDN_ERR_SHAPE
+    rc = _dim(&p.q, "q", 2, GDN_HEAD_DIM_K, "head dim K; the compiled tile is 128", msg)
+    if rc: return rc
+    rc = _dim(&p.k, "k", 0, T, "tokens, as in q", msg)
+    if rc: return rc
+    rc = _dim(&p.k, "k", 1, Hk, "key heads, as in q", msg)
+    if rc: return rc
+    rc = _dim(&p.k, "k", 2, GDN_HEAD_DIM_K, "head dim K; the compiled tile is 128", msg)
+    if rc: return rc
+    rc = _dim(&p.v, "v", 0, T, "tokens, as in q", msg)
+    if rc: return rc
+    rc = _dim(&p.v, "v", 2, GDN_HEAD_DIM_V, "head dim V; the compiled tile is 128", msg)
+    if rc: return rc
+    if Hk < 1 or Hv < 1 or Hv % Hk != 0:
+        snprintf(msg, MSG_CAP, "v: %lld value heads is not a positive multiple of the %lld key heads of q/k",
+                 <long long>Hv, <long long>Hk)
+        return GDN_ERR_SHAPE
+    rc = _dim(&p.out, "out", 0, T, "tokens, as in v", msg)
+    if rc: return rc
+    rc = _dim(&p.out, "out", 1, Hv, "value heads, as in v", msg)
+    if rc: return rc
+    rc = _dim(&p.out, "out", 2, GDN_HEAD_DIM_V, "head dim V, as in v", msg)
+    if rc: return rc
+    rc = _dim(&p.g, "g", 0, T, "tokens, as in q", msg)
+    if rc: return rc
+    rc = _dim(&p.g, "g", 1, Hv, "value heads, as in v", msg)
+    if rc: return rc
+    rc = _dim(&p.beta, "beta", 0, T, "tokens, as in q", msg)
+    if rc: return rc
+    rc = _dim(&p.beta, "beta", 1, Hv, "value heads, as in v", msg)
+    if rc: return rc
+    if p.state.data != NULL:
+        rc = _dim(&p.state, "state", 1, Hv, "value heads, as in v", msg)
+        if rc: return rc
+        rc = _dim(&p.state, "state", 2, GDN_HEAD_DIM_K, "head dim; 128", msg)
+        if rc: return rc
+        rc = _dim(&p.state, "state", 3, GDN_HEAD_DIM_V, "head dim; 128", msg)
+        if rc: return rc
+        if p.state_indices.data != NULL:
+            rc = _dim(&p.state_indices, "state_indices", 0, N, "one slot per sequence, N = len(cu_seqlens) - 1", msg)
+            if rc: return rc
+        else:
+            rc = _dim(&p.state, "state", 0, N, "one state per sequence without state_indices", msg)
+            if rc: return rc
+        if p.state.shape[0] > 0x7fffffff:
+            snprintf(msg, MSG_CAP, "state: %lld slots exceed the int32 index range", <long long>p.state.shape[0])
+            return GDN_ERR_SHAPE
+    # layouts
+    rc = _layout(&p.q, "q", msg)
+    if rc: return rc
+    rc = _layout(&p.k, "k", msg)
+    if rc: return rc
+    rc = _layout(&p.v, "v", msg)
+    if rc: return rc
+    rc = _layout(&p.out, "out", msg)
+    if rc: return rc
+    rc = _layout(&p.g, "g", msg)
+    if rc: return rc
+    rc = _layout(&p.beta, "beta", msg)
+    if rc: return rc
+    rc = _layout(&p.cu_seqlens, "cu_seqlens", msg)
+    if rc: return rc
+    if p.state_indices.data != NULL:
+        rc = _layout(&p.state_indices, "state_indices", msg)
+        if rc: return rc
+    if p.state.data != NULL:
+        rc = _layout(&p.state, "state", msg)
+        if rc: return rc
+        if p.state.stride[2] != GDN_HEAD_DIM_V:
+            snprintf(msg, MSG_CAP, "state: dim 2 has stride %lld; each head's 128x128 block must be "
+                     "contiguous (stride 128)", <long long>p.state.stride[2])
+            return GDN_ERR_LAYOUT
+        if (<uintptr_t>p.state.data) % GDN_TMA_ALIGN_BYTES != 0:
+            snprintf(msg, MSG_CAP, "state: data pointer is not 16-byte aligned")
+            return GDN_ERR_LAYOUT
+        if p.state.stride[0] % 4 != 0 or p.state.stride[1] % 4 != 0:
+            snprintf(msg, MSG_CAP, "state: slot and head strides (%lld, %lld) must be multiples of 4 elements "
+                     "(16-byte aligned blocks)", <long long>p.state.stride[0], <long long>p.state.stride[1])
+            return GDN_ERR_LAYOUT
+    # aliasing: out and the in-place state must not share memory with anything read
+    rc = _no_overlap(&p.out, "out", &p.q, "q", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.k, "k", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.v, "v", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.g, "g", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.beta, "beta", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.cu_seqlens, "cu_seqlens", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.state, "state", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.state_indices, "state_indices", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.q, "q", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.k, "k", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.v, "v", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.g, "g", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.beta, "beta", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.cu_seqlens, "cu_seqlens", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.state_indices, "state_indices", msg)
+    if rc: return rc
+    if not isfinite(p.scale):
+        snprintf(msg, MSG_CAP, "scale: must be finite")
+        return GDN_ERR_ARGUMENT
+    return GDN_OK
+
+
+cdef int _device_major() noexcept nogil:
+    cdef int dev = 0, major = 0
+    if cudaGetDevice(&dev) != 0:
+        cudaGetLastError()
+        return -1
+    if cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != 0:
+        cudaGetLastError()
+        return -1
+    return major
+
+
+cdef int _spine_guard(const gdn_problem_t *p, int spine, int state_layout, char *why) noexcept nogil:
+    """0 if `spine` can serve this (already validated) problem, else a status and the reason."""
+    if _v_spine[spine][state_layout] < 0:
+        snprintf(why, MSG_CAP, "variant: the %s spine for state_layout '%s' is not compiled into this build",
+                 "scalar" if spine == GDN_SPINE_SCALAR else "wgmma",
+                 "kv" if state_layout == GDN_STATE_KV else "vk")
+        return GDN_ERR_UNKNOWN_VARIANT
+    if spine == GDN_SPINE_WGMMA:
+        if (<uintptr_t>p.k.data) % GDN_TMA_ALIGN_BYTES != 0:
+            snprintf(why, MSG_CAP, "k: data pointer is not 16-byte aligned; TMA needs 16-byte aligned tiles")
+            return GDN_ERR_SPINE
+        if p.k.stride[0] % 8 != 0:
+            snprintf(why, MSG_CAP, "k: token stride %lld is not a multiple of 8 elements; TMA needs 16-byte "
+                     "aligned rows", <long long>p.k.stride[0])
+            return GDN_ERR_SPINE
+        if p.k.stride[1] % 8 != 0:
+            snprintf(why, MSG_CAP, "k: head stride %lld is not a multiple of 8 elements; TMA needs 16-byte "
+                     "aligned rows", <long long>p.k.stride[1])
+            return GDN_ERR_SPINE
+    return GDN_OK
+
+
+cdef int _choose(const gdn_problem_t *p, int spine, int state_layout, int *chosen, char *msg) noexcept nogil:
+    cdef char why[MSG_CAP]
+    cdef int rc
+    if spine == GDN_SPINE_AUTO:
+        if _spine_guard(p, GDN_SPINE_WGMMA, state_layout, why) == GDN_OK:
+            chosen[0] = GDN_SPINE_WGMMA
+            return GDN_OK
+        spine = GDN_SPINE_SCALAR
+    if spine != GDN_SPINE_SCALAR and spine != GDN_SPINE_WGMMA:
+        snprintf(msg, MSG_CAP, "spine: unknown spine code %d", spine)
+        return GDN_ERR_ARGUMENT
+    rc = _spine_guard(p, spine, state_layout, why)
+    if rc:
+        snprintf(msg, MSG_CAP, "spine '%s' cannot run: %s", "scalar" if spine == GDN_SPINE_SCALAR else "wgmma", why)
+        return GDN_ERR_SPINE
+    chosen[0] = spine
+    return GDN_OK
+
+
+# ----------------------------------------------------------------------------- workspace
+cdef inline int64_t _aligned(int64_t n) noexcept nogil:
+    return (n + GDN_WORKSPACE_ALIGN_BYTES - 1) // GDN_WORKSPACE_ALIGN_BYTES * GDN_WORKSPACE_ALIGN_BYTES
+
+
+cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t Hv) noexcept nogil:
+    """Lay the workspace tensors out from `base` (NULL: only count); returns the bytes used."""
+    cdef int64_t CB = (T + GDN_CHUNK - 1) // GDN_CHUNK + N
+    cdef int64_t K = GDN_HEAD_DIM_K, V = GDN_HEAD_DIM_V
+    cdef int64_t off = 0
+    off = _piece(&p.chunk_offsets, base, off, GDN_DTYPE_I32, 1, N + 1, 1, 1, 1)
+    off = _piece(&p.chunk_seq, base, off, GDN_DTYPE_I32, 1, CB, 1, 1, 1)
+    off = _piece(&p.chunk_token, base, off, GDN_DTYPE_I32, 1, CB, 1, 1, 1)
+    off = _piece(&p.gcum, base, off, GDN_DTYPE_F32, 2, T, Hv, 1, 1)
+    off = _piece(&p.rq, base, off, GDN_DTYPE_F32, 2, T, Hv, 1, 1)
+    off = _piece(&p.rk, base, off, GDN_DTYPE_F32, 2, T, Hv, 1, 1)
+    off = _piece(&p.w, base, off, GDN_DTYPE_BF16, 3, T, Hv, K, 1)
+    off = _piece(&p.u, base, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
+    off = _piece(&p.vnew, base, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
+    off = _piece(&p.h, base, off, GDN_DTYPE_BF16, 4, CB, Hv, K, V)
+    return off
+
+
+cdef int64_t _piece(gdn_tensor_t *t, char *base, int64_t off, int dtype, int rank,
+                    int64_t d0, int64_t d1, int64_t d2, int64_t d3) noexcept nogil:
+    """A compact row-major tensor at `off`; returns the next aligned offset."""
+    cdef int64_t dims[4]
+    cdef int64_t stride = 1
+    cdef int i
+    dims[0] = d0
+    dims[1] = d1
+    dims[2] = d2
+    dims[3] = d3
+    t.rank = rank
+    t.dtype = dtype
+    t.data = <void *>(base + off) if base != NULL else NULL
+    for i in range(3, -1, -1):
+        t.shape[i] = dims[i] if i < rank else 1
+        t.stride[i] = stride if i < rank else 0
+        if i < rank:
+            stride *= dims[i]
+    return _aligned(off + stride * _elsize(dtype))
+
+
+cdef int64_t gdn_workspace_bytes(int64_t T, int64_t N, int64_t Hv) noexcept nogil:
+    cdef gdn_problem_t scratch
+    return _carve(&scratch, NULL, T, N, Hv)
+
+
+# ----------------------------------------------------------------------------- plan + launch
+cdef int _prepare(gdn_problem_t *p, int spine, int state_layout, int *chosen, char *msg) noexcept nogil:
+    """Validate, derive the flags, switch a 'vk' pool to its logical S[k, v] view, choose the spine."""
+    cdef int rc = _validate(p, state_layout, msg)
+    cdef int64_t tmp
+    if rc:
+        return rc
+    p.has_state = 1 if p.state.data != NULL else 0
+    p.use_state_indices = 1 if p.state_indices.data != NULL else 0
+    if p.has_state and state_layout == GDN_STATE_VK:
+        tmp = p.state.stride[2]
+        p.state.stride[2] = p.state.stride[3]
+        p.state.stride[3] = tmp
+    if not p.has_state:
+        # Kernels still bind the tensors: give them a well-formed empty view.
+        p.state.rank = 4
+        p.state.dtype = GDN_DTYPE_F32
+        p.state.shape[0] = 0
+        p.state.shape[1] = p.v.shape[1]
+        p.state.shape[2] = GDN_HEAD_DIM_K
+        p.state.shape[3] = GDN_HEAD_DIM_V
+        p.state.stride[0] = 0
+        p.state.stride[1] = 0
+        p.state.stride[2] = GDN_HEAD_DIM_V if state_layout == GDN_STATE_KV else 1
+        p.state.stride[3] = 1 if state_layout == GDN_STATE_KV else GDN_HEAD_DIM_K
+    if not p.use_state_indices:
+        p.state_indices.rank = 1
+        p.state_indices.dtype = GDN_DTYPE_I32
+        p.state_indices.shape[0] = p.cu_seqlens.shape[0] - 1
+        p.state_indices.stride[0] = 1
+    if _device_major() != 9:
+        snprintf(msg, MSG_CAP, "device: the current CUDA device is not compute capability 9.x (Hopper); "
+                 "the kernels are compiled for sm_90a")
+        return GDN_ERR_ARGUMENT
+    return _choose(p, spine, state_layout, chosen, msg)
+
+
+cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
+                         void *workspace, int64_t workspace_bytes, cudaStream_t stream,
+                         int *chosen_spine, char *msg, size_t msg_cap) noexcept nogil:
+    cdef gdn_problem_t p = problem[0]
+    cdef char local[MSG_CAP]
+    cdef int rc, chosen = 0, wu, i
+    cdef int ids[4]
+    cdef int64_t need
+    local[0] = 0
+    rc = _prepare(&p, spine, state_layout, &chosen, local)
+    if rc == GDN_OK:
+        need = gdn_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1])
+        if workspace == NULL or workspace_bytes < need:
+            snprintf(local, MSG_CAP, "workspace: %lld bytes given, %lld needed (gdn_workspace_bytes)",
+                     <long long>workspace_bytes, <long long>need)
+            rc = GDN_ERR_ARGUMENT
+        elif (<uintptr_t>workspace) % GDN_WORKSPACE_ALIGN_BYTES != 0:
+            snprintf(local, MSG_CAP, "workspace: data pointer is not %d-byte aligned", GDN_WORKSPACE_ALIGN_BYTES)
+            rc = GDN_ERR_LAYOUT
+    if rc == GDN_OK:
+        wu = _v_wu_beta_f32 if p.beta.dtype == GDN_DTYPE_F32 else _v_wu_beta_bf16
+        ids[0] = _v_chunk_index
+        ids[1] = wu
+        ids[2] = _v_spine[chosen][state_layout]
+        ids[3] = _v_fwd_o
+        for i in range(4):
+            if ids[i] < 0:
+                snprintf(local, MSG_CAP, "build: a stage kernel (step %d of 4) is not compiled into this build", i)
+                rc = GDN_ERR_UNKNOWN_VARIANT
+                break
+    if rc == GDN_OK:
+        _carve(&p, <char *>workspace, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1])
+        rc = gdn_load_modules()
+        if rc != 0:
+            snprintf(local, MSG_CAP, "CUDA error while loading the kernel modules: %s",
+                     cudaGetErrorString(<cudaError_t>rc))
+            rc = GDN_ERR_LAUNCH
+    if rc == GDN_OK:
+        for i in range(4):
+            rc = gdn_launch_variant(ids[i], &p, stream)
+            if rc != 0:
+                snprintf(local, MSG_CAP, "CUDA error launching %s: %s", gdn_variant_name(ids[i]),
+                         cudaGetErrorString(<cudaError_t>rc))
+                rc = GDN_ERR_LAUNCH
+                break
+    if chosen_spine != NULL:
+        chosen_spine[0] = chosen
+    if msg != NULL and msg_cap > 0:
+        snprintf(msg, msg_cap, "%s", local)
+    return rc
+
+
+# ----------------------------------------------------------------------------- torch side
+cdef dict _DTYPES = {}
+
+
+def _init_dtypes():
+    import torch
+    _DTYPES.update({torch.bfloat16: GDN_DTYPE_BF16, torch.float16: GDN_DTYPE_F16,
+                    torch.float32: GDN_DTYPE_F32, torch.int32: GDN_DTYPE_I32})
+
+
+cdef int _fill(gdn_tensor_t *t, object x, str name) except -1:
+    cdef int i, rank
+    memset(t, 0, sizeof(gdn_tensor_t))
+    if x is None:
+        return 0
+    if not _DTYPES:
+        _init_dtypes()
+    rank = x.dim()
+    if rank < 1 or rank > GDN_MAX_RANK:
+        raise _errors.GdnShapeError(f"{name}: must have 1 to {GDN_MAX_RANK} dims, got {rank}")
+    t.rank = rank
+    t.dtype = _DTYPES.get(x.dtype, 0)
+    t.data = <void *><uintptr_t>x.data_ptr()
+    shape = x.shape
+    stride = x.stride()
+    for i in range(rank):
+        t.shape[i] = shape[i]
+        t.stride[i] = stride[i]
+    return 0
+
+
+cdef object _raise(int rc, const char *msg):
+    raise _errors.BY_STATUS.get(rc, _errors.GdnError)(msg.decode())
+
+
+def _check_devices(named):
+    """Every tensor on one CUDA device; returns that device."""
+    device = None
+    first = None
+    for name, x in named:
+        if x is None:
+            continue
+        if not x.is_cuda:
+            raise _errors.GdnDeviceError(f"{name}: must be a CUDA tensor, got device {x.device}")
+        if device is None:
+            device, first = x.device, name
+        elif x.device != device:
+            raise _errors.GdnDeviceError(f"{name}: is on {x.device} but {first} is on {device}; "
+                                         "all tensors must be on one device")
+    return device
+
+
+cdef int _build(gdn_problem_t *p, q, k, v, g, beta, out, state, cu_seqlens, state_indices,
+                scale, bint use_qk_l2norm) except -1:
+    memset(p, 0, sizeof(gdn_problem_t))
+    _fill(&p.q, q, "q")
+    _fill(&p.k, k, "k")
+    _fill(&p.v, v, "v")
+    _fill(&p.g, g, "g")
+    _fill(&p.beta, beta, "beta")
+    _fill(&p.out, out, "out")
+    _fill(&p.state, state, "state")
+    _fill(&p.cu_seqlens, cu_seqlens, "cu_seqlens")
+    _fill(&p.state_indices, state_indices, "state_indices")
+    p.scale = <float>(scale if scale is not None else GDN_HEAD_DIM_K ** -0.5)
+    p.use_qk_l2norm = 1 if use_qk_l2norm else 0
+    return 0
+
+
+cdef int _codes(str spine, str state_layout, int *spine_code, int *layout_code) except -1:
+    if spine not in SPINES:
+        raise _errors.GdnArgumentError(f"spine: must be one of {sorted(SPINES)}, got {spine!r}")
+    if state_layout not in STATE_LAYOUTS:
+        raise _errors.GdnArgumentError(f"state_layout: must be 'kv' or 'vk', got {state_layout!r}")
+    spine_code[0] = SPINES[spine]
+    layout_code[0] = STATE_LAYOUTS[state_layout]
+    return 0
+
+
+def workspace_bytes(int64_t T, int64_t N, int64_t Hv):
+    """Bytes of device workspace a call with T tokens, N sequences and Hv value heads needs."""
+    return gdn_workspace_bytes(T, N, Hv)
+
+
+_SUMMARY = os.environ.get("GDN_PREFILL_LOG_CALLS", "") not in ("", "0")
+
+
+def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
+            str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto",
+            stream=None, workspace=None):
+    """Run the Gated DeltaNet chunked prefill; writes `out` and updates `state` in place.
+
+    q, k [T, Hk, 128] and v, out [T, Hv, 128] bf16 (last dim contiguous, other strides
+    free); g [T, Hv] fp32 log-decay and beta [T, Hv] fp32/bf16 with any strides;
+    cu_seqlens int32 [N+1] on the device (None: one sequence of T tokens); state fp32
+    [P, Hv, 128, 128] ("kv": S[k, v]; "vk": S[v, k]) read as the initial state and
+    overwritten with the final one (None: start from zero, no final state); with
+    state_indices int32 [N], sequence n uses slot state_indices[n] and -1 skips the
+    sequence entirely.  Returns the name of the spine that ran.
+    """
+    cdef gdn_problem_t p
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc
+    cdef char msg[MSG_CAP]
+    cdef uintptr_t ws_ptr, stream_ptr
+    cdef int64_t ws_bytes
+    import torch
+    _codes(spine, state_layout, &spine_code, &layout_code)
+    device = _check_devices((("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("out", out),
+                             ("state", state), ("cu_seqlens", cu_seqlens), ("state_indices", state_indices),
+                             ("workspace", workspace)))
+    if cu_seqlens is None:
+        # [0, T] made on the device by a kernel: no host-to-device copy, graph-capturable.
+        cu_seqlens = torch.arange(0, 2 * q.shape[0], max(q.shape[0], 1), dtype=torch.int32, device=device)[:2]
+    _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm)
+    need = gdn_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1])
+    if workspace is None:
+        workspace = torch.empty(max(need, 1), dtype=torch.uint8, device=device)
+    elif workspace.dtype != torch.uint8 or not workspace.is_contiguous():
+        raise _errors.GdnArgumentError("workspace: must be a contiguous uint8 CUDA tensor")
+    ws_ptr = workspace.data_ptr()
+    ws_bytes = workspace.numel()
+    if stream is None:
+        stream = torch.cuda.current_stream(device)
+    stream_ptr = stream.cuda_stream if hasattr(stream, "cuda_stream") else int(stream)
+    with torch.cuda.device(device):
+        with nogil:
+            rc = gdn_prefill_raw(&p, spine_code, layout_code, <void *>ws_ptr, ws_bytes,
+                                 <cudaStream_t>stream_ptr, &chosen, msg, MSG_CAP)
+    if rc != GDN_OK:
+        if rc == GDN_ERR_SPINE:
+            _log.warning("gdn_prefill: %s", msg.decode())
+        _raise(rc, msg)
+    name = SPINE_NAMES[chosen]
+    if _SUMMARY:
+        _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s grid(spine)=%s", name, p.q.shape[0],
+                  p.cu_seqlens.shape[0] - 1, p.q.shape[1], p.v.shape[1], state_layout,
+                  _spine_grid(chosen, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]))
+    return name
+
+
+def _spine_grid(int chosen, T, N, Hv):
+    return (_plan.grid_spine_wgmma if chosen == GDN_SPINE_WGMMA else _plan.grid_spine_scalar)(T, N, Hv)
+
+
+def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
+            str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto",
+            stream=None, workspace=None, bint check_device=True):
+    """The plan prefill() would run, without launching anything.
+
+    Takes prefill's arguments (tensors may live on any device, even "meta", when
+    check_device=False).  Returns a dict: "spines" maps each spine to "runs" or the
+    guard that rejects it; "chosen" the spine "auto" (or the requested one) runs;
+    "kernels" the launches with grid, block and shared-memory bytes; "workspace_bytes".
+    Raises the same errors prefill() raises.
+    """
+    cdef gdn_problem_t p
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s
+    cdef char msg[MSG_CAP]
+    cdef char why[MSG_CAP]
+    import torch
+    _codes(spine, state_layout, &spine_code, &layout_code)
+    if cu_seqlens is None:
+        cu_seqlens = torch.empty(2, dtype=torch.int32, device=q.device)
+    _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm)
+    rc = _validate(&p, layout_code, msg)
+    if rc != GDN_OK:
+        _raise(rc, msg)
+    spines = {}
+    for s in (GDN_SPINE_SCALAR, GDN_SPINE_WGMMA):
+        spines[SPINE_NAMES[s]] = "runs" if _spine_guard(&p, s, layout_code, why) == GDN_OK else why.decode()
+    rc = _choose(&p, spine_code, layout_code, &chosen, msg)
+    if rc != GDN_OK:
+        _raise(rc, msg)
+    T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
+    beta_tag = "betaf32" if p.beta.dtype == GDN_DTYPE_F32 else "betabf16"
+    spine_name = SPINE_NAMES[chosen]
+    kernels = [
+        ("chunk_index", _plan.grid_chunk_index(T, N, Hv)),
+        (f"recompute_wu_bf16_{beta_tag}", _plan.grid_recompute_wu(T, N, Hv)),
+        (f"spine_{spine_name}_{state_layout}", _spine_grid(chosen, T, N, Hv)),
+        ("fwd_o_bf16", _plan.grid_fwd_o(T, N, Hv)),
+    ]
+    from gdn_prefill import _manifest
+    return {
+        "spines": spines,
+        "chosen": spine_name,
+        "kernels": [dict(name=n, grid=tuple(int(x) for x in grid), **_manifest.launch_info(n))
+                    for n, grid in kernels],
+        "workspace_bytes": int(gdn_workspace_bytes(T, N, Hv)),
+        "chunk_slots": int(_plan.chunk_slots(T, N)),
+    }

@@ -1,0 +1,66 @@
+# Cython view of include/gdn/gdn_abi.h and include/gdn/gdn_kernels.h.
+from libc.stdint cimport int32_t, int64_t
+
+cdef extern from "cuda_runtime.h" nogil:
+    ctypedef void *cudaStream_t
+    ctypedef int cudaError_t
+    const char *cudaGetErrorString(cudaError_t err)
+    const char *cudaGetErrorName(cudaError_t err)
+    cudaError_t cudaGetDevice(int *device)
+    cudaError_t cudaDeviceGetAttribute(int *value, int attr, int device)
+    cudaError_t cudaGetLastError()
+    cdef int cudaDevAttrComputeCapabilityMajor
+    cdef int cudaDevAttrComputeCapabilityMinor
+
+cdef extern from "gdn/gdn_abi.h" nogil:
+    enum:
+        GDN_CHUNK
+        GDN_HEAD_DIM_K
+        GDN_HEAD_DIM_V
+        GDN_SCALAR_SPINE_VBLOCK
+        GDN_WGMMA_SPINE_VBLOCK
+        GDN_TMA_ALIGN_BYTES
+        GDN_WORKSPACE_ALIGN_BYTES
+        GDN_MAX_RANK
+        GDN_DTYPE_BF16
+        GDN_DTYPE_F16
+        GDN_DTYPE_F32
+        GDN_DTYPE_I32
+        GDN_SPINE_AUTO
+        GDN_SPINE_SCALAR
+        GDN_SPINE_WGMMA
+        GDN_STATE_KV
+        GDN_STATE_VK
+        GDN_OK
+        GDN_ERR_DTYPE
+        GDN_ERR_SHAPE
+        GDN_ERR_LAYOUT
+        GDN_ERR_ALIAS
+        GDN_ERR_SPINE
+        GDN_ERR_ARGUMENT
+        GDN_ERR_LAUNCH
+        GDN_ERR_UNKNOWN_VARIANT
+
+    ctypedef struct gdn_tensor_t:
+        void *data
+        int64_t shape[4]
+        int64_t stride[4]
+        int32_t rank
+        int32_t dtype
+
+    ctypedef struct gdn_problem_t:
+        gdn_tensor_t q, k, v, g, beta, out
+        gdn_tensor_t state, cu_seqlens, state_indices
+        gdn_tensor_t chunk_offsets, chunk_seq, chunk_token
+        gdn_tensor_t gcum, rq, rk, w, u, vnew, h
+        float scale
+        int32_t use_qk_l2norm
+        int32_t has_state
+        int32_t use_state_indices
+
+cdef extern from "gdn/gdn_kernels.h" nogil:
+    int gdn_num_variants()
+    const char *gdn_variant_name(int id)
+    int gdn_variant_id(const char *name)
+    int gdn_load_modules()
+    int gdn_launch_variant(int id, const gdn_problem_t *problem, cudaStream_t stream)

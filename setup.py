@@ -1,0 +1,108 @@
+"""Build gdn-prefill: AOT-compile the CuTe DSL kernels, cythonize pyx/, link.
+
+Environment:
+  GDN_PREFILL_PREBUILT=DIR   link the kernel objects in DIR (made by
+                             `python -m cute_kernels.aot --out DIR` on any machine
+                             with the DSL) instead of compiling them; DIR holds
+                             <variant>.o/.h, gdn_kernels.c, manifest.json, cubin/ and
+                             libcuda_dialect_runtime_static.a, so the DSL is not needed.
+  CUDA_HOME                  CUDA toolkit with cuda_runtime.h and libcudart_static.a
+                             (default: /usr/local/cuda).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+STATIC_RUNTIME = "libcuda_dialect_runtime_static.a"
+
+
+def _cuda_home() -> str:
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if home and os.path.isfile(os.path.join(home, "include", "cuda_runtime.h")):
+            return home
+    raise SystemExit("gdn-prefill: no CUDA toolkit found (set CUDA_HOME to a directory with "
+                     "include/cuda_runtime.h and lib64/libcudart_static.a)")
+
+
+def _cudart_static(home: str) -> str:
+    for sub in ("lib64", "lib", os.path.join("targets", "x86_64-linux", "lib")):
+        path = os.path.join(home, sub, "libcudart_static.a")
+        if os.path.isfile(path):
+            return path
+    raise SystemExit(f"gdn-prefill: libcudart_static.a not found under {home}")
+
+
+def _aot_dir() -> str:
+    prebuilt = os.environ.get("GDN_PREFILL_PREBUILT")
+    if prebuilt:
+        out = os.path.abspath(prebuilt)
+        print(f"gdn-prefill: linking prebuilt kernels from {out}")
+    else:
+        out = os.path.join(ROOT, "build", "aot")
+        print(f"gdn-prefill: compiling the kernels ahead of time into {out}")
+        subprocess.check_call([sys.executable, "-m", "cute_kernels.aot", "--out", out], cwd=ROOT)
+    for need in ("manifest.json", "gdn_kernels.c", STATIC_RUNTIME):
+        if not os.path.isfile(os.path.join(out, need)):
+            raise SystemExit(f"gdn-prefill: {out} lacks {need}; rebuild it with python -m cute_kernels.aot")
+    return out
+
+
+class BuildExt(build_ext):
+    """Compile (or find) the kernel objects, then build the Cython extension against them."""
+
+    def run(self):
+        from Cython.Build import cythonize
+
+        aot = _aot_dir()
+        manifest = json.load(open(os.path.join(aot, "manifest.json")))
+        objects = [os.path.join(aot, v["variant"] + ".o") for v in manifest["variants"]]
+        home = _cuda_home()
+        ext = Extension(
+            "gdn_prefill._ext",
+            sources=["pyx/gdn_prefill/_ext.pyx", os.path.join(aot, "gdn_kernels.c")],
+            include_dirs=[os.path.join(ROOT, "include"), os.path.join(ROOT, "include", "gdn"), aot,
+                          os.path.join(home, "include")],
+            # cudart is linked statically: the extension needs only the driver at run time
+            # and still imports on a machine with no GPU at all.
+            extra_objects=objects + [os.path.join(aot, STATIC_RUNTIME), _cudart_static(home)],
+            libraries=["dl", "pthread", "rt", "stdc++"],
+        )
+        (cythonized,) = cythonize([ext], include_path=[os.path.join(ROOT, "pyx")], language_level=3,
+                                  build_dir=os.path.join(ROOT, "build", "cython"))
+        # setuptools has already finalised self.extensions: fill the placeholder in place.
+        (target,) = self.extensions
+        for attr in ("sources", "include_dirs", "extra_objects", "libraries"):
+            setattr(target, attr, getattr(cythonized, attr))
+        super().run()
+        self._install_data(aot, manifest)
+
+    def _install_data(self, aot: str, manifest: dict) -> None:
+        """Ship the manifest, the cubins (for SASS checks), the ABI header and the .pxd files."""
+        pkg = os.path.join(ROOT, "gdn_prefill") if self.inplace else os.path.join(self.build_lib, "gdn_prefill")
+        shutil.copy(os.path.join(aot, "manifest.json"), os.path.join(pkg, "_aot_manifest.json"))
+        cubins = os.path.join(pkg, "_cubins")
+        os.makedirs(cubins, exist_ok=True)
+        for v in manifest["variants"]:
+            for c in v["cubins"]:
+                shutil.copy(os.path.join(aot, c), cubins)
+        os.makedirs(os.path.join(pkg, "include", "gdn"), exist_ok=True)
+        for h in glob.glob(os.path.join(ROOT, "include", "gdn", "*.h")):
+            shutil.copy(h, os.path.join(pkg, "include", "gdn"))
+        for pxd in glob.glob(os.path.join(ROOT, "pyx", "gdn_prefill", "*.pxd")):
+            if not pxd.endswith("__init__.pxd"):
+                shutil.copy(pxd, pkg)
+
+
+setup(
+    ext_modules=[Extension("gdn_prefill._ext", sources=[])],  # replaced in BuildExt.run
+    cmdclass={"build_ext": BuildExt},
+)
