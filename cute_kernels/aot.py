@@ -35,7 +35,7 @@ STATIC_RUNTIME = "libcuda_dialect_runtime_static.a"
 def _problem_fields() -> dict[str, str]:
     """Field name -> C type of gdn_problem_t, read from the ABI header."""
     text = open(ABI_HEADER).read()
-    body = re.search(r"typedef struct \{(.*?)\}\s*gdn_problem_t;", text, re.S).group(1)
+    body = re.search(r"typedef struct \{([^{}]*)\}\s*gdn_problem_t;", text, re.S).group(1)
     body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
     fields = {}
     for decl in body.split(";"):

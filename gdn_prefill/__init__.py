@@ -1,4 +1,36 @@
-"""gdn-prefill: Gated DeltaNet chunked prefill for Hopper, CuTe DSL kernels AOT-linked into Cython."""
+"""gdn-prefill: Gated DeltaNet chunked prefill for Hopper.
+
+CuTe DSL kernels compiled ahead of time and linked into a Cython extension whose
+typed entry point validates strides, alignment and tile shapes before any launch.
+
+    from gdn_prefill import prefill, explain, chunk_gated_delta_rule
+
+`prefill` is the packed [T, H, D] entry point (strided views, state pools updated
+in place, both state layouts, no host syncs); `chunk_gated_delta_rule` is the
+FLA-shaped [B, T, H, D] layer over it; `explain` shows the plan without launching.
+"""
 from __future__ import annotations
 
+from .errors import (GdnAliasError, GdnArgumentError, GdnDeviceError, GdnDtypeError, GdnError,
+                     GdnLaunchError, GdnLayoutError, GdnShapeError, GdnSpineError)
+
 __version__ = "0.1.0"
+
+_EXT_NAMES = ("prefill", "explain", "workspace_bytes", "workspace_layout", "compiled_variants")
+
+__all__ = list(_EXT_NAMES) + [
+    "chunk_gated_delta_rule", "GdnError", "GdnDtypeError", "GdnShapeError", "GdnLayoutError",
+    "GdnAliasError", "GdnDeviceError", "GdnSpineError", "GdnArgumentError", "GdnLaunchError",
+]
+
+
+def __getattr__(name):
+    # The extension is imported on first use, so that build tools (cute_kernels) can import
+    # gdn_prefill.plan from a source tree where the extension is not built yet.
+    if name in _EXT_NAMES:
+        from . import _ext
+        return getattr(_ext, name)
+    if name == "chunk_gated_delta_rule":
+        from .fla import chunk_gated_delta_rule
+        return chunk_gated_delta_rule
+    raise AttributeError(f"module 'gdn_prefill' has no attribute {name!r}")

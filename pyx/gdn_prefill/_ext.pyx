@@ -68,7 +68,7 @@ cdef int64_t _elsize(int d) noexcept nogil:
 
 
 cdef int _need(const gdn_tensor_t *t, const char *name, int rank, char *msg) noexcept nogil:
-    if t.data == NULL:
+    if t.rank == 0:
         snprintf(msg, MSG_CAP, "%s: a tensor is required", name)
         return GDN_ERR_ARGUMENT
     if t.rank != rank:
@@ -164,13 +164,13 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
     if rc: return rc
     rc = _need(&p.cu_seqlens, "cu_seqlens", 1, msg)
     if rc: return rc
-    if p.state.data != NULL:
+    if p.state.rank != 0:
         rc = _need(&p.state, "state", 4, msg)
         if rc: return rc
-    if p.state_indices.data != NULL:
+    if p.state_indices.rank != 0:
         rc = _need(&p.state_indices, "state_indices", 1, msg)
         if rc: return rc
-        if p.state.data == NULL:
+        if p.state.rank == 0:
             snprintf(msg, MSG_CAP, "state_indices: given without a state pool to index")
             return GDN_ERR_ARGUMENT
     # dtypes
@@ -188,10 +188,10 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
     if rc: return rc
     rc = _dtype(&p.cu_seqlens, "cu_seqlens", GDN_DTYPE_I32, 0, msg)
     if rc: return rc
-    if p.state.data != NULL:
+    if p.state.rank != 0:
         rc = _dtype(&p.state, "state", GDN_DTYPE_F32, 0, msg)
         if rc: return rc
-    if p.state_indices.data != NULL:
+    if p.state_indices.rank != 0:
         rc = _dtype(&p.state_indices, "state_indices", GDN_DTYPE_I32, 0, msg)
         if rc: return rc
     # shapes
@@ -238,14 +238,14 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
     if rc: return rc
     rc = _dim(&p.beta, "beta", 1, Hv, "value heads, as in v", msg)
     if rc: return rc
-    if p.state.data != NULL:
+    if p.state.rank != 0:
         rc = _dim(&p.state, "state", 1, Hv, "value heads, as in v", msg)
         if rc: return rc
         rc = _dim(&p.state, "state", 2, GDN_HEAD_DIM_K, "head dim; 128", msg)
         if rc: return rc
         rc = _dim(&p.state, "state", 3, GDN_HEAD_DIM_V, "head dim; 128", msg)
         if rc: return rc
-        if p.state_indices.data != NULL:
+        if p.state_indices.rank != 0:
             rc = _dim(&p.state_indices, "state_indices", 0, N, "one slot per sequence, N = len(cu_seqlens) - 1", msg)
             if rc: return rc
         else:
@@ -269,10 +269,10 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
     if rc: return rc
     rc = _layout(&p.cu_seqlens, "cu_seqlens", msg)
     if rc: return rc
-    if p.state_indices.data != NULL:
+    if p.state_indices.rank != 0:
         rc = _layout(&p.state_indices, "state_indices", msg)
         if rc: return rc
-    if p.state.data != NULL:
+    if p.state.rank != 0:
         rc = _layout(&p.state, "state", msg)
         if rc: return rc
         if p.state.stride[2] != GDN_HEAD_DIM_V:
@@ -336,11 +336,6 @@ cdef int _device_major() noexcept nogil:
 
 cdef int _spine_guard(const gdn_problem_t *p, int spine, int state_layout, char *why) noexcept nogil:
     """0 if `spine` can serve this (already validated) problem, else a status and the reason."""
-    if _v_spine[spine][state_layout] < 0:
-        snprintf(why, MSG_CAP, "variant: the %s spine for state_layout '%s' is not compiled into this build",
-                 "scalar" if spine == GDN_SPINE_SCALAR else "wgmma",
-                 "kv" if state_layout == GDN_STATE_KV else "vk")
-        return GDN_ERR_UNKNOWN_VARIANT
     if spine == GDN_SPINE_WGMMA:
         if (<uintptr_t>p.k.data) % GDN_TMA_ALIGN_BYTES != 0:
             snprintf(why, MSG_CAP, "k: data pointer is not 16-byte aligned; TMA needs 16-byte aligned tiles")
@@ -353,6 +348,11 @@ cdef int _spine_guard(const gdn_problem_t *p, int spine, int state_layout, char 
             snprintf(why, MSG_CAP, "k: head stride %lld is not a multiple of 8 elements; TMA needs 16-byte "
                      "aligned rows", <long long>p.k.stride[1])
             return GDN_ERR_SPINE
+    if _v_spine[spine][state_layout] < 0:
+        snprintf(why, MSG_CAP, "variant: the %s spine for state_layout '%s' is not compiled into this build",
+                 "scalar" if spine == GDN_SPINE_SCALAR else "wgmma",
+                 "kv" if state_layout == GDN_STATE_KV else "vk")
+        return GDN_ERR_UNKNOWN_VARIANT
     return GDN_OK
 
 
@@ -431,8 +431,8 @@ cdef int _prepare(gdn_problem_t *p, int spine, int state_layout, int *chosen, ch
     cdef int64_t tmp
     if rc:
         return rc
-    p.has_state = 1 if p.state.data != NULL else 0
-    p.use_state_indices = 1 if p.state_indices.data != NULL else 0
+    p.has_state = 1 if p.state.rank != 0 else 0
+    p.use_state_indices = 1 if p.state_indices.rank != 0 else 0
     if p.has_state and state_layout == GDN_STATE_VK:
         tmp = p.state.stride[2]
         p.state.stride[2] = p.state.stride[3]
@@ -461,51 +461,63 @@ cdef int _prepare(gdn_problem_t *p, int spine, int state_layout, int *chosen, ch
     return _choose(p, spine, state_layout, chosen, msg)
 
 
+cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int *ids, char *msg) noexcept nogil:
+    """The four launches of one prefill, in order."""
+    cdef int i
+    ids[0] = _v_chunk_index
+    ids[1] = _v_wu_beta_f32 if p.beta.dtype == GDN_DTYPE_F32 else _v_wu_beta_bf16
+    ids[2] = _v_spine[chosen][state_layout]
+    ids[3] = _v_fwd_o
+    for i in range(4):
+        if ids[i] < 0:
+            snprintf(msg, MSG_CAP, "build: stage %d of 4 (%s) is not compiled into this build", i + 1,
+                     "chunk_index" if i == 0 else ("recompute_wu" if i == 1 else ("spine" if i == 2 else "fwd_o")))
+            return GDN_ERR_UNKNOWN_VARIANT
+    return GDN_OK
+
+
+cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_bytes, char *msg) noexcept nogil:
+    cdef int64_t need = gdn_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1])
+    if workspace == NULL or workspace_bytes < need:
+        snprintf(msg, MSG_CAP, "workspace: %lld bytes given, %lld needed (gdn_workspace_bytes)",
+                 <long long>workspace_bytes, <long long>need)
+        return GDN_ERR_ARGUMENT
+    if (<uintptr_t>workspace) % GDN_WORKSPACE_ALIGN_BYTES != 0:
+        snprintf(msg, MSG_CAP, "workspace: data pointer is not %d-byte aligned", GDN_WORKSPACE_ALIGN_BYTES)
+        return GDN_ERR_LAYOUT
+    _carve(p, <char *>workspace, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1])
+    return GDN_OK
+
+
+cdef int _launch(const gdn_problem_t *p, const int *ids, int n, cudaStream_t stream, char *msg) noexcept nogil:
+    cdef int i, rc = gdn_load_modules()
+    if rc != 0:
+        snprintf(msg, MSG_CAP, "CUDA error while loading the kernel modules: %s", cudaGetErrorString(<cudaError_t>rc))
+        return GDN_ERR_LAUNCH
+    for i in range(n):
+        rc = gdn_launch_variant(ids[i], p, stream)
+        if rc != 0:
+            snprintf(msg, MSG_CAP, "CUDA error launching %s: %s", gdn_variant_name(ids[i]),
+                     cudaGetErrorString(<cudaError_t>rc))
+            return GDN_ERR_LAUNCH
+    return GDN_OK
+
+
 cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
                          void *workspace, int64_t workspace_bytes, cudaStream_t stream,
                          int *chosen_spine, char *msg, size_t msg_cap) noexcept nogil:
     cdef gdn_problem_t p = problem[0]
     cdef char local[MSG_CAP]
-    cdef int rc, chosen = 0, wu, i
+    cdef int rc, chosen = 0
     cdef int ids[4]
-    cdef int64_t need
     local[0] = 0
     rc = _prepare(&p, spine, state_layout, &chosen, local)
     if rc == GDN_OK:
-        need = gdn_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1])
-        if workspace == NULL or workspace_bytes < need:
-            snprintf(local, MSG_CAP, "workspace: %lld bytes given, %lld needed (gdn_workspace_bytes)",
-                     <long long>workspace_bytes, <long long>need)
-            rc = GDN_ERR_ARGUMENT
-        elif (<uintptr_t>workspace) % GDN_WORKSPACE_ALIGN_BYTES != 0:
-            snprintf(local, MSG_CAP, "workspace: data pointer is not %d-byte aligned", GDN_WORKSPACE_ALIGN_BYTES)
-            rc = GDN_ERR_LAYOUT
+        rc = _bind_workspace(&p, workspace, workspace_bytes, local)
     if rc == GDN_OK:
-        wu = _v_wu_beta_f32 if p.beta.dtype == GDN_DTYPE_F32 else _v_wu_beta_bf16
-        ids[0] = _v_chunk_index
-        ids[1] = wu
-        ids[2] = _v_spine[chosen][state_layout]
-        ids[3] = _v_fwd_o
-        for i in range(4):
-            if ids[i] < 0:
-                snprintf(local, MSG_CAP, "build: a stage kernel (step %d of 4) is not compiled into this build", i)
-                rc = GDN_ERR_UNKNOWN_VARIANT
-                break
+        rc = _stage_ids(&p, chosen, state_layout, ids, local)
     if rc == GDN_OK:
-        _carve(&p, <char *>workspace, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1])
-        rc = gdn_load_modules()
-        if rc != 0:
-            snprintf(local, MSG_CAP, "CUDA error while loading the kernel modules: %s",
-                     cudaGetErrorString(<cudaError_t>rc))
-            rc = GDN_ERR_LAUNCH
-    if rc == GDN_OK:
-        for i in range(4):
-            rc = gdn_launch_variant(ids[i], &p, stream)
-            if rc != 0:
-                snprintf(local, MSG_CAP, "CUDA error launching %s: %s", gdn_variant_name(ids[i]),
-                         cudaGetErrorString(<cudaError_t>rc))
-                rc = GDN_ERR_LAUNCH
-                break
+        rc = _launch(&p, ids, 4, stream, local)
     if chosen_spine != NULL:
         chosen_spine[0] = chosen
     if msg != NULL and msg_cap > 0:
@@ -704,3 +716,56 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         "workspace_bytes": int(gdn_workspace_bytes(T, N, Hv)),
         "chunk_slots": int(_plan.chunk_slots(T, N)),
     }
+
+
+def workspace_layout(int64_t T, int64_t N, int64_t Hv):
+    """{name: (byte offset, shape, dtype name)} of the workspace tensors (gdn_abi.h)."""
+    cdef gdn_problem_t p
+    cdef char *base = <char *>GDN_WORKSPACE_ALIGN_BYTES  # any aligned non-NULL base: offsets only
+    _carve(&p, base, T, N, Hv)
+    names = ("chunk_offsets", "chunk_seq", "chunk_token", "gcum", "rq", "rk", "w", "u", "vnew", "h")
+    cdef gdn_tensor_t *ts[10]
+    ts[:] = [&p.chunk_offsets, &p.chunk_seq, &p.chunk_token, &p.gcum, &p.rq, &p.rk, &p.w, &p.u, &p.vnew, &p.h]
+    out = {}
+    for i in range(10):
+        out[names[i]] = (<uintptr_t>ts[i].data - <uintptr_t>base, tuple(ts[i].shape[j] for j in range(ts[i].rank)),
+                         _dtype_name(ts[i].dtype).decode())
+    return out
+
+
+def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None,
+                   str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto", workspace):
+    """Test hook: validate like prefill(), then launch only the named stages on the current stream.
+
+    `stages` is a subset of ("chunk_index", "recompute_wu", "spine", "fwd_o"), run in that order,
+    so GPU tests can check each stage's workspace output against the fp64 oracle.
+    """
+    cdef gdn_problem_t p
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, i, n = 0
+    cdef int all_ids[4]
+    cdef int ids[4]
+    cdef char msg[MSG_CAP]
+    import torch
+    _codes(spine, state_layout, &spine_code, &layout_code)
+    _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm)
+    rc = _prepare(&p, spine_code, layout_code, &chosen, msg)
+    if rc == GDN_OK:
+        rc = _bind_workspace(&p, <void *><uintptr_t>workspace.data_ptr(), workspace.numel(), msg)
+    order = ("chunk_index", "recompute_wu", "spine", "fwd_o")
+    if rc == GDN_OK:
+        # look up ids leniently: only the requested stages must exist
+        all_ids[0] = _v_chunk_index
+        all_ids[1] = _v_wu_beta_f32 if p.beta.dtype == GDN_DTYPE_F32 else _v_wu_beta_bf16
+        all_ids[2] = _v_spine[chosen][layout_code]
+        all_ids[3] = _v_fwd_o
+        for i in range(4):
+            if order[i] in stages:
+                if all_ids[i] < 0:
+                    raise _errors.GdnSpineError(f"stage {order[i]} is not compiled into this build")
+                ids[n] = all_ids[i]
+                n += 1
+        stream_ptr = torch.cuda.current_stream().cuda_stream
+        rc = _launch(&p, ids, n, <cudaStream_t><uintptr_t>stream_ptr, msg)
+    if rc != GDN_OK:
+        _raise(rc, msg)
+    return SPINE_NAMES[chosen]

@@ -1,0 +1,465 @@
+"""Stage 2 ("the spine") on Hopper tensor cores: spine="wgmma".
+
+One CTA owns (sequence n, value head hv, V-block vb): the state columns
+[vb*VB, vb*VB + VB) of S (K x V, fp32).  That block of S lives in the fp32
+accumulator registers of one warpgroup for the whole sequence.  Per chunk
+(slot c = chunk_offsets[n] + i, t0 = cu_seqlens[n] + 64 i, L = min(64, eos - t0)):
+
+    h[c, hv, :, cols]  = bf16(S)                         (state at chunk entry)
+    Vnew               = U - W @ S                       wgmma 1: M=64 rows, N=VB, K=128
+    vnew[t0 + j, cols] = bf16(Vnew_j)            j < L
+    P_j                = Vnew_j * exp(g_last - gcum_j) * rk_j   (j < L, else exactly 0)
+    S                  = exp(g_last) S + K^T @ P         wgmma 2: M=128 (2 x 64), N=VB, K=64
+
+Organisation (one warpgroup, 128 threads, no warp specialisation):
+  * W (64x128), U (64xVB) and K (64 tokens x 128, read as the MN-major A operand
+    K^T) arrive by TMA into a NUM_STAGES-deep smem ring; each stage has one
+    "full" mbarrier (arrive count 1 + transaction bytes).  Warp 0 (one elected
+    lane) issues the loads of chunk i + NUM_STAGES - 1 right after the first CTA
+    barrier of chunk i, i.e. once every warp has finished (wgmma waited) with
+    chunk i - 1, whose stage it reuses.  No "empty" barriers are needed: the CTA
+    barrier is the release.  gcum / rk of chunk i + 1 are loaded into registers
+    during chunk i, so no global-load latency sits on the chunk-to-chunk chain.
+  * wgmma 1 runs while the CTA copies bf16(S) from smem to h[c] (16-byte
+    vectors) and loads U into registers; accumulators go to smem with stmatrix.
+  * Per chunk: two CTA barriers.  A: publishes bf16(S) (B operand of wgmma 1) and
+    the per-row coefficients; B: publishes P (B operand of wgmma 2) and the
+    zeroed tail rows of the K tile.  Each is preceded by fence.proxy.async so the
+    ordinary st.shared are visible to the tensor cores (async proxy); the fence
+    before A also orders chunk i - 1's ordinary reads/writes of its stage (U
+    loads, K tail zeroing) before the TMA that refills that stage.
+  * Masking: rows j >= L of the W/U/K tiles may hold another sequence's rows or
+    uninitialised workspace (NaN/Inf).  Rows of Vnew depend only on the same
+    rows of W and U, so rows j >= L of Vnew are dropped with a select (never
+    stored, P = 0).  Because NaN * 0 = NaN inside the MMA, the tail rows of the
+    K tile are also overwritten with zeros in smem (only in a partial chunk).
+  * Accumulator element coordinates come from partitioning identity tensors with
+    the tiled MMAs (never hand-derived).
+
+The tensor maps span all T tokens: a box that reaches past T is zero-filled by
+the TMA unit (and counted in full by the mbarrier transaction bytes).
+"""
+from __future__ import annotations
+
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass import BFloat16, Float32, Int32
+from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
+from cutlass.tensor_utils import LayoutEnum
+
+from gdn_prefill import plan
+
+from cute_kernels import fake
+
+CHUNK = plan.CHUNK                    # 64 tokens per chunk
+DK = plan.HEAD_DIM_K                  # 128
+DV = plan.HEAD_DIM_V                  # 128
+VB = plan.WGMMA_SPINE_VBLOCK          # 32 state columns per CTA
+THREADS = 128                         # one warpgroup
+NUM_STAGES = 2                        # TMA ring depth (prefetch distance NUM_STAGES - 1)
+
+assert CHUNK == 64 and DK == 128 and DV % VB == 0
+assert VB in (16, 32, 64)             # wgmma N; MN-major B needs VB * 2 bytes in {32, 64, 128}
+
+_W_BYTES = CHUNK * DK * 2
+_U_BYTES = CHUNK * VB * 2
+_K_BYTES = CHUNK * DK * 2
+TMA_BYTES_PER_STAGE = _W_BYTES + _U_BYTES + _K_BYTES
+
+
+def _smem_bytes() -> int:
+    """Dynamic shared memory of SharedStorage below (checked against the struct at trace time)."""
+    def up(x, a):
+        return (x + a - 1) // a * a
+    off = 8 * NUM_STAGES                                   # full mbarriers
+    off = up(off, 16) + 4 * CHUNK                          # coef
+    for nbytes in (NUM_STAGES * _W_BYTES, NUM_STAGES * _K_BYTES, NUM_STAGES * _U_BYTES,
+                   DK * VB * 2, CHUNK * VB * 2):           # sW, sK, sU, sS, sP (1024-aligned)
+        off = up(off, 1024) + nbytes
+    return off
+
+
+SMEM_BYTES = _smem_bytes()                                 # 87,040 B at VB = 32, 2 stages
+
+
+# --------------------------------------------------------------------------- layouts
+def _k_atom_kind_for(n: int):
+    bits = n * 16
+    if bits % 1024 == 0:
+        return warpgroup.SmemLayoutAtomKind.K_SW128
+    if bits % 512 == 0:
+        return warpgroup.SmemLayoutAtomKind.K_SW64
+    return warpgroup.SmemLayoutAtomKind.K_SW32
+
+
+def _smem_layouts():
+    """All shared-memory layouts (swizzled composed layouts); staged where TMA fills them.
+
+    sW : (64 rows, 128 k, stage)   K-major A operand of wgmma 1 (the W tile as stored in HBM)
+    sK : (128 k, 64 rows, stage)   MN-major A operand of wgmma 2 (the K tile [64 x 128] seen as K^T)
+    sU : (64 rows, VB, stage)      plain TMA destination, read with ordinary loads
+    sS : (VB v, 128 k)             MN-major B operand of wgmma 1: bf16(S)[k, v]
+    sP : (VB v, 64 rows)           MN-major B operand of wgmma 2: P[j, v]
+    """
+    tiler1 = (CHUNK, VB, DK)     # wgmma 1 (M, N, K)
+    tiler2 = (DK, VB, CHUNK)     # wgmma 2 (M, N, K)
+    sW = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, tiler1, BFloat16, NUM_STAGES)
+    sK = sm90_utils.make_smem_layout_a(LayoutEnum.COL_MAJOR, tiler2, BFloat16, NUM_STAGES)
+    sS = cute.slice_(sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, tiler1, BFloat16, 1), (None, None, 0))
+    sP = cute.slice_(sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, tiler2, BFloat16, 1), (None, None, 0))
+    atom_u = warpgroup.make_smem_layout_atom(_k_atom_kind_for(VB), BFloat16)
+    sU = cute.tile_to_shape(atom_u, (CHUNK, VB, NUM_STAGES), order=(0, 1, 2))
+    return sW, sK, sU, sS, sP
+
+
+def _tiled_mmas():
+    # wgmma 1: D[j, v] = sum_k W[j, k] S[k, v]; A = W (K-major), B = S (MN-major, v contiguous)
+    mma1 = sm90_utils.make_trivial_tiled_mma(
+        BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.MN, Float32,
+        (1, 1, 1), tiler_mn=(64, VB))
+    # wgmma 2: D[k, v] += sum_j K[j, k] P[j, v]; A = K^T (MN-major, k contiguous), B = P (MN-major)
+    mma2 = sm90_utils.make_trivial_tiled_mma(
+        BFloat16, BFloat16, OperandMajorMode.MN, OperandMajorMode.MN, Float32,
+        (1, 1, 1), tiler_mn=(64, VB))
+    return mma1, mma2
+
+
+# --------------------------------------------------------------------------- kernel
+@cute.kernel
+def spine_wgmma_kernel(
+    tma_w: cute.CopyAtom, mW: cute.Tensor,
+    tma_u: cute.CopyAtom, mU: cute.Tensor,
+    tma_k: cute.CopyAtom, mK: cute.Tensor,
+    gcum: cute.Tensor, rk: cute.Tensor,
+    cu_seqlens: cute.Tensor, chunk_offsets: cute.Tensor,
+    state: cute.Tensor, state_indices: cute.Tensor,
+    vnew: cute.Tensor, h: cute.Tensor,
+    has_state: Int32, use_state_indices: Int32, hv_per_hk: Int32,
+):
+    tidx, _, _ = cute.arch.thread_idx()
+    n, hv, vb = cute.arch.block_idx()
+    warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+
+    lay_w, lay_k, lay_u, lay_s, lay_p = _smem_layouts()
+    mma1, mma2 = _tiled_mmas()
+
+    @cute.struct
+    class SharedStorage:
+        full: cute.struct.MemRange[cutlass.Int64, NUM_STAGES]
+        coef: cute.struct.Align[cute.struct.MemRange[Float32, CHUNK], 16]
+        sW: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_w)], 1024]
+        sK: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_k)], 1024]
+        sU: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_u)], 1024]
+        sS: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_s)], 1024]
+        sP: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_p)], 1024]
+
+    assert SharedStorage.size_in_bytes() == SMEM_BYTES, (SharedStorage.size_in_bytes(), SMEM_BYTES)
+    smem = cutlass.utils.SmemAllocator()
+    storage = smem.allocate(SharedStorage)
+    full_bar = storage.full.data_ptr()
+    sCoef = storage.coef.get_tensor(cute.make_layout(CHUNK))
+    sW = storage.sW.get_tensor(lay_w.outer, swizzle=lay_w.inner)        # (64, 128, NS)
+    sK = storage.sK.get_tensor(lay_k.outer, swizzle=lay_k.inner)        # (128, 64, NS)
+    sU = storage.sU.get_tensor(lay_u.outer, swizzle=lay_u.inner)        # (64, VB, NS)
+    sS = storage.sS.get_tensor(lay_s.outer, swizzle=lay_s.inner)        # (VB, 128)   B operand
+    lay_s_kv = cute.select(lay_s, mode=[1, 0])
+    sS_kv = storage.sS.get_tensor(lay_s_kv.outer, swizzle=lay_s_kv.inner)  # (128, VB) same bytes
+    sP = storage.sP.get_tensor(lay_p.outer, swizzle=lay_p.inner)        # (VB, 64)    B operand
+    lay_p_jv = cute.select(lay_p, mode=[1, 0])
+    sP_jv = storage.sP.get_tensor(lay_p_jv.outer, swizzle=lay_p_jv.inner)  # (64, VB) same bytes
+
+    if warp_idx == 0:
+        cpasync.prefetch_descriptor(tma_w)
+        cpasync.prefetch_descriptor(tma_u)
+        cpasync.prefetch_descriptor(tma_k)
+    if tidx == 0:
+        for s in cutlass.range_constexpr(NUM_STAGES):
+            cute.arch.mbarrier_init(full_bar + s, 1)
+    cute.arch.mbarrier_init_fence()
+    cute.arch.sync_threads()
+
+    # ---- which sequence / slot; PADDING: state_indices[n] == -1 skips everything
+    run = Int32(1)
+    slot = n
+    if use_state_indices != 0:
+        slot = state_indices[n]
+        if slot < 0:
+            run = Int32(0)
+
+    if run != 0:
+        _sequence(mma1, mma2, tidx, warp_idx, n, hv, vb, slot, sW, sK, sU, sS, sS_kv, sP, sP_jv, sCoef, full_bar,
+                  tma_w, mW, tma_u, mU, tma_k, mK, gcum, rk, cu_seqlens, chunk_offsets, state,
+                  vnew, h, has_state, hv_per_hk)
+
+
+@cute.jit
+def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, warp_idx: Int32, n: Int32, hv: Int32, vb: Int32,
+              slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sCoef, full_bar,
+              tma_w, mW, tma_u, mU, tma_k, mK, gcum, rk, cu_seqlens, chunk_offsets, state,
+              vnew, h, has_state: Int32, hv_per_hk: Int32):
+    """Everything one CTA does for a sequence that is not padding."""
+    bos = cu_seqlens[n]
+    eos = cu_seqlens[n + 1]
+    nch = (eos - bos + (CHUNK - 1)) // CHUNK
+    coff = chunk_offsets[n]
+    hk = hv // hv_per_hk
+    col0 = vb * VB
+
+    # ---- per-thread MMA views
+    thr1 = mma1.get_slice(tidx)
+    thr2 = mma2.get_slice(tidx)
+    tWr = thr1.make_fragment_A(thr1.partition_A(sW))          # (MMA, 1, 8, NS) descriptors
+    tSr = thr1.make_fragment_B(thr1.partition_B(sS))          # (MMA, 1, 8)
+    tKr = thr2.make_fragment_A(thr2.partition_A(sK))          # (MMA, 2, 4, NS)
+    tPr = thr2.make_fragment_B(thr2.partition_B(sP))          # (MMA, 1, 4)
+    num_kb1 = cute.size(tWr, mode=[2])
+    num_kb2 = cute.size(tKr, mode=[2])
+
+    accS = cute.make_rmem_tensor(thr2.partition_shape_C((DK, VB)), Float32)    # S[k, v]
+    accV = cute.make_rmem_tensor(thr1.partition_shape_C((CHUNK, VB)), Float32)  # W S, then Vnew
+    rU = cute.make_rmem_tensor(thr1.partition_shape_C((CHUNK, VB)), Float32)    # U[j, v]
+    tScS = thr2.partition_C(cute.make_identity_tensor((DK, VB)))       # (k, v) of accS[e]
+    tVcV = thr1.partition_C(cute.make_identity_tensor((CHUNK, VB)))    # (j, v) of accV[e]
+
+    # accumulator -> smem (bf16) with stmatrix: S into sS (wgmma 1 B), P into sP (wgmma 2 B)
+    stsm = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16)
+    st_S = cute.make_tiled_copy_C(stsm, mma2).get_slice(tidx)
+    st_P = cute.make_tiled_copy_C(stsm, mma1).get_slice(tidx)
+    tSsS = st_S.partition_D(sS_kv)
+    tPsP = st_P.partition_D(sP_jv)
+    accS_cv = st_S.retile(accS)                                        # accS in stmatrix order
+    rS_bf = cute.make_rmem_tensor_like(accS_cv, BFloat16)
+    accV_cv = st_P.retile(accV)
+    rP_bf = cute.make_rmem_tensor_like(accV_cv, BFloat16)
+
+    # bf16(S) smem -> h[c] with 16-byte vectors: 128 threads = 32 rows x 4 groups of 8 columns
+    cp_h = cute.make_tiled_copy_tv(
+        cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128),
+        cute.make_layout((THREADS // (VB // 8), VB // 8), stride=(VB // 8, 1)),
+        cute.make_layout((1, 8)))
+    thr_h = cp_h.get_slice(tidx)
+    tHsS = thr_h.partition_S(sS_kv)
+
+    mma1.set(warpgroup.Field.ACCUMULATE, True)
+    mma2.set(warpgroup.Field.ACCUMULATE, True)
+
+    # ---- initial state
+    gS = cute.domain_offset((0, col0), state[slot, hv, None, None])    # (k, v) -> S[k, col0+v]
+    if has_state != 0:
+        for e in cutlass.range_constexpr(cute.size(accS)):
+            kk, vv = tScS[e]
+            accS[e] = gS[kk, vv]
+    else:
+        accS.fill(0.0)
+
+    # TMA views of this (sequence, head); the chunk offset is applied per load
+    mW_h = mW[None, None, hv]                                          # (T, 128) rows, k
+    mU_h = mU[None, None, hv]                                          # (T, 128) rows, v
+    mK_h = mK[None, None, hk]                                          # (128, T) k, rows
+
+    # ---- prologue: TMA for the first NUM_STAGES - 1 chunks; row data of chunk 0 into registers
+    if warp_idx == 0:
+        for p in cutlass.range_constexpr(NUM_STAGES - 1):
+            if p < nch:
+                _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
+                             bos + p * CHUNK, col0, Int32(p))
+    # per-row data of the NEXT chunk to run, loaded one chunk ahead (off the dependency chain):
+    # g_last of the chunk (all threads), gcum_j and rk_j of row j = tidx (threads j < L only)
+    nx_glast = Float32(0.0)
+    nx_g = Float32(0.0)
+    nx_r = Float32(0.0)
+    if nch > 0:
+        nx_glast, nx_g, nx_r = _row_data(gcum, rk, hv, bos, eos, tidx, nx_g, nx_r)
+
+    pval = Float32(0.0)
+    for i in cutlass.range(nch, unroll=1):
+        stage = i % NUM_STAGES
+        phase = (i // NUM_STAGES) % 2
+        t0 = bos + i * CHUNK
+        L = cutlass.min(eos - t0, CHUNK)
+        c = coff + i
+
+        # (0) coef_j = exp(g_last - gcum_j) * rk_j for j < L, exactly 0 otherwise; decay = exp(g_last)
+        decay = cute.math.exp(nx_glast)
+        if tidx < CHUNK:
+            coef = Float32(0.0)
+            if tidx < L:
+                coef = cute.math.exp(nx_glast - nx_g) * nx_r
+            sCoef[tidx] = coef
+
+        # (1) bf16(S) into smem (wgmma 1's B operand; also the source of h[c])
+        for e in cutlass.range_constexpr(cute.size(accS_cv)):
+            rS_bf[e] = BFloat16(accS_cv[e])
+        cute.copy(st_S, rS_bf, tSsS)
+
+        # barrier A: sS, sCoef visible to all (and to the tensor cores); every warp is done
+        # with chunk i - 1, so its stage may be refilled
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.sync_threads()
+
+        if warp_idx == 0:
+            nxt = i + (NUM_STAGES - 1)
+            if nxt < nch:
+                _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
+                             bos + nxt * CHUNK, col0, nxt % NUM_STAGES)
+        if i + 1 < nch:
+            nx_glast, nx_g, nx_r = _row_data(gcum, rk, hv, t0 + CHUNK, eos, tidx, nx_g, nx_r)
+
+        cute.arch.mbarrier_wait(full_bar + stage, phase)
+
+        # partial chunk: zero K rows j >= L so that NaN/Inf there cannot reach S (NaN * 0 = NaN)
+        if L < CHUNK:
+            for j in cutlass.range(L, CHUNK, unroll=1):
+                sK[tidx, j, stage] = BFloat16(0.0)
+
+        # (2) wgmma 1: accV = W @ S; meanwhile U -> registers and bf16(S) -> h[c]
+        accV.fill(0.0)
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(num_kb1):
+            cute.gemm(mma1, accV, tWr[None, None, kb, stage], tSr[None, None, kb], accV)
+        warpgroup.commit_group()
+        tVsU = thr1.partition_C(sU[None, None, stage])                 # U[j, v] at accV[e]
+        for e in cutlass.range_constexpr(cute.size(rU)):
+            rU[e] = Float32(tVsU[e])
+        gH = cute.local_tile(h[c, hv, None, None], (DK, VB), (0, vb))   # (k, v) -> h[c, hv, k, col0+v]
+        cute.copy(cp_h, tHsS, thr_h.partition_D(gH))
+        warpgroup.wait_group(0)
+
+        # (3) Vnew = U - W S; store rows j < L; P = select(j < L, Vnew * coef_j, 0) -> smem
+        gV = cute.domain_offset((t0, col0), vnew[None, hv, None])      # (j, v) -> vnew[t0+j, hv, col0+v]
+        for e in cutlass.range_constexpr(cute.size(accV)):
+            jj, vv = tVcV[e]
+            vn = rU[e] - accV[e]
+            pval = Float32(0.0)
+            if jj < L:
+                gV[jj, vv] = BFloat16(vn)
+                pval = vn * sCoef[jj]
+            accV[e] = pval
+        for e in cutlass.range_constexpr(cute.size(accV_cv)):
+            rP_bf[e] = BFloat16(accV_cv[e])
+        cute.copy(st_P, rP_bf, tPsP)
+
+        # (4) S *= exp(g_last)
+        for e in cutlass.range_constexpr(cute.size(accS)):
+            accS[e] = accS[e] * decay
+
+        # barrier B: sP and the zeroed K rows visible to the tensor cores
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.sync_threads()
+
+        # (5) wgmma 2: S += K^T P
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(num_kb2):
+            cute.gemm(mma2, accS, tKr[None, None, kb, stage], tPr[None, None, kb], accS)
+        warpgroup.commit_group()
+        warpgroup.wait_group(0)
+
+    # ---- final state
+    if has_state != 0:
+        for e in cutlass.range_constexpr(cute.size(accS)):
+            kk, vv = tScS[e]
+            gS[kk, vv] = accS[e]
+
+
+@cute.jit
+def _row_data(gcum: cute.Tensor, rk: cute.Tensor, hv: Int32, t0: Int32, eos: Int32, tidx: Int32,
+              g_old: Float32, r_old: Float32):
+    """Row data of the chunk starting at token t0 (< eos): (gcum[last row], gcum[t0+tidx], rk[t0+tidx]).
+
+    Rows at or past eos are never read (their values stay g_old / r_old, which are unused).
+    """
+    L = cutlass.min(eos - t0, CHUNK)
+    g_last = gcum[t0 + L - 1, hv]
+    g = g_old
+    r = r_old
+    if tidx < L:
+        g = gcum[t0 + tidx, hv]
+        r = rk[t0 + tidx, hv]
+    return g_last, g, r
+
+
+@cute.jit
+def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
+                 t0: Int32, col0: Int32, stage: Int32):
+    """Called by one whole (converged) warp: one elected lane arms the stage's mbarrier with the
+    byte count; each TMA copy is issued by one elected lane (cute.copy elects internally)."""
+    bar = full_bar + stage
+    with cute.arch.elect_one():
+        cute.arch.mbarrier_arrive_and_expect_tx(bar, TMA_BYTES_PER_STAGE)
+
+    gW = cute.zipped_divide(cute.domain_offset((t0, 0), mW_h), (CHUNK, DK))[((None, None), (0, 0))]
+    tWs, tWg = cpasync.tma_partition(tma_w, 0, cute.make_layout(1),
+                                     cute.group_modes(sW, 0, 2), cute.group_modes(gW, 0, 2))
+    cute.copy(tma_w, tWg, tWs[None, stage], tma_bar_ptr=bar)
+
+    gU = cute.zipped_divide(cute.domain_offset((t0, col0), mU_h), (CHUNK, VB))[((None, None), (0, 0))]
+    tUs, tUg = cpasync.tma_partition(tma_u, 0, cute.make_layout(1),
+                                     cute.group_modes(sU, 0, 2), cute.group_modes(gU, 0, 2))
+    cute.copy(tma_u, tUg, tUs[None, stage], tma_bar_ptr=bar)
+
+    gK = cute.zipped_divide(cute.domain_offset((0, t0), mK_h), (DK, CHUNK))[((None, None), (0, 0))]
+    tKs, tKg = cpasync.tma_partition(tma_k, 0, cute.make_layout(1),
+                                     cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2))
+    cute.copy(tma_k, tKg, tKs[None, stage], tma_bar_ptr=bar)
+
+
+# --------------------------------------------------------------------------- launch
+@cute.jit
+def spine_wgmma(
+    k: cute.Tensor, w: cute.Tensor, u: cute.Tensor, gcum: cute.Tensor, rk: cute.Tensor,
+    cu_seqlens: cute.Tensor, chunk_offsets: cute.Tensor,
+    state: cute.Tensor, state_indices: cute.Tensor,
+    vnew: cute.Tensor, h: cute.Tensor,
+    has_state: Int32, use_state_indices: Int32,
+    stream: cuda.CUstream,
+):
+    lay_w, lay_k, lay_u, _, _ = _smem_layouts()
+    op = cpasync.CopyBulkTensorTileG2SOp()
+    # TMA views whose first two modes match the smem tiles: w, u -> (T, 128, Hv) for (rows, cols)
+    # tiles; k -> (128, T, Hk) so the K tile lands as K^T (the MN-major A operand of wgmma 2)
+    w_view = cute.make_tensor(w.iterator, cute.select(w.layout, mode=[0, 2, 1]))
+    u_view = cute.make_tensor(u.iterator, cute.select(u.layout, mode=[0, 2, 1]))
+    k_view = cute.make_tensor(k.iterator, cute.select(k.layout, mode=[2, 0, 1]))
+    tma_w, mW = cpasync.make_tiled_tma_atom(op, w_view, cute.slice_(lay_w, (None, None, 0)), (CHUNK, DK))
+    tma_u, mU = cpasync.make_tiled_tma_atom(op, u_view, cute.slice_(lay_u, (None, None, 0)), (CHUNK, VB))
+    tma_k, mK = cpasync.make_tiled_tma_atom(op, k_view, cute.slice_(lay_k, (None, None, 0)), (DK, CHUNK))
+
+    T = w.shape[0]
+    N = cu_seqlens.shape[0] - 1
+    Hv = w.shape[1]
+    hv_per_hk = Hv // k.shape[1]
+    spine_wgmma_kernel(
+        tma_w, mW, tma_u, mU, tma_k, mK, gcum, rk, cu_seqlens, chunk_offsets,
+        state, state_indices, vnew, h, has_state, use_state_indices, hv_per_hk,
+    ).launch(grid=plan.grid_spine_wgmma(T, N, Hv), block=[THREADS, 1, 1], stream=stream)
+
+
+# --------------------------------------------------------------------------- AOT variants
+LAUNCH = spine_wgmma
+
+VARIANTS: dict[str, dict] = {
+    "spine_wgmma_kv": {"layout": "kv"},
+    "spine_wgmma_vk": {"layout": "vk"},
+}
+
+
+def fake_args(dims, layout):
+    """Fake tensors/scalars for every parameter of spine_wgmma except stream, in order."""
+    return [
+        fake.qk(dims, stride_div=8, align=16),   # k: TMA source -> 16 B aligned base and strides
+        fake.ws_tvd(dims, DK),                   # w
+        fake.ws_tvd(dims, DV),                   # u
+        fake.ws_th(dims),                        # gcum
+        fake.ws_th(dims),                        # rk
+        fake.cu_seqlens(dims),
+        fake.chunk_offsets(dims),
+        fake.state(dims, layout),
+        fake.state_indices(dims),
+        fake.ws_tvd(dims, DV),                   # vnew
+        fake.ws_h(dims),                         # h
+        fake.i32(0),                             # has_state
+        fake.i32(0),                             # use_state_indices
+    ]
