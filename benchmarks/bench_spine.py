@@ -1,0 +1,118 @@
+"""Microbenchmark: the isolated state spine (stage 2), tensor-core `wgmma` against `scalar`.
+
+    python benchmarks/bench_spine.py [--quick] [--json PATH] [--md PATH]
+
+Stages 1 (chunk_index, recompute_wu) run once to fill the workspace; then only the
+spine is captured in a CUDA graph and replayed (launch gaps removed), timed with CUDA
+events, median of many replays.  Shapes: T in {1K, 4K, 16K, 64K}, B in {1, 8},
+Hv = 32 (Hk = 16), K = V = 128, bf16 operands, fp32 state.
+
+FLOPs counted per chunk and head: W.S (2*64*128*128) + K^T.Vnew (2*128*64*128)
+= 4.19 MFLOP, i.e. 65.5 KFLOP per token and value head; % of peak uses 989 TFLOP/s
+(H200 dense bf16, datasheet).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+
+PEAK_TFLOPS = 989.0
+CHUNK = 64
+
+
+def spine_flops(T_total: int, Hv: int) -> float:
+    chunks = T_total / CHUNK
+    return chunks * Hv * (2 * 64 * 128 * 128 * 2)
+
+
+def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int) -> dict:
+    import torch
+
+    import gdn_prefill
+    from gdn_prefill import _ext
+    from gdn_prefill import reference as ref
+
+    inp = ref.make_inputs([T] * B, Hk, Hv, seed=0, device="cuda", state="dense", l2norm_inputs=True)
+    Tt, N = B * T, B
+    out = torch.empty(Tt, Hv, 128, dtype=torch.bfloat16, device="cuda")
+    ws = torch.empty(gdn_prefill.workspace_bytes(Tt, N, Hv), dtype=torch.uint8, device="cuda")
+    state = inp["state"].clone()
+    args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
+    kw = dict(cu_seqlens=inp["cu_seqlens"], spine=spine, workspace=ws)
+    _ext._launch_stages(("chunk_index", "recompute_wu"), *args, **kw)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        _ext._launch_stages(("spine",), *args, **kw)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        _ext._launch_stages(("spine",), *args, **kw)
+    for _ in range(3):
+        graph.replay()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graph.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3)
+    us = statistics.median(times)
+    chunks_per_seq = -(-T // CHUNK)
+    tflops = spine_flops(Tt, Hv) / (us * 1e-6) / 1e12
+    return dict(spine=spine, B=B, T=T, Hv=Hv, Hk=Hk, us=us, us_per_chunk=us / chunks_per_seq,
+                tflops=tflops, pct_peak=100 * tflops / PEAK_TFLOPS, reps=reps)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="T in {1K, 4K} only, fewer repetitions")
+    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--md", help="write a markdown table here")
+    a = ap.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        print("bench_spine: no Hopper GPU visible; nothing to time.")
+        return 0
+    import gdn_prefill
+    spines = [s for s in ("scalar", "wgmma") if any(v.startswith(f"spine_{s}_") for v in gdn_prefill.compiled_variants())]
+    Ts = (1024, 4096) if a.quick else (1024, 4096, 16384, 65536)
+    rows = []
+    for B in (1, 8):
+        for T in Ts:
+            for spine in spines:
+                reps = 20 if (a.quick or T * B >= 65536) else 50
+                r = time_spine(B, T, 32, 16, spine, reps)
+                rows.append(r)
+                print(f"{spine:7s} B={B} T={T:6d}: {r['us']:9.1f} us  {r['us_per_chunk']:7.3f} us/chunk "
+                      f"{r['tflops']:7.2f} TFLOP/s ({r['pct_peak']:.2f}% peak)", flush=True)
+    meta = dict(card=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(),
+                torch=torch.__version__, shapes="Hk/Hv=16/32, K=V=128", method="CUDA graph of the spine alone, "
+                "median of replays timed with CUDA events")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    lines = [f"Spine microbenchmark — {meta['card']}, {meta['date']}, {meta['shapes']}, {meta['method']}", "",
+             "| spine | B | T | µs | µs/chunk | TFLOP/s | % bf16 peak | wgmma speed-up |",
+             "|---|---|---|---|---|---|---|---|"]
+    by = {(r["spine"], r["B"], r["T"]): r for r in rows}
+    for r in rows:
+        sc = by.get(("scalar", r["B"], r["T"]))
+        speed = f"{sc['us'] / r['us']:.1f}x" if (r["spine"] == "wgmma" and sc) else ""
+        lines.append(f"| {r['spine']} | {r['B']} | {r['T']} | {r['us']:.1f} | {r['us_per_chunk']:.3f} | "
+                     f"{r['tflops']:.2f} | {r['pct_peak']:.2f} | {speed} |")
+    table = "\n".join(lines)
+    print(table)
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
