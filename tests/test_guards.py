@@ -179,7 +179,7 @@ def test_strided_packed_inputs_accepted():
     """q/k as views of one packed projection buffer and g/beta interleaved are valid inputs."""
     a = _packed_qk(valid("cpu"))
     gb = torch.rand(T, 2 * HV)
-    a["g"], a["beta"] = -gb[:, :HV], gb[:, HV:]
+    a["g"], a["beta"] = gb[:, 0::2], gb[:, 1::2]  # interleaved: head stride 2
     args, state, kw = _split(a)
     plan = gdn_prefill.explain(*args, state, **kw)
     assert plan["spines"]["scalar"] == "runs"

@@ -97,8 +97,8 @@ cdef int _dim(const gdn_tensor_t *t, const char *name, int mode, int64_t want, c
     return GDN_ERR_SHAPE
 
 
-cdef int _layout(const gdn_tensor_t *t, const char *name, char *msg) noexcept nogil:
-    """Last dim contiguous, no negative strides, base aligned to the element size."""
+cdef int _layout(const gdn_tensor_t *t, const char *name, bint contiguous_last, char *msg) noexcept nogil:
+    """No negative strides, base aligned to the element size, last dim contiguous if asked."""
     cdef int i
     cdef int64_t es = _elsize(t.dtype)
     for i in range(t.rank):
@@ -106,7 +106,7 @@ cdef int _layout(const gdn_tensor_t *t, const char *name, char *msg) noexcept no
             snprintf(msg, MSG_CAP, "%s: stride of dim %d is %lld; negative strides are not supported",
                      name, i, <long long>t.stride[i])
             return GDN_ERR_LAYOUT
-    if t.shape[t.rank - 1] > 1 and t.stride[t.rank - 1] != 1:
+    if contiguous_last and t.shape[t.rank - 1] > 1 and t.stride[t.rank - 1] != 1:
         snprintf(msg, MSG_CAP, "%s: last dim has stride %lld; it must be contiguous (stride 1)",
                  name, <long long>t.stride[t.rank - 1])
         return GDN_ERR_LAYOUT
@@ -255,25 +255,25 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
             snprintf(msg, MSG_CAP, "state: %lld slots exceed the int32 index range", <long long>p.state.shape[0])
             return GDN_ERR_SHAPE
     # layouts
-    rc = _layout(&p.q, "q", msg)
+    rc = _layout(&p.q, "q", True, msg)
     if rc: return rc
-    rc = _layout(&p.k, "k", msg)
+    rc = _layout(&p.k, "k", True, msg)
     if rc: return rc
-    rc = _layout(&p.v, "v", msg)
+    rc = _layout(&p.v, "v", True, msg)
     if rc: return rc
-    rc = _layout(&p.out, "out", msg)
+    rc = _layout(&p.out, "out", True, msg)
     if rc: return rc
-    rc = _layout(&p.g, "g", msg)
+    rc = _layout(&p.g, "g", False, msg)  # any strides: g/beta may be interleaved
     if rc: return rc
-    rc = _layout(&p.beta, "beta", msg)
+    rc = _layout(&p.beta, "beta", False, msg)
     if rc: return rc
-    rc = _layout(&p.cu_seqlens, "cu_seqlens", msg)
+    rc = _layout(&p.cu_seqlens, "cu_seqlens", True, msg)
     if rc: return rc
     if p.state_indices.rank != 0:
-        rc = _layout(&p.state_indices, "state_indices", msg)
+        rc = _layout(&p.state_indices, "state_indices", True, msg)
         if rc: return rc
     if p.state.rank != 0:
-        rc = _layout(&p.state, "state", msg)
+        rc = _layout(&p.state, "state", True, msg)
         if rc: return rc
         if p.state.stride[2] != GDN_HEAD_DIM_V:
             snprintf(msg, MSG_CAP, "state: dim 2 has stride %lld; each head's 128x128 block must be "
