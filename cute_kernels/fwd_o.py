@@ -1,48 +1,62 @@
-"""Stage 3 "fwd_o": the chunk output of the Gated DeltaNet prefill.
+"""Stage 3 "fwd_o": the chunk output of the Gated DeltaNet prefill, on tensor cores.
 
-One CTA per (chunk slot c, value head hv), FWD_O_THREADS threads.  With
-n = chunk_seq[c], t0 = chunk_token[c], L = min(CHUNK, cu_seqlens[n+1] - t0) and
-rows i, j in [0, L) of the chunk (DESIGN.md §1, stage 3):
+One CTA per (chunk slot c, value head hv), FWD_O_THREADS = 256 threads = two
+warpgroups.  With n = chunk_seq[c], t0 = chunk_token[c], L = min(CHUNK,
+cu_seqlens[n+1] - t0) and rows i, j in [0, L) of the chunk (DESIGN.md §1, stage 3):
 
     out[t0+i, hv, :] = scale * ( exp(gcum_i) * (q̂_i . S)
                                  + sum_{j<=i} (q̂_i . k̂_j) exp(gcum_i - gcum_j) vnew_j )
 
-with S = h[c, hv] (bf16, S[k, v]), q̂ = q[., hv // (Hv // Hk), :] * rq[., hv],
-k̂ = k[., same key head, :] * rk[., hv].  Rows i >= L are never read or written; a
-slot with chunk_seq[c] < 0, or whose sequence is a padding entry
-(use_state_indices and state_indices[n] < 0), returns at once.
+with S = h[c, hv] (bf16, S[k, v]), q̂ = q[., hk, :] * rq[., hv], k̂ = k[., hk, :] * rk[., hv],
+hk = hv // (Hv // Hk).  Rows i >= L are never read from global memory nor written; a
+slot with chunk_seq[c] < 0, or whose sequence is a padding entry (use_state_indices
+and state_indices[n] < 0), returns at once.
 
-This first version is SIMT fp32 (CUDA-core FMA from shared memory), written as
-three separate products so each can move to warpgroup MMA independently:
+The l2norm factors are per-row scalars, so the raw bf16 q and k tiles are the MMA
+operands and rq / rk are folded into fp32 scalings of the accumulators:
+(q̂_i . k̂_j) = rq_i rk_j (q_i . k_j) and q̂_i . S = rq_i (q_i . S).  Warpgroup w
+(w = 0, 1) owns the V columns [64 w, 64 w + 64) of the output and runs three
+warpgroup MMAs (bf16 operands, fp32 accumulators):
 
-    1. P  = tril(Q̂ K̂ᵀ ⊙ exp(gcum_i - gcum_j)) * scale        (64 x 64, K = 128)
-    2. O  = diag(scale * exp(gcum)) Q̂ S                      (64 x 64 per V half, K = 128)
-    3. O += P Vnew                                           (64 x 64 per V half, K = 64)
+    1. accP = Q Kᵀ                       M=64 (i), N=64 (j), K=128   A = sQ, B = sK (both K-major)
+       P_ij = accP_ij * scale rq_i * rk_j * exp(gcum_i - gcum_j)   for j <= i < L, else exactly 0
+    2. accO = Q S[:, cols_w]             M=64 (i), N=64 (v), K=128   A = sQ, B = sS_w (MN-major)
+       accO_i *= scale rq_i exp(gcum_i)
+    3. accO += bf16(P) Vnew[:, cols_w]   M=64 (i), N=64 (v), K=64    A = P from registers, B = sV_w
 
-Products 2-3 run once per half of the 128 V columns (bounds shared memory: the
-K̂ tile is dead after product 1, and the S / Vnew halves reuse its space).
-Shared memory (fp32 tiles, rows padded against bank conflicts):
+P (64 x 64) is computed by both warpgroups (1 MFLOP each; the kernel is bound by
+memory traffic, not by the tensor cores), so neither waits for the other.
+ROUNDING: P is rounded to bf16 to be the register A operand of MMA 3 (as FLA does
+for the same product); everything else stays in fp32 accumulators.  The fp32
+accumulator fragment of a 64 x 64 MMA and the bf16 A fragment of a 64 x 64 (K) MMA
+hold the same (row, column) pairs in every thread (checked at trace time), so the
+conversion is register-local.
 
-    sQ  64 x 132       33,792 B   Q̂ (rq folded in), rows >= L zero
-    sP  64 x  80       20,480 B   P, zero above the diagonal and in rows >= L
-    union of                     49,152 B
-        sK  64 x 132   33,792 B   K̂ (rk folded in), rows >= L zero   (product 1)
-        sS 128 x  64   32,768 B + sV 64 x 64  16,384 B               (products 2-3)
-    sG, sRq, sRk 3 x 64 fp32        768 B
-                       -------
-                       104,192 B  -> two CTAs per SM on H100/H200
-
-Global accesses: q, k and out are read / written element by element (2 bytes)
-because their token and head strides are free (fake.qk / fake.tv, divisibility 1);
-h and vnew are compact workspace tensors, read 16 bytes at a time.
+Loads (all before one CTA barrier; every tile is read by the tensor cores only):
+  * h[c, hv] (128 x 128) and Vnew rows j < L (64 x 128): compact workspace, 16 B
+    cp.async into MN-major swizzled tiles; Vnew rows j >= L are zeroed in smem (they
+    may be another sequence's rows or uninitialised workspace: NaN * 0 = NaN).
+  * q and k rows i < L: user tensors whose strides promise only 2-byte alignment, so
+    element loads (LDG.U16, row-coalesced) packed into 16 B swizzled smem stores; rows
+    i >= L are zeroed.
+  * gcum, rq, rk of rows < L (0 for rows >= L) into smem.
+Shared memory (SMEM_BYTES = 82,944 B; bf16 tiles 1024-aligned):
+    sG, sRq, sRk  3 x 64 fp32     sQ  64 x 128   16,384 B     sK  64 x 128   16,384 B
+    sS 128 x 128   32,768 B       sV  64 x 128   16,384 B
+  -> two CTAs (16 warps) per SM; 120 registers per thread (ptxas, 4.8.1), no spills.
+Stores: out has free strides (2-byte alignment), so each thread stores its
+accumulator elements one bf16 at a time (rows i < L only).
 """
+from __future__ import annotations
 
 import cuda.bindings.driver as cuda
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Float32, Int32
-from cutlass.memory import SmemAllocator
+from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
+from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import fake
 from gdn_prefill import plan
@@ -51,86 +65,130 @@ from gdn_prefill import plan
 _C = plan.CHUNK                  # 64 rows per chunk
 _K = plan.HEAD_DIM_K             # 128
 _V = plan.HEAD_DIM_V             # 128
-_NT = plan.FWD_O_THREADS         # 256 (THREADS below)
-_VH = _V // 2                    # V columns per pass (two passes)
-_KP = _K + 4                     # padded fp32 row stride of sQ / sK (bank offset 4 per row)
-_PP = _C + 16                    # padded fp32 row stride of sP (bank offset 16 per row)
-_VEC = 4                         # fp32 elements per shared-memory vector read (16 B)
-_GVEC = 8                        # bf16 elements per global vector read of h / vnew (16 B)
+_NT = plan.FWD_O_THREADS         # 256 = two warpgroups
+_WG = 128                        # threads per warpgroup
+_NWG = _NT // _WG                # 2
+_VW = _V // _NWG                 # 64 output columns per warpgroup
+_VEC = 8                         # bf16 elements per 16-byte vector
 
-_SQ_BYTES = _C * _KP * 4
-_SP_BYTES = _C * _PP * 4
-_SK_BYTES = _C * _KP * 4
-_SS_BYTES = _K * _VH * 4
-_SV_BYTES = _C * _VH * 4
-_UNION_BYTES = max(_SK_BYTES, _SS_BYTES + _SV_BYTES)
-_SROW_BYTES = 3 * _C * 4
-SMEM_BYTES = _SQ_BYTES + _SP_BYTES + _UNION_BYTES + _SROW_BYTES
+assert _NT == 256 and _C == 64 and _K == 128 and _V == 128, "tilings below assume these"
 
-assert _NT == 256 and _C == 64 and _K == 128 and _V == 128, "thread maps below assume these"
-assert SMEM_BYTES <= 227 * 1024
+_ROW_BYTES = 4 * _C                                  # one fp32 row scalar array
+_TILE_BYTES = (_C * _K, _C * _K, _K * _V, _C * _V)   # elements of sQ, sK, sS, sV
+
+
+def _smem_bytes() -> int:
+    """Bytes of SharedStorage below (checked against the struct at trace time)."""
+    def up(x, a):
+        return (x + a - 1) // a * a
+    off = 0
+    for _ in range(3):                                  # sG, sRq, sRk (16-byte aligned)
+        off = up(off, 16) + _ROW_BYTES
+    for n in _TILE_BYTES:                               # sQ, sK, sS, sV (1024-byte aligned)
+        off = up(off, 1024) + 2 * n
+    return off
+
+
+SMEM_BYTES = _smem_bytes()
+assert SMEM_BYTES <= 227 * 1024 // 2, "two CTAs per SM"
+
+
+# ---- MMA and shared-memory layouts -------------------------------------------------
+_T_QK = (_C, _C, _K)     # MMA 1 (M, N, K): P = Q Kᵀ
+_T_QS = (_C, _VW, _K)    # MMA 2: O_w = Q S_w
+_T_PV = (_C, _VW, _C)    # MMA 3: O_w += P Vnew_w
+
+
+def _smem_layouts():
+    """Swizzled (composed) layouts of the four operand tiles.
+
+    sQ : (64 i, 128 k)          K-major A of MMAs 1 and 2 (q rows as stored)
+    sK : (64 j, 128 k)          K-major B of MMA 1 (k rows as stored)
+    sS : (64 v, 128 k, 2 w)     MN-major B of MMA 2: S[k, 64 w + v]; one 16 KB tile per warpgroup
+    sV : (64 v, 64 j, 2 w)      MN-major B of MMA 3: Vnew[j, 64 w + v]; one 8 KB tile per warpgroup
+    """
+    sQ = cute.slice_(sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, _T_QK, BFloat16, 1), (None, None, 0))
+    sK = cute.slice_(sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, _T_QK, BFloat16, 1), (None, None, 0))
+    sS = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, _T_QS, BFloat16, _NWG)
+    sV = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, _T_PV, BFloat16, _NWG)
+    return sQ, sK, sS, sV
+
+
+def _tiled_mmas():
+    mma_qk = sm90_utils.make_trivial_tiled_mma(
+        BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.K, Float32, (1, 1, 1), tiler_mn=_T_QK[:2])
+    mma_qs = sm90_utils.make_trivial_tiled_mma(
+        BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.MN, Float32, (1, 1, 1), tiler_mn=_T_QS[:2])
+    mma_pv = sm90_utils.make_trivial_tiled_mma(
+        BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.MN, Float32, (1, 1, 1), tiler_mn=_T_PV[:2],
+        a_source=warpgroup.OperandSource.RMEM)
+    return mma_qk, mma_qs, mma_pv
+
+
+def _p_as_a_operand_layout(acc_layout):
+    """Register layout that reads the (converted) P accumulator as MMA 3's A fragment.
+
+    The accumulator of a 64 x 64 MMA holds, per thread, values (c0, r, g): column
+    2t + c0 + 8 g, row r0 + 8 r (g < 8 column groups); the A fragment of K-block kb of
+    a 64 x 16 (K) MMA holds (k0, r, h): k = 2t + k0 + 8 h + 16 kb, same rows.  So
+    A value (k0, r, h) of K-block kb is accumulator value (c0, r, g = 2 kb + h).
+    """
+    (s0, s1, s2) = acc_layout.stride[0]
+    n_kb = _T_PV[2] // 16
+    return cute.make_layout(((2, 2, 2), 1, n_kb), stride=((s0, s1, s2), 0, 2 * s2))
+
+
+def _check_fragment_correspondence(mma_qk, mma_qs, mma_pv):
+    """Trace-time guard for _p_as_a_operand_layout: the (thread, value) -> (row, column)
+    maps of MMA 1's accumulator and MMA 3's A operand are the ones derived there
+    (thread modes equal; value modes (2,2,8) vs (2,2,2) with the same strides, i.e. A's
+    16-column K-block kb covers the accumulator's column groups 2 kb and 2 kb + 1)."""
+    c = mma_qk.tv_layout_C
+    a = mma_pv.tv_layout_A
+    assert str(mma_qs.tv_layout_C) == str(c) == str(mma_pv.tv_layout_C)   # accO rows = accP rows
+    assert str(c) == "((4,8,4),(2,2,8)):((128,1,16),(64,8,512))", str(c)
+    assert str(a) == "((4,8,4),(2,2,2)):((128,1,16),(64,8,512))", str(a)
 
 
 # ---- device helpers -------------------------------------------------------------
-@cute.jit
-def _vec4(s: cute.Tensor, row, col4):
-    """The 4 fp32 elements s[row, 4*col4 : 4*col4+4] of a row-major smem tile (one LDS.128)."""
-    return cute.local_tile(s, (1, _VEC), (row, col4))[0, None]
+_LOG2E = 1.4426950408889634
 
 
 @cute.jit
-def _load_rows_scaled(src: cute.Tensor, head, t0, L, sRow: cute.Tensor, dst: cute.Tensor, tid):
-    """dst[i, :] = src[t0+i, head, :] * sRow[i] (fp32) for i < L, 0 for L <= i < C.
+def _exp(x: Float32) -> Float32:
+    """exp(x) as one MUFU.EX2 (ex2.approx, relative error ~2^-22: far below the bf16 rounding of P)."""
+    return cute.math.exp2(x * _LOG2E, fastmath=True)
 
-    src is a [T, H, 128] bf16 tensor with free token/head strides: element loads,
-    128 consecutive threads on one row (coalesced).
+
+def _row_copy(atom, cols: int):
+    """A tiled copy of rows of `cols` elements: each thread moves 8 consecutive elements
+    (16 B); NT // (cols / 8) rows per pass, consecutive threads along a row."""
+    g = cols // _VEC
+    return cute.make_tiled_copy_tv(atom, cute.make_layout((_NT // g, g), stride=(g, 1)),
+                                   cute.make_layout((1, _VEC)))
+
+
+@cute.jit
+def _load_rows(cp: cute.TiledCopy, st_atom: cute.CopyAtom, tid: Int32, src: cute.Tensor, dst: cute.Tensor,
+               L: Int32):
+    """dst[i, :] = src[i, :] for rows i < L, 0 for rows L <= i < 64 (rows >= L never read).
+
+    src: (64, 128) gmem view, 2-byte alignment only -> element loads; all loads of the
+    tile are issued before the 16-byte smem stores.
     """
-    col = tid % _K
-    r0 = tid // _K
-    for r in cutlass.range(_C // (_NT // _K), unroll=8):
-        i = r * (_NT // _K) + r0
-        x = Float32(0.0)
-        if i < L:
-            x = src[t0 + i, head, col].to(Float32) * sRow[i]
-        dst[i, col] = x
-
-
-@cute.jit
-def _fma_abt(acc: cute.Tensor, rA: cute.Tensor, rB: cute.Tensor, sA: cute.Tensor, sB: cute.Tensor,
-             ti, tj, kdim: cutlass.Constexpr):
-    """acc[a, b] += sum_k sA[ti + 16a, k] * sB[tj + 16b, k]   (A Bᵀ, both K-contiguous).
-
-    Per 4-wide k step: 4 + 4 LDS.128, 64 FFMA.  Warp lanes span 2 rows of A
-    (broadcast) and 16 rows of B (row stride = 4 banks mod 32: conflict-free).
-    """
-    for kq in cutlass.range(kdim // _VEC, unroll=4):
-        for a in cutlass.range_constexpr(4):
-            cute.autovec_copy(_vec4(sA, ti + 16 * a, kq), rA[a, None])
-        for b in cutlass.range_constexpr(4):
-            cute.autovec_copy(_vec4(sB, tj + 16 * b, kq), rB[b, None])
-        for kk in cutlass.range_constexpr(_VEC):
-            for a in cutlass.range_constexpr(4):
-                for b in cutlass.range_constexpr(4):
-                    acc[a, b] = acc[a, b] + rA[a, kk] * rB[b, kk]
-
-
-@cute.jit
-def _fma_ab(acc: cute.Tensor, rA: cute.Tensor, rB: cute.Tensor, sA: cute.Tensor, sB: cute.Tensor,
-            ti, tv, kdim: cutlass.Constexpr):
-    """acc[a, b] += sum_k sA[ti + 16a, k] * sB[k, 4 tv + b]   (A B, B N-contiguous).
-
-    Per 4-wide k step: 4 LDS.128 of A (broadcast over the 16 lanes sharing ti)
-    and 4 LDS.128 of B (16 lanes read one contiguous 256 B row), 64 FFMA.
-    """
-    for kq in cutlass.range(kdim // _VEC, unroll=2):
-        for a in cutlass.range_constexpr(4):
-            cute.autovec_copy(_vec4(sA, ti + 16 * a, kq), rA[a, None])
-        for kk in cutlass.range_constexpr(_VEC):
-            cute.autovec_copy(_vec4(sB, kq * _VEC + kk, tv), rB[kk, None])
-        for kk in cutlass.range_constexpr(_VEC):
-            for a in cutlass.range_constexpr(4):
-                for b in cutlass.range_constexpr(4):
-                    acc[a, b] = acc[a, b] + rA[a, kk] * rB[kk, b]
+    thr = cp.get_slice(tid)
+    tSg = thr.partition_S(src)                                        # (CPY, passes, 1)
+    tSs = thr.partition_D(dst)
+    tSc = thr.partition_S(cute.make_identity_tensor((_C, _K)))
+    frag = cute.make_rmem_tensor_like(tSg, BFloat16)
+    npass = cute.size(tSg, mode=[1])
+    for m in cutlass.range_constexpr(npass):
+        row, _ = tSc[(0, m, 0)]
+        if row < L:
+            cute.autovec_copy(tSg[None, m, None], frag[None, m, None])
+        else:
+            frag[None, m, None].fill(0.0)
+    cute.copy(st_atom, frag, tSs)
 
 
 @cute.kernel
@@ -152,18 +210,38 @@ def _fwd_o_kernel(
 ):
     tid, _, _ = cute.arch.thread_idx()
     c, hv, _ = cute.arch.block_idx()
+    wg = cute.arch.make_warp_uniform(cute.arch.warp_idx()) // (_WG // 32)    # warpgroup 0 or 1
+    wtid = tid % _WG
+
+    lay_q, lay_k, lay_s, lay_v = _smem_layouts()
+    mma_qk, mma_qs, mma_pv = _tiled_mmas()
+    _check_fragment_correspondence(mma_qk, mma_qs, mma_pv)
 
     # ---- shared memory (static; allocated before any branch) --------------------
-    smem = SmemAllocator()
-    sQ = smem.allocate_tensor(Float32, cute.make_layout((_C, _K), stride=(_KP, 1)), 16)
-    sP = smem.allocate_tensor(Float32, cute.make_layout((_C, _C), stride=(_PP, 1)), 16)
-    union = smem.allocate_array(Float32, _UNION_BYTES // 4, byte_alignment=16)
-    sK = cute.make_tensor(union, cute.make_layout((_C, _K), stride=(_KP, 1)))
-    sS = cute.make_tensor(union, cute.make_layout((_K, _VH), stride=(_VH, 1)))
-    sV = cute.make_tensor(union + _K * _VH, cute.make_layout((_C, _VH), stride=(_VH, 1)))
-    sG = smem.allocate_tensor(Float32, cute.make_layout(_C), 16)
-    sRq = smem.allocate_tensor(Float32, cute.make_layout(_C), 16)
-    sRk = smem.allocate_tensor(Float32, cute.make_layout(_C), 16)
+    @cute.struct
+    class SharedStorage:
+        sG: cute.struct.Align[cute.struct.MemRange[Float32, _C], 16]
+        sRq: cute.struct.Align[cute.struct.MemRange[Float32, _C], 16]
+        sRk: cute.struct.Align[cute.struct.MemRange[Float32, _C], 16]
+        sQ: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_q)], 1024]
+        sK: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_k)], 1024]
+        sS: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_s)], 1024]
+        sV: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_v)], 1024]
+
+    assert SharedStorage.size_in_bytes() == SMEM_BYTES, (SharedStorage.size_in_bytes(), SMEM_BYTES)
+    smem = cutlass.utils.SmemAllocator()
+    storage = smem.allocate(SharedStorage)
+    sG = storage.sG.get_tensor(cute.make_layout(_C))
+    sRq = storage.sRq.get_tensor(cute.make_layout(_C))
+    sRk = storage.sRk.get_tensor(cute.make_layout(_C))
+    sQ = storage.sQ.get_tensor(lay_q.outer, swizzle=lay_q.inner)             # (64 i, 128 k)
+    sK = storage.sK.get_tensor(lay_k.outer, swizzle=lay_k.inner)             # (64 j, 128 k)
+    sS = storage.sS.get_tensor(lay_s.outer, swizzle=lay_s.inner)             # (64 v, 128 k, 2)
+    sV = storage.sV.get_tensor(lay_v.outer, swizzle=lay_v.inner)             # (64 v, 64 j, 2)
+    lay_s_kv = cute.select(lay_s, mode=[1, 0, 2])
+    sS_kv = storage.sS.get_tensor(lay_s_kv.outer, swizzle=lay_s_kv.inner)    # (128 k, 64 v, 2) same bytes
+    lay_v_jv = cute.select(lay_v, mode=[1, 0, 2])
+    sV_jv = storage.sV.get_tensor(lay_v_jv.outer, swizzle=lay_v_jv.inner)    # (64 j, 64 v, 2) same bytes
 
     # ---- which chunk, and is it live? -------------------------------------------
     live = Int32(0)
@@ -185,7 +263,30 @@ def _fwd_o_kernel(
         Hk = q.shape[1]
         hk = hv // (Hv // Hk)
 
-        # -- per-row scalars: gcum, rq, rk (rows >= L: 0, which zeroes Q̂ / K̂ rows) --
+        # -- (1) S = h[c, hv] and Vnew rows j < L: 16-byte cp.async into the swizzled B tiles --
+        cp_async = _row_copy(cute.make_copy_atom(cpasync.CopyG2SOp(), BFloat16, num_bits_per_copy=128), _VW)
+        thr_a = cp_async.get_slice(tid)
+        gH = h[c, hv, None, None]                                            # (k, v) -> S[k, v]
+        for w in cutlass.range_constexpr(_NWG):
+            gHw = cute.local_tile(gH, (_K, _VW), (0, w))                     # (128 k, 64 v)
+            cute.copy(cp_async, thr_a.partition_S(gHw), thr_a.partition_D(sS_kv[None, None, w]))
+        st_atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128)
+        gVn = cute.domain_offset((t0, 0), vnew[None, hv, None])             # (j, v) -> vnew[t0+j, hv, v]
+        tVc = thr_a.partition_S(cute.make_identity_tensor((_C, _VW)))       # (j, v) of each vector
+        zero = cute.make_rmem_tensor_like(tVc[(None, 0, 0)], BFloat16)
+        zero.fill(0.0)
+        for w in cutlass.range_constexpr(_NWG):
+            tVg = thr_a.partition_S(cute.local_tile(gVn, (_C, _VW), (0, w)))
+            tVs = thr_a.partition_D(sV_jv[None, None, w])
+            for m in cutlass.range_constexpr(cute.size(tVs, mode=[1])):
+                row, _ = tVc[(0, m, 0)]
+                if row < L:
+                    cute.copy(cp_async, tVg[None, m, None], tVs[None, m, None])
+                else:
+                    cute.copy(st_atom, zero, tVs[(None, m, 0)])
+        cute.arch.cp_async_commit_group()
+
+        # -- (2) per-row scalars (rows >= L: 0) ----------------------------------------
         if tid < _C:
             gi = Float32(0.0)
             rqi = Float32(0.0)
@@ -195,82 +296,104 @@ def _fwd_o_kernel(
                 rqi = rq[t0 + tid, hv]
                 rki = rk[t0 + tid, hv]
             sG[tid] = gi
-            sRq[tid] = rqi
+            sRq[tid] = rqi * scale          # scale folded into the row factor of q
             sRk[tid] = rki
+
+        # -- (3) raw q and k rows (rows >= L: 0) -----------------------------------------
+        cp_qk = _row_copy(st_atom, _K)
+        gQ = cute.local_tile(cute.domain_offset((t0, 0), q[None, hk, None]), (_C, _K), (0, 0))
+        gK = cute.local_tile(cute.domain_offset((t0, 0), k[None, hk, None]), (_C, _K), (0, 0))
+        _load_rows(cp_qk, st_atom, tid, gQ, sQ, L)
+        _load_rows(cp_qk, st_atom, tid, gK, sK, L)
+
+        # every tile complete and visible to the tensor cores (async proxy)
+        cute.arch.cp_async_wait_group(0)
+        cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
 
-        # -- Q̂ and K̂ tiles -----------------------------------------------------------
-        _load_rows_scaled(q, hk, t0, L, sRq, sQ, tid)
-        _load_rows_scaled(k, hk, t0, L, sRk, sK, tid)
-        cute.arch.sync_threads()
+        # -- (4) MMAs 1 and 2 -----------------------------------------------------------
+        thr_qk = mma_qk.get_slice(wtid)
+        thr_qs = mma_qs.get_slice(wtid)
+        thr_pv = mma_pv.get_slice(wtid)
+        tQa1 = thr_qk.make_fragment_A(thr_qk.partition_A(sQ))               # (MMA, 1, 8)
+        tKb = thr_qk.make_fragment_B(thr_qk.partition_B(sK))                # (MMA, 1, 8)
+        tQa2 = thr_qs.make_fragment_A(thr_qs.partition_A(sQ))               # (MMA, 1, 8)
+        tSb = thr_qs.make_fragment_B(thr_qs.partition_B(sS))                # (MMA, 1, 8, 2)
+        tVb = thr_pv.make_fragment_B(thr_pv.partition_B(sV))                # (MMA, 1, 4, 2)
+        accP = cute.make_rmem_tensor(thr_qk.partition_shape_C(_T_QK[:2]), Float32)
+        accO = cute.make_rmem_tensor(thr_qs.partition_shape_C(_T_QS[:2]), Float32)
+        # flat index e = c0 + 2 r + 4 g of both accumulators (see _check_fragment_correspondence)
+        assert str(accP.layout) == "((2,2,8),1,1):((1,2,4),0,0)", str(accP.layout)
+        assert str(accO.layout) == "((2,2,8),1,1):((1,2,4),0,0)", str(accO.layout)
+        tPc = thr_qk.partition_C(cute.make_identity_tensor(_T_QK[:2]))      # (i, j) of accP[e]
+        tOc = thr_qs.partition_C(cute.make_identity_tensor(_T_QS[:2]))      # (i, v) of accO[e]
 
-        # -- product 1: P = tril(Q̂ K̂ᵀ ⊙ decay) * scale -------------------------------
-        # thread (ti, tj) owns rows i = ti + 16a and columns j = tj + 16b (a, b < 4)
-        ti = tid // 16
-        tj = tid % 16
-        acc = cute.make_rmem_tensor(cute.make_layout((4, 4), stride=(4, 1)), Float32)
-        rA = cute.make_rmem_tensor(cute.make_layout((4, _VEC), stride=(_VEC, 1)), Float32)
-        rB = cute.make_rmem_tensor(cute.make_layout((4, _VEC), stride=(_VEC, 1)), Float32)
-        acc.fill(0.0)
-        _fma_abt(acc, rA, rB, sQ, sK, ti, tj, _K)
-        for a in cutlass.range_constexpr(4):
-            i = ti + 16 * a
-            gi = sG[i]
-            for b in cutlass.range_constexpr(4):
-                j = tj + 16 * b
-                p = Float32(0.0)
-                if j <= i and i < L:
-                    p = acc[a, b] * cute.math.exp(gi - sG[j]) * scale
-                sP[i, j] = p
-        cute.arch.sync_threads()   # sK is dead from here on; sP complete
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(tQa1, mode=[2])):
+            mma_qk.set(warpgroup.Field.ACCUMULATE, kb != 0)
+            cute.gemm(mma_qk, accP, tQa1[None, None, kb], tKb[None, None, kb], accP)
+        warpgroup.commit_group()
+        for kb in cutlass.range_constexpr(cute.size(tQa2, mode=[2])):
+            mma_qs.set(warpgroup.Field.ACCUMULATE, kb != 0)
+            cute.gemm(mma_qs, accO, tQa2[None, None, kb], tSb[None, None, kb, wg], accO)
+        warpgroup.commit_group()
 
-        # -- products 2 and 3, per half of V ------------------------------------------
-        # thread (ti, tv) owns rows i = ti + 16a and columns v = 4 tv + b (a, b < 4)
-        tv = tid % 16
-        rowfac = cute.make_rmem_tensor(cute.make_layout(4), Float32)
-        for a in cutlass.range_constexpr(4):
-            rowfac[a] = scale * cute.math.exp(sG[ti + 16 * a])
-        for half in cutlass.range_constexpr(2):
-            if half > 0:
-                cute.arch.sync_threads()   # everyone is done reading the previous sS / sV
-            v0 = half * _VH
-            # S[:, v0:v0+64] -> sS (bf16 -> fp32), 16 B per global read
-            hsl = h[c, hv, None, None]
-            for r in cutlass.range_constexpr(_K * _VH // _GVEC // _NT):
-                e = tid + _NT * r
-                row = e // (_VH // _GVEC)
-                c8 = e % (_VH // _GVEC)
-                src = cute.local_tile(hsl, (1, _GVEC), (row, v0 // _GVEC + c8))[0, None]
-                x = src.load().to(Float32)
-                cute.local_tile(sS, (1, _GVEC), (row, c8))[0, None].store(x)
-            # Vnew[t0+j, hv, v0:v0+64] -> sV, rows >= L zero
-            for r in cutlass.range_constexpr(_C * _VH // _GVEC // _NT):
-                e = tid + _NT * r
-                row = e // (_VH // _GVEC)
-                c8 = e % (_VH // _GVEC)
-                dst = cute.local_tile(sV, (1, _GVEC), (row, c8))[0, None]
-                if row < L:
-                    vrow = vnew[t0 + row, hv, None]
-                    src = cute.local_tile(vrow, (_GVEC,), (v0 // _GVEC + c8,))
-                    dst.store(src.load().to(Float32))
-                else:
-                    dst.fill(0.0)
-            cute.arch.sync_threads()
+        # -- (5) P = tril(accP ⊙ decay) * scale rq_i rk_j, rounded to bf16 (MMA 3's A operand) --
+        # accP[e], e = c0 + 2 r + 4 g (mode 0 of ((2,2,8),1,1)) holds (i, j) = (i0 + 8 r, j0 + c0 + 8 g):
+        # 2 rows and 16 columns per thread, whose scalars are read once.
+        nr = 2
+        ncol = cute.size(accP) // nr
+        rows_g = [None] * nr
+        rows_f = [None] * nr
+        rows_lim = [None] * nr
+        for r in cutlass.range_constexpr(nr):
+            i, _ = tPc[2 * r]
+            rows_g[r] = sG[i]
+            rows_f[r] = sRq[i]                           # scale * rq_i (0 for rows >= L)
+            rows_lim[r] = Int32(cutlass.select_(i < L, i, Int32(-1)))   # j <= lim  <=>  j <= i < L
+        cols_g = [None] * ncol
+        cols_f = [None] * ncol
+        for cc in cutlass.range_constexpr(ncol):
+            e = cc % 2 + 4 * (cc // 2)
+            _, j = tPc[e]
+            cols_g[cc] = sG[j]
+            cols_f[cc] = sRk[j]
+        warpgroup.wait_group(1)                          # MMA 1 done; MMA 2 may still run
+        for e in cutlass.range_constexpr(cute.size(accP)):
+            r = (e // 2) % 2
+            cc = e % 2 + 2 * (e // 4)
+            _, j = tPc[e]
+            p = accP[e] * _exp(rows_g[r] - cols_g[cc]) * (rows_f[r] * cols_f[cc])
+            # select, not multiply: exp() above the diagonal or in rows >= L may overflow
+            accP[e] = Float32(cutlass.select_(j <= rows_lim[r], p, Float32(0.0)))
+        rP = cute.make_rmem_tensor_like(accP, BFloat16)
+        rP.store(accP.load().to(BFloat16))               # the one rounding of P (round to nearest even)
+        tPa = cute.make_tensor(rP.iterator, _p_as_a_operand_layout(accP.layout))   # (MMA, 1, 4)
 
-            # product 2: acc = Q̂ S (64 x 64), then rows scaled by scale * exp(gcum_i)
-            acc.fill(0.0)
-            _fma_ab(acc, rA, rB, sQ, sS, ti, tv, _K)
-            for a in cutlass.range_constexpr(4):
-                for b in cutlass.range_constexpr(4):
-                    acc[a, b] = acc[a, b] * rowfac[a]
-            # product 3: acc += P Vnew (K = 64)
-            _fma_ab(acc, rA, rB, sP, sV, ti, tv, _C)
-            # store rows < L (element stores: out strides are free)
-            for a in cutlass.range_constexpr(4):
-                i = ti + 16 * a
-                if i < L:
-                    for b in cutlass.range_constexpr(4):
-                        out[t0 + i, hv, v0 + _VEC * tv + b] = acc[a, b].to(BFloat16)
+        # -- (6) O_i = scale rq_i exp(gcum_i) (q_i . S) + P Vnew -----------------------------
+        # accO has accP's shape: accO[e] holds (i, v) = (i0 + 8 r, v0 + c0 + 8 g), same rows i.
+        rows_o = [None] * nr
+        for r in cutlass.range_constexpr(nr):
+            rows_o[r] = rows_f[r] * _exp(rows_g[r])
+        warpgroup.wait_group(0)
+        for e in cutlass.range_constexpr(cute.size(accO)):
+            accO[e] = accO[e] * rows_o[(e // 2) % 2]
+        warpgroup.fence()
+        mma_pv.set(warpgroup.Field.ACCUMULATE, True)
+        for kb in cutlass.range_constexpr(cute.size(tPa, mode=[2])):
+            cute.gemm(mma_pv, accO, tPa[None, None, kb], tVb[None, None, kb, wg], accO)
+        warpgroup.commit_group()
+        warpgroup.wait_group(0)
+
+        # -- (7) rows i < L -> out[t0 + i, hv, 64 wg + v] (element stores: free strides) --------
+        gO = cute.domain_offset((t0, wg * _VW), out[None, hv, None])
+        for r in cutlass.range_constexpr(nr):
+            i, _ = tOc[2 * r]
+            if i < L:
+                for cc in cutlass.range_constexpr(ncol):
+                    e = cc % 2 + 2 * r + 4 * (cc // 2)
+                    ii, v = tOc[e]
+                    gO[ii, v] = BFloat16(accO[e])
 
 
 @cute.jit
@@ -298,7 +421,7 @@ def fwd_o(
     _fwd_o_kernel(
         q, k, gcum, rq, rk, h, vnew, cu_seqlens, state_indices, chunk_seq, chunk_token, out,
         scale, use_state_indices,
-    ).launch(grid=[gx, gy, gz], block=[THREADS, 1, 1], smem=SMEM_BYTES, stream=stream)
+    ).launch(grid=[gx, gy, gz], block=[THREADS, 1, 1], stream=stream)
 
 
 LAUNCH = fwd_o

@@ -9,36 +9,50 @@ For the L <= 64 tokens of one chunk slot c and one value head hv (DESIGN.md §1)
     Tm   = (I + A)^-1                                        (fp32, unit lower triangular)
     w    = Tm diag(beta exp(gcum)) K̂,   u = Tm diag(beta) V   (stored bf16)
 
-This first version is SIMT fp32 (CUDA-core FMAs on shared-memory tiles).  The
-phases are kept apart so that the two 64x64x128 products (phase 2: K̂ K̂^T,
-phase 4: Tw K̂ and Tu V) can later move to warpgroup MMA without touching the
-loads (phase 1) or the triangular solve (phase 3):
+The two GEMM-shaped steps run on tensor cores (warpgroup MMA, bf16 operands, fp32
+accumulate); the triangular solve stays fp32 on CUDA cores.  256 threads = two
+warpgroups (WG0 = threads 0..127, WG1 = 128..255):
 
-  phase 1  all 8 warps: rows of q, k, v -> norms, K̂ and V (fp32) in smem;
-           warp 0 also loads g, beta and scans g into gcum.
-  phase 2  256 threads: A (strictly lower, 64x64) into smem, 4x4 entries each.
-  phase 3  threads 0..63: thread j owns column j of Tm and solves (I + A) Tm = I by
-           forward substitution in registers (no barrier inside); it then writes
-           the column scaled by beta_j exp(gcum_j) (-> Tw) and by beta_j (-> Tu,
-           reusing A's buffer once every thread is past the solve).
-  phase 4  256 threads: w = Tw K̂, u = Tu V; each thread 4 rows x 8 columns per
-           product; rows >= L are never written.
+  phase 1  all 8 warps: rows of q, k, v (ordinary 2-byte global loads: q/k/v only
+           promise 2-byte alignment) -> norms rq/rk; the RAW k and v rows go to
+           swizzled smem as bf16 (exact copies of the inputs).  Warp 0 also loads g,
+           beta and scans g into gcum.
+  phase 2  G = K K^T (M=64, N=64, K=128) by wgmma on the raw K tile (A and B are the
+           same smem bytes, both K-major); WG w computes columns 32w..32w+31.  The
+           norms and gates are folded in fp32 on the accumulator:
+             A_ij = select(i > j, beta_i rk_i rk_j G_ij exp(gcum_i - gcum_j), 0)
+           and A goes to smem as fp32 (all 64x64 entries, zeros on and above the diagonal).
+  phase 3  Tm = (I + A)^-1 in fp32, in place over A, by 16x16 blocks:
+             1. the four diagonal blocks D_b = (I + A_bb)^-1: thread (b, j) < 64 solves
+                column j of block b by forward substitution (registers);
+             2. 32x32 merges: T_{2p+1,2p} = -D_{2p+1} (A_{2p+1,2p} D_{2p}), p = 0, 1;
+             3. 64x64 merge: T_{[2,3],[0,1]} = -T_{[2,3],[2,3]} (A_{[2,3],[0,1]} T_{[0,1],[0,1]}),
+           i.e. the block-triangular inverse [[P,0],[Q,R]]^-1 = [[P^-1,0],[-R^-1 Q P^-1,R^-1]],
+           all 256 threads, a CTA barrier between dependent steps.
+           Then Tw = Tm diag(beta exp(gcum) rk) and Tu = Tm diag(beta) are ROUNDED TO BF16
+           into swizzled smem: they are the A operands of the next products (the one
+           rounding of Tm; FLA rounds its inverse to the input dtype the same way).
+  phase 4  WG0: W = Tw K (M=64, N=128, K=64, B = the raw K tile, MN-major view of the
+           same bytes); WG1: U = Tu V (B = the V tile).  rk_j sits in Tw's column scale,
+           so K is never rescaled or rounded a second time.  Each warpgroup then stages
+           its bf16 result with stmatrix into the smem tile it has just consumed and
+           writes rows i < L to HBM with 16-byte vector stores.
 
-Rows >= L (past the sequence end inside a partial chunk) are never read from
-global memory: their K̂, V, g and beta are zero in smem, which makes their rows
-and columns of A zero and keeps every value finite.
+Rows >= L (past the sequence end inside a partial chunk) are never read from global
+memory: their K, V, g and beta are zero in smem, which makes their rows and columns
+of A zero (finite) and the columns j >= L of Tw / Tu zero; their W/U rows are never
+written.
 
-Shared memory (SMEM_BYTES = 102,096 B, two CTAs per SM): K̂ 64 rows of stride 132
-fp32, V 64x128 fp32, A/Tu and Tw 64 rows of stride 68 fp32, gcum / beta /
-beta*exp(gcum) vectors.  SmemAllocator sizes the launch's dynamic smem itself and
-the generated runtime raises the kernel's dynamic-smem limit above 48 KB.
+Shared memory (SMEM_BYTES = 72,704 B): K and V tiles (bf16, 2 x 16 KB, 128-byte
+swizzle), Tw and Tu (bf16, 2 x 8 KB), A / Tm (fp32, 64 rows of stride 68), the solve's
+scratch (fp32, 32 rows of stride 36), gcum / beta / beta*exp(gcum) / rk vectors.
 
 Assumptions the entry point's guards must enforce (nothing here checks them):
   Hv % Hk == 0; q, k, v last dim contiguous (stride 1) with K = V = 128; w, u
-  compact [T, Hv, 128] with 8-byte aligned base (16 B is what fake.ws_tvd
-  declares); gcum/rq/rk [T, Hv] with unit head stride; chunk_seq/chunk_token
-  produced by chunk_index (every active slot has 1 <= L <= 64 and
-  t0 + L <= cu_seqlens[n+1] <= T).
+  compact [T, Hv, 128] with 16-byte aligned base (what fake.ws_tvd declares: the
+  output uses 16-byte vector stores); gcum/rq/rk [T, Hv] with unit head stride;
+  chunk_seq/chunk_token produced by chunk_index (every active slot has 1 <= L <= 64
+  and t0 + L <= cu_seqlens[n+1] <= T).
 """
 from __future__ import annotations
 
@@ -46,7 +60,10 @@ import cuda.bindings.driver as cuda
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Float32, Int32
+from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
+from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import fake
 from gdn_prefill import plan
@@ -55,21 +72,72 @@ C = plan.CHUNK                    # 64 tokens per chunk
 DK = plan.HEAD_DIM_K              # 128
 DV = plan.HEAD_DIM_V              # 128
 NTHREADS = plan.RECOMPUTE_WU_THREADS   # 256
-assert C == 64 and DK == 128 and DV == 128 and NTHREADS == 256, \
-    "recompute_wu's thread mapping is written for C=64, K=V=128, 256 threads"
+WG = 128                          # threads per warpgroup
+assert C == 64 and DK == 128 and DV == 128 and NTHREADS == 2 * WG, \
+    "recompute_wu's thread mapping is written for C=64, K=V=128, 256 threads (two warpgroups)"
 
 NWARPS = NTHREADS // 32           # 8
 ROWS_PER_WARP = C // NWARPS       # 8 rows of q/k/v loaded by each warp
-KS = DK + 4                       # K̂ smem row stride (floats): 16B rows, conflict-free float4 columns
-VS = DV                           # V smem row stride
-TS = C + 4                        # A / Tw / Tu smem row stride
+BLK = 16                          # diagonal block of the solve
+HALF = C // 2                     # 32
+AS = C + 4                        # A / Tm smem row stride (fp32): 16-byte rows, conflict-free float4 rows
+XS = HALF + 4                     # solve scratch row stride (fp32)
 L2_EPS = 1e-6
 
-# bytes SmemAllocator reserves (cosize of each padded tile; every piece is a multiple of 16 B)
-SMEM_BYTES = 4 * (((C - 1) * KS + DK) + C * VS + 2 * ((C - 1) * TS + C) + 3 * C)
-assert SMEM_BYTES == 102096
+
+def _up(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
 
 
+def _smem_bytes() -> int:
+    """Dynamic shared memory of SharedStorage below (checked against the struct at trace time)."""
+    off = 2 * C * DK * 2                     # kv: K and V tiles, bf16 (offset 0, 1024-aligned)
+    off = _up(off, 1024) + 2 * C * C * 2     # t2: Tw and Tu, bf16
+    off = _up(off, 16) + 4 * C * AS          # a: A, then Tm, fp32
+    off = _up(off, 16) + 4 * HALF * XS       # x: solve scratch
+    off = _up(off, 16) + 4 * 4 * C           # gcum, beta, beta*exp(gcum), rk
+    return _up(off, 1024)                    # the struct's size is a multiple of its alignment
+
+
+SMEM_BYTES = _smem_bytes()
+assert SMEM_BYTES == 72704
+
+
+# --------------------------------------------------------------------------- layouts / MMAs
+def _smem_layouts():
+    """Swizzled bf16 layouts (composed layouts, 128-byte swizzle).
+
+    kv    : (128 cols, 64 rows, 2)  MN-major B operand of phase 4; stage 0 = K tile, 1 = V tile
+    kv_rc : (64 rows, 128 cols, 2)  the same bytes indexed (row, col): fills and output staging
+    kk    : (64 rows, 128 k, 1)     K-major A and B operand of K K^T: the same bytes as kv_rc stage 0
+    t2    : (64 rows, 64 k, 2)      K-major A operands of phase 4; stage 0 = Tw, 1 = Tu
+    """
+    kv = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, (C, DK, C), BFloat16, 2)
+    kv_rc = cute.select(kv, mode=[1, 0, 2])
+    kk = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (C, C, DK), BFloat16, 1)
+    # the K-major K K^T operand must address exactly the bytes of the MN-major B tile (stage 0)
+    assert str(cute.slice_(kk, (None, None, 0))) == str(cute.slice_(kv_rc, (None, None, 0))), (kk, kv_rc)
+    t2 = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (C, DK, C), BFloat16, 2)
+    return kv, kv_rc, kk, t2
+
+
+def _tiled_mmas():
+    # G[i, j] = sum_d K[i, d] K[j, d]: A = K (K-major), B = K (K-major); one warpgroup owns 32 columns
+    mma_g = sm90_utils.make_trivial_tiled_mma(
+        BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.K, Float32,
+        (1, 1, 1), tiler_mn=(C, HALF))
+    # O[i, d] = sum_j T[i, j] X[j, d]: A = Tw / Tu (K-major), B = K / V tile (MN-major, d contiguous)
+    mma_o = sm90_utils.make_trivial_tiled_mma(
+        BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.MN, Float32,
+        (1, 1, 1), tiler_mn=(C, DK))
+    return mma_g, mma_o
+
+
+def _copy_128b():
+    return cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128)
+
+
+# --------------------------------------------------------------------------- kernel
 @cute.kernel
 def recompute_wu_kernel(
     q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
@@ -82,21 +150,39 @@ def recompute_wu_kernel(
     c, hv, _ = cute.arch.block_idx()
     lane = tidx % 32
     warp = tidx // 32
+    wg = tidx // WG                   # warpgroup 0 / 1
+    wtid = tidx % WG                  # thread index inside the warpgroup
+
+    lay_kv, lay_kv_rc, lay_kk, lay_t2 = _smem_layouts()
+    mma_g, mma_o = _tiled_mmas()
 
     # ---- shared memory ---------------------------------------------------------
+    @cute.struct
+    class SharedStorage:
+        kv: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_kv)], 1024]
+        t2: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_t2)], 1024]
+        a: cute.struct.Align[cute.struct.MemRange[Float32, C * AS], 16]
+        x: cute.struct.Align[cute.struct.MemRange[Float32, HALF * XS], 16]
+        gc: cute.struct.Align[cute.struct.MemRange[Float32, C], 16]
+        be: cute.struct.Align[cute.struct.MemRange[Float32, C], 16]
+        ee: cute.struct.Align[cute.struct.MemRange[Float32, C], 16]
+        rr: cute.struct.Align[cute.struct.MemRange[Float32, C], 16]
+
+    assert SharedStorage.size_in_bytes() == SMEM_BYTES, (SharedStorage.size_in_bytes(), SMEM_BYTES)
     smem = cutlass.utils.SmemAllocator()
-    sK = smem.allocate_tensor(Float32, cute.make_layout((C, DK), stride=(KS, 1)), byte_alignment=16)
-    sV = smem.allocate_tensor(Float32, cute.make_layout((C, DV), stride=(VS, 1)), byte_alignment=16)
-    sA = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(TS, 1)), byte_alignment=16)
-    sTw = smem.allocate_tensor(Float32, cute.make_layout((C, C), stride=(TS, 1)), byte_alignment=16)
-    sG = smem.allocate_tensor(Float32, cute.make_layout(C), byte_alignment=16)    # gcum
-    sB = smem.allocate_tensor(Float32, cute.make_layout(C), byte_alignment=16)    # beta
-    sE = smem.allocate_tensor(Float32, cute.make_layout(C), byte_alignment=16)    # beta*exp(gcum)
-    # float4 views: [row, col // 4, col % 4]
-    sK4 = cute.make_tensor(sK.iterator, cute.make_layout((C, DK // 4, 4), stride=(KS, 4, 1)))
-    sV4 = cute.make_tensor(sV.iterator, cute.make_layout((C, DV // 4, 4), stride=(VS, 4, 1)))
-    sA4 = cute.make_tensor(sA.iterator, cute.make_layout((C, C // 4, 4), stride=(TS, 4, 1)))
-    sTw4 = cute.make_tensor(sTw.iterator, cute.make_layout((C, C // 4, 4), stride=(TS, 4, 1)))
+    storage = smem.allocate(SharedStorage)
+    sKV = storage.kv.get_tensor(lay_kv.outer, swizzle=lay_kv.inner)           # (128, 64, 2) B of phase 4
+    sRC = storage.kv.get_tensor(lay_kv_rc.outer, swizzle=lay_kv_rc.inner)     # (64, 128, 2) rows, cols
+    sKK = storage.kv.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)           # (64, 128, 1) K K^T operand
+    sT2 = storage.t2.get_tensor(lay_t2.outer, swizzle=lay_t2.inner)           # (64, 64, 2) Tw, Tu
+    sA = storage.a.get_tensor(cute.make_layout((C, C), stride=(AS, 1)))
+    sA4 = storage.a.get_tensor(cute.make_layout((C, C // 4, 4), stride=(AS, 4, 1)))   # float4 view
+    sX = storage.x.get_tensor(cute.make_layout((HALF, HALF), stride=(XS, 1)))
+    sX4 = storage.x.get_tensor(cute.make_layout((HALF, HALF // 4, 4), stride=(XS, 4, 1)))
+    sG = storage.gc.get_tensor(cute.make_layout(C))     # gcum
+    sB = storage.be.get_tensor(cute.make_layout(C))     # beta
+    sE = storage.ee.get_tensor(cute.make_layout(C))     # beta * exp(gcum)
+    sR = storage.rr.get_tensor(cute.make_layout(C))     # rk
 
     # ---- which chunk, which sequence -------------------------------------------
     n = chunk_seq[c]
@@ -126,13 +212,13 @@ def recompute_wu_kernel(
                 g1 = g[t0 + r0 + 1, hv]
                 b1 = beta[t0 + r0 + 1, hv].to(Float32)
             # inclusive scan of the pair sums over the warp
-            x = g0 + g1
+            scan = g0 + g1
             for sh in cutlass.range_constexpr(5):
-                y = cute.arch.shuffle_sync_up(x, offset=1 << sh)
+                up = cute.arch.shuffle_sync_up(scan, offset=1 << sh)
                 if lane >= (1 << sh):
-                    x = x + y
-            c1 = x                 # gcum of row 2*lane+1
-            c0 = x - g1            # gcum of row 2*lane
+                    scan = scan + up
+            c1 = scan              # gcum of row 2*lane+1
+            c0 = scan - g1         # gcum of row 2*lane
             sG[r0] = c0
             sG[r0 + 1] = c1
             sB[r0] = b0
@@ -145,6 +231,7 @@ def recompute_wu_kernel(
                 gcum[t0 + r0 + 1, hv] = c1
 
         # ---- phase 1b: q, k, v rows (warp w: rows 8w..8w+7, lane: cols lane+32*e) ----
+        # the raw bf16 k and v values go to smem unchanged (rows >= L: zeros, never loaded)
         for half in cutlass.range_constexpr(2):
             fk = cute.make_rmem_tensor((4, 4), Float32)
             fq = cute.make_rmem_tensor((4, 4), Float32)
@@ -177,105 +264,199 @@ def recompute_wu_kernel(
                     rkv = cute.math.rsqrt(ssk + L2_EPS)
                     rqv = cute.math.rsqrt(ssq + L2_EPS)
                 for e in cutlass.range_constexpr(4):
-                    sK[r, lane + 32 * e] = fk[s, e] * rkv
-                    sV[r, lane + 32 * e] = fv[s, e]
-                if r < L:
-                    if lane == 0:
+                    sRC[r, lane + 32 * e, 0] = BFloat16(fk[s, e])     # exact (bf16 -> fp32 -> bf16)
+                    sRC[r, lane + 32 * e, 1] = BFloat16(fv[s, e])
+                if lane == 0:
+                    sR[r] = rkv
+                    if r < L:
                         rk[t0 + r, hv] = rkv
                         rq[t0 + r, hv] = rqv
 
+        # the K / V tiles are read by the tensor cores (async proxy) next
+        cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
 
-        # ---- phase 2: A = strictly-lower( beta_i (k̂_i . k̂_j) exp(gcum_i - gcum_j) ) ----
-        # thread (ti, tj) = (tidx // 16, tidx % 16) owns rows ti + 16a, columns tj + 16b
-        ti = tidx // 16
-        tj = tidx % 16
-        acc = cute.make_rmem_tensor((4, 4), Float32)
-        acc.fill(0.0)
-        for kc in cutlass.range(DK // 4, unroll=2):
-            xi = cute.make_rmem_tensor((4, 4), Float32)
-            xj = cute.make_rmem_tensor((4, 4), Float32)
-            for a in cutlass.range_constexpr(4):
-                xi[a, None].store(sK4[ti + 16 * a, kc, None].load())
-                xj[a, None].store(sK4[tj + 16 * a, kc, None].load())
-            for e in cutlass.range_constexpr(4):
-                for a in cutlass.range_constexpr(4):
-                    for b in cutlass.range_constexpr(4):
-                        acc[a, b] = acc[a, b] + xi[a, e] * xj[b, e]
-        for a in cutlass.range_constexpr(4):
-            i = ti + 16 * a
-            gi = sG[i]
-            bi = sB[i]
-            for b in cutlass.range_constexpr(4):
-                j = tj + 16 * b
-                val = Float32(0.0)
-                if i > j:
-                    val = bi * acc[a, b] * cute.math.exp(gi - sG[j])
-                sA[i, j] = val
-
+        # ---- phase 2: G = K K^T on wgmma (WG w: columns 32w..32w+31), fold -> A (fp32 smem) ----
+        mma_g.set(warpgroup.Field.ACCUMULATE, True)
+        thr_g = mma_g.get_slice(wtid)
+        sK0 = sKK[None, None, 0]
+        tGa = thr_g.make_fragment_A(thr_g.partition_A(sK0))          # (MMA, 1, 8)
+        sKw = cute.local_tile(sK0, (HALF, DK), (wg, 0))               # K rows 32w..32w+31: B of WG w
+        tGb = thr_g.make_fragment_B(thr_g.partition_B(sKw))          # (MMA, 1, 8)
+        accG = cute.make_rmem_tensor(thr_g.partition_shape_C((C, HALF)), Float32)
+        accG.fill(0.0)
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(tGa, mode=[2])):
+            cute.gemm(mma_g, accG, tGa[None, None, kb], tGb[None, None, kb], accG)
+        warpgroup.commit_group()
+        warpgroup.wait_group(0)
+        tGc = thr_g.partition_C(cute.make_identity_tensor((C, HALF)))   # (i, j - 32w) of accG[e]
+        for e in cutlass.range_constexpr(cute.size(accG)):
+            i, jj = tGc[e]
+            j = jj + HALF * wg
+            val = Float32(0.0)
+            if i > j:
+                val = (accG[e] * (sB[i] * sR[i]) * sR[j]) * cute.math.exp(sG[i] - sG[j])
+            sA[i, j] = val
         cute.arch.sync_threads()
 
-        # ---- phase 3: Tm = (I + A)^-1, thread j < 64 owns column j (registers) ----
-        col = cute.make_rmem_tensor(C, Float32)
+        # ---- phase 3: Tm = (I + A)^-1 in fp32, in place over sA (16x16 blocks) ----
+        # 3.1 diagonal blocks: thread (b, jj) = (tidx // 16, tidx % 16) < 64 solves column jj of
+        #     D_b = (I + A_bb)^-1 by forward substitution (exact zeros above the diagonal)
+        xcol = cute.make_rmem_tensor(BLK, Float32)
         if tidx < C:
-            jcol = tidx
-            for i in cutlass.range_constexpr(C):
+            rb = (tidx // BLK) * BLK
+            jj = tidx % BLK
+            for ii in cutlass.range_constexpr(BLK):
                 part = cute.make_rmem_tensor(4, Float32)
                 part.fill(0.0)
-                for mc in cutlass.range_constexpr((i + 3) // 4):
+                for mc in cutlass.range_constexpr((ii + 3) // 4):
                     arow = cute.make_rmem_tensor(4, Float32)
-                    arow.store(sA4[i, mc, None].load())
+                    arow.store(sA4[rb + ii, rb // 4 + mc, None].load())
                     for e in cutlass.range_constexpr(4):
-                        if cutlass.const_expr(mc * 4 + e < i):
-                            part[e] = part[e] + arow[e] * col[mc * 4 + e]
+                        if cutlass.const_expr(mc * 4 + e < ii):
+                            part[e] = part[e] + arow[e] * xcol[mc * 4 + e]
                 diag = Float32(0.0)
-                if jcol == i:
+                if jj == ii:
                     diag = Float32(1.0)
-                col[i] = diag - ((part[0] + part[1]) + (part[2] + part[3]))
-        cute.arch.sync_threads()            # every thread is done reading A
+                xcol[ii] = diag - ((part[0] + part[1]) + (part[2] + part[3]))
+        cute.arch.sync_threads()            # every thread is done reading the diagonal blocks of A
         if tidx < C:
-            jcol = tidx
-            bj = sB[jcol]
-            ej = sE[jcol]
-            for i in cutlass.range_constexpr(C):
-                sTw[i, jcol] = col[i] * ej
-                sA[i, jcol] = col[i] * bj       # sA now holds Tu = Tm diag(beta)
+            rb = (tidx // BLK) * BLK
+            jj = tidx % BLK
+            for ii in cutlass.range_constexpr(BLK):
+                sA[rb + ii, rb + jj] = xcol[ii]
         cute.arch.sync_threads()
 
-        # ---- phase 4: w = Tw K̂, u = Tu V; thread owns rows ti+16a, cols 4tj+64b+e ----
-        _tri_product(sTw4, sK4, w, t0, L, hv, ti, tj)
-        _tri_product(sA4, sV4, u, t0, L, hv, ti, tj)
+        # 3.2 32x32 merges, pair p = tidx // 128 (blocks 2p, 2p+1); thread: row r, columns c2, c2+1
+        #     X_p = A_{2p+1,2p} D_{2p} -> scratch rows 16p..16p+15;  T_{2p+1,2p} = -D_{2p+1} X_p -> sA
+        p = tidx // WG
+        r = (tidx % WG) // 8
+        c2 = (tidx % 8) * 2
+        lo = 2 * BLK * p                   # first row/column of block 2p
+        hi = lo + BLK                      # first row/column of block 2p+1
+        acc2 = cute.make_rmem_tensor(2, Float32)
+        acc2.fill(0.0)
+        for mq in cutlass.range_constexpr(BLK // 4):
+            arow = cute.make_rmem_tensor(4, Float32)
+            arow.store(sA4[hi + r, lo // 4 + mq, None].load())
+            for e in cutlass.range_constexpr(4):
+                m = 4 * mq + e
+                acc2[0] = acc2[0] + arow[e] * sA[lo + m, lo + c2]
+                acc2[1] = acc2[1] + arow[e] * sA[lo + m, lo + c2 + 1]
+        sX[BLK * p + r, c2] = acc2[0]
+        sX[BLK * p + r, c2 + 1] = acc2[1]
+        cute.arch.sync_threads()
+        acc2.fill(0.0)
+        for mq in cutlass.range_constexpr(BLK // 4):
+            drow = cute.make_rmem_tensor(4, Float32)
+            drow.store(sA4[hi + r, hi // 4 + mq, None].load())
+            for e in cutlass.range_constexpr(4):
+                m = 4 * mq + e
+                acc2[0] = acc2[0] + drow[e] * sX[BLK * p + m, c2]
+                acc2[1] = acc2[1] + drow[e] * sX[BLK * p + m, c2 + 1]
+        sA[hi + r, lo + c2] = -acc2[0]
+        sA[hi + r, lo + c2 + 1] = -acc2[1]
+        cute.arch.sync_threads()
+
+        # 3.3 64x64 merge; thread: row r3 of the lower half, columns 4*cq .. 4*cq+3
+        #     Y = A[32:, :32] Tm[:32, :32] -> scratch;  Tm[32:, :32] = -Tm[32:, 32:] Y -> sA
+        r3 = tidx // 8
+        cq = tidx % 8
+        acc4 = cute.make_rmem_tensor(4, Float32)
+        acc4.fill(0.0)
+        for mq in cutlass.range_constexpr(HALF // 4):
+            arow = cute.make_rmem_tensor(4, Float32)
+            arow.store(sA4[HALF + r3, mq, None].load())
+            for e in cutlass.range_constexpr(4):
+                trow = cute.make_rmem_tensor(4, Float32)
+                trow.store(sA4[4 * mq + e, cq, None].load())
+                for f in cutlass.range_constexpr(4):
+                    acc4[f] = acc4[f] + arow[e] * trow[f]
+        sX4[r3, cq, None].store(acc4.load())
+        cute.arch.sync_threads()
+        acc4.fill(0.0)
+        for mq in cutlass.range_constexpr(HALF // 4):
+            drow = cute.make_rmem_tensor(4, Float32)
+            drow.store(sA4[HALF + r3, HALF // 4 + mq, None].load())
+            for e in cutlass.range_constexpr(4):
+                yrow = cute.make_rmem_tensor(4, Float32)
+                yrow.store(sX4[4 * mq + e, cq, None].load())
+                for f in cutlass.range_constexpr(4):
+                    acc4[f] = acc4[f] + drow[e] * yrow[f]
+        sA4[HALF + r3, cq, None].store(-acc4.load())
+        cute.arch.sync_threads()
+
+        # 3.4 Tw = Tm diag(beta exp(gcum) rk), Tu = Tm diag(beta), ROUNDED TO BF16 (the A operands
+        #     of phase 4; this is the one rounding of Tm, as in FLA) -> swizzled smem, 16-byte stores
+        cp_t = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((C, 4), stride=(4, 1)),
+                                       cute.make_layout((1, 8)))
+        thr_t = cp_t.get_slice(tidx)
+        tTc = thr_t.partition_D(cute.make_identity_tensor((C, C)))
+        tTw = thr_t.partition_D(sT2[None, None, 0])
+        tTu = thr_t.partition_D(sT2[None, None, 1])
+        rTw = cute.make_rmem_tensor(tTc.shape, BFloat16)
+        rTu = cute.make_rmem_tensor(tTc.shape, BFloat16)
+        for e in cutlass.range_constexpr(cute.size(rTw)):
+            i, j = tTc[e]
+            tm = sA[i, j]
+            rTw[e] = BFloat16(tm * (sE[j] * sR[j]))
+            rTu[e] = BFloat16(tm * sB[j])
+        cute.copy(cp_t, rTw, tTw)
+        cute.copy(cp_t, rTu, tTu)
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.sync_threads()
+
+        # ---- phase 4: WG0 W = Tw K, WG1 U = Tu V on wgmma --------------------------
+        mma_o.set(warpgroup.Field.ACCUMULATE, True)
+        thr_o = mma_o.get_slice(wtid)
+        tOa = thr_o.make_fragment_A(thr_o.partition_A(sT2))          # (MMA, 1, 4, 2)
+        tOb = thr_o.make_fragment_B(thr_o.partition_B(sKV))          # (MMA, 1, 4, 2)
+        accO = cute.make_rmem_tensor(thr_o.partition_shape_C((C, DK)), Float32)
+        accO.fill(0.0)
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(tOa, mode=[2])):
+            cute.gemm(mma_o, accO, tOa[None, None, kb, wg], tOb[None, None, kb, wg], accO)
+        warpgroup.commit_group()
+        warpgroup.wait_group(0)
+        # every warp of this warpgroup is past its MMA: the K (WG0) / V (WG1) tile may be overwritten
+        cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
+
+        # accumulator -> bf16 -> the consumed tile (stmatrix), then rows i < L -> HBM (16-byte vectors)
+        stsm = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16)
+        st_o = cute.make_tiled_copy_C(stsm, mma_o).get_slice(wtid)
+        accO_cv = st_o.retile(accO)
+        rO = cute.make_rmem_tensor_like(accO_cv, BFloat16)
+        for e in cutlass.range_constexpr(cute.size(accO_cv)):
+            rO[e] = BFloat16(accO_cv[e])
+        sO = sRC[None, None, wg]                                     # (64 rows, 128 cols)
+        cute.copy(st_o, rO, st_o.partition_D(sO))
+        cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
+
+        cp_o = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((8, 16), stride=(16, 1)),
+                                       cute.make_layout((1, 8)))
+        thr_s = cp_o.get_slice(wtid)
+        tSs = thr_s.partition_S(sO)                                  # (CPY, 8 row groups, 1)
+        tSc = thr_s.partition_S(cute.make_identity_tensor((C, DK)))
+        if wg == 0:
+            _store_rows(cp_o, thr_s, tSs, tSc, w, t0, hv, L)
+        else:
+            _store_rows(cp_o, thr_s, tSs, tSc, u, t0, hv, L)
 
 
 @cute.jit
-def _tri_product(sT4: cute.Tensor, sX4: cute.Tensor, out: cute.Tensor,
-                 t0: Int32, L: Int32, hv: Int32, ti: Int32, tj: Int32):
-    """out[t0+i, hv, :] = sum_m T[i, m] X[m, :] for the rows i < L this thread owns."""
-    acc = cute.make_rmem_tensor((4, 2, 4), Float32)
-    acc.fill(0.0)
-    for mc in cutlass.range(C // 4, unroll=1):
-        tr = cute.make_rmem_tensor((4, 4), Float32)      # T[ti+16a, 4mc+e]
-        xr = cute.make_rmem_tensor((4, 2, 4), Float32)   # X[4mc+e, 4tj+64b+f]
-        for a in cutlass.range_constexpr(4):
-            tr[a, None].store(sT4[ti + 16 * a, mc, None].load())
-        for e in cutlass.range_constexpr(4):
-            for b in cutlass.range_constexpr(2):
-                xr[e, b, None].store(sX4[4 * mc + e, tj + 16 * b, None].load())
-        for e in cutlass.range_constexpr(4):
-            for a in cutlass.range_constexpr(4):
-                for b in cutlass.range_constexpr(2):
-                    for f in cutlass.range_constexpr(4):
-                        acc[a, b, f] = acc[a, b, f] + tr[a, e] * xr[e, b, f]
-    for a in cutlass.range_constexpr(4):
-        i = ti + 16 * a
-        if i < L:
-            for b in cutlass.range_constexpr(2):
-                ob = cute.make_rmem_tensor(4, BFloat16)
-                ob.store(acc[a, b, None].load().to(BFloat16))
-                dst = cute.local_tile(out[t0 + i, hv, None], (4,), (tj + 16 * b,))
-                cute.autovec_copy(ob, dst)
+def _store_rows(cp_o: cute.TiledCopy, thr_s, tSs: cute.Tensor, tSc: cute.Tensor, out: cute.Tensor,
+                t0: Int32, hv: Int32, L: Int32):
+    """out[t0 + i, hv, :] = staged row i, for the rows i < L this thread holds."""
+    gO = cute.local_tile(cute.domain_offset((t0, 0), out[None, hv, None]), (C, DK), (0, 0))
+    tSg = thr_s.partition_D(gO)
+    for m in cutlass.range_constexpr(cute.size(tSs, mode=[1])):
+        row, _ = tSc[0, m, 0]
+        if row < L:
+            cute.copy(cp_o, tSs[None, m, None], tSg[None, m, None])
 
 
+# --------------------------------------------------------------------------- launch
 @cute.jit
 def recompute_wu(
     q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
@@ -322,4 +503,3 @@ def fake_args(dims: fake.Dims, beta_dtype=Float32) -> list:
         fake.i32(1),                      # use_qk_l2norm
         fake.i32(0),                      # use_state_indices
     ]
-

@@ -11,6 +11,8 @@ FLA-shaped [B, T, H, D] layer over it; `explain` shows the plan without launchin
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .errors import (GdnAliasError, GdnArgumentError, GdnDeviceError, GdnDtypeError, GdnError,
                      GdnLaunchError, GdnLayoutError, GdnShapeError, GdnSpineError)
 
@@ -18,13 +20,19 @@ __version__ = "0.1.0"
 
 _EXT_NAMES = ("prefill", "explain", "workspace_bytes", "workspace_layout", "compiled_variants")
 
-__all__ = list(_EXT_NAMES) + [
+__all__ = [  # a literal list, so that type checkers see the lazy names as exported
+    "prefill", "explain", "workspace_bytes", "workspace_layout", "compiled_variants",
     "chunk_gated_delta_rule", "GdnError", "GdnDtypeError", "GdnShapeError", "GdnLayoutError",
     "GdnAliasError", "GdnDeviceError", "GdnSpineError", "GdnArgumentError", "GdnLaunchError",
 ]
 
 
-def __getattr__(name):
+if TYPE_CHECKING:  # what the lazy __getattr__ below returns, for type checkers (see _ext.pyi)
+    from ._ext import compiled_variants, explain, prefill, workspace_bytes, workspace_layout
+    from .fla import chunk_gated_delta_rule
+
+
+def __getattr__(name: str) -> Any:
     # The extension is imported on first use, so that build tools (cute_kernels) can import
     # gdn_prefill.plan from a source tree where the extension is not built yet.
     if name in _EXT_NAMES:

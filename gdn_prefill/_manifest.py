@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+from typing import Any, cast
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 MANIFEST = os.path.join(_HERE, "_aot_manifest.json")
@@ -11,19 +12,19 @@ CUBIN_DIR = os.path.join(_HERE, "_cubins")
 
 
 @functools.lru_cache(maxsize=None)
-def load() -> dict:
+def load() -> dict[str, Any]:
     with open(MANIFEST) as f:
-        return json.load(f)
+        return cast("dict[str, Any]", json.load(f))
 
 
-def variant(name: str) -> dict:
+def variant(name: str) -> dict[str, Any]:
     for v in load()["variants"]:
         if v["variant"] == name:
-            return v
+            return cast("dict[str, Any]", v)
     raise KeyError(f"kernel variant {name!r} is not in this build")
 
 
-def launch_info(name: str) -> dict:
+def launch_info(name: str) -> dict[str, Any]:
     """Block size and dynamic shared memory bytes of a compiled variant."""
     v = variant(name)
     return {"block": v.get("threads"), "smem_bytes": v.get("smem_bytes")}

@@ -6,12 +6,19 @@ strided inputs are used as they are (never copied).
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Optional
+
 from . import _ext
 from .errors import GdnArgumentError, GdnShapeError
 
+if TYPE_CHECKING:
+    from torch import Tensor
 
-def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
-                           cu_seqlens=None, use_qk_l2norm_in_kernel=False, *, spine="auto", **unused):
+
+def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: Optional[float] = None,
+                           initial_state: Optional[Tensor] = None, output_final_state: bool = False,
+                           cu_seqlens: Optional[Tensor] = None, use_qk_l2norm_in_kernel: bool = False, *,
+                           spine: str = "auto", **unused: Any) -> tuple[Tensor, Optional[Tensor]]:
     """o, final_state = chunk_gated_delta_rule(q, k, v, g, beta, ...), as in FLA.
 
     q, k [B, T, Hk, K]; v [B, T, Hv, V]; g, beta [B, T, Hv]; with cu_seqlens, B must
@@ -40,7 +47,10 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
         cu_seqlens = torch.arange(0, (B + 1) * T, T, dtype=torch.int32, device=q.device)
         N = B
     Hv = v.shape[2]
-    flat = lambda x: x.flatten(0, 1)  # noqa: E731  [B, T, ...] -> [B*T, ...], a view when possible
+
+    def flat(x: Tensor) -> Tensor:  # [B, T, ...] -> [B*T, ...], a view when possible
+        return x.flatten(0, 1)
+
     out = torch.empty_like(v)
     state = None
     if initial_state is not None or output_final_state:

@@ -104,6 +104,29 @@ def test_form_against_oracle(form, spine):
     check(f"{form}(seed={seed})", inp, spine, **kw)
 
 
+def _odd_strides(inp):
+    """q, k, v re-laid with token strides that are not multiples of 8 elements (2-byte aligned only)."""
+    for name in ("q", "k", "v"):
+        x = inp[name]
+        T, H, D = x.shape
+        buf = torch.empty(T * (H * D + 3) + 1, dtype=x.dtype, device=x.device)
+        view = buf[1:1 + T * (H * D + 3)].view(T, H * D + 3)[:, :H * D].view(T, H, D)
+        view.copy_(x)
+        inp[name] = view
+    return inp
+
+
+def test_unaligned_strides_scalar_path():
+    """Token strides off the 16-byte grid: 'auto' must pick the scalar spine and stay exact."""
+    inp = _odd_strides(ref.make_inputs([100, 37], 2, 4, seed=int.from_bytes(os.urandom(4), "little"),
+                                       device="cuda", state="dense", l2norm_inputs=True))
+    assert inp["k"].stride(0) % 8 != 0
+    plan = gdn_prefill.explain(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], torch.empty_like(inp["v"]),
+                               inp["state"], cu_seqlens=inp["cu_seqlens"])
+    assert plan["chosen"] == "scalar" and "not a multiple of 8" in plan["spines"]["wgmma"]
+    check("odd_strides", inp, "scalar")
+
+
 @pytest.mark.parametrize("spine", spine_params())
 def test_stages_against_oracle_intermediates(spine):
     """chunk_index, recompute_wu, the spine and fwd_o each checked on their own outputs."""

@@ -1,0 +1,81 @@
+"""Type stubs for the Cython extension gdn_prefill._ext (source: pyx/gdn_prefill/_ext.pyx).
+
+Keep in step with the .pyx: `python -m mypy.stubtest gdn_prefill._ext` compares the two.
+The TypedDicts below describe explain()'s result; they exist for type checkers only.
+"""
+from typing import Literal, Protocol, TypeAlias, TypedDict, type_check_only
+
+from torch import Tensor
+
+# spine and state_layout are typed `str` (callers pass configuration strings through); an
+# unknown value raises GdnArgumentError naming the argument.  The spine that ran is one of:
+_RanSpineName: TypeAlias = Literal["scalar", "wgmma"]
+
+SPINES: dict[str, int]
+SPINE_NAMES: dict[int, str]
+STATE_LAYOUTS: dict[str, int]
+# C-API capsules for cimport callers (see _ext.pxd): "gdn_prefill_raw", "gdn_workspace_bytes"
+__pyx_capi__: dict[str, object]
+__test__: dict[str, str]
+
+@type_check_only
+class _CudaStreamLike(Protocol):
+    @property
+    def cuda_stream(self) -> int: ...
+
+@type_check_only
+class KernelLaunch(TypedDict):
+    name: str
+    grid: tuple[int, ...]
+    block: int | None
+    smem_bytes: int | None
+
+@type_check_only
+class Plan(TypedDict):
+    spines: dict[str, str]
+    """spine name -> "runs" or the guard that rejects it"""
+    chosen: _RanSpineName
+    kernels: list[KernelLaunch]
+    workspace_bytes: int
+    chunk_slots: int
+
+def compiled_variants() -> list[str]: ...
+def workspace_bytes(T: int, N: int, Hv: int) -> int: ...
+def workspace_layout(T: int, N: int, Hv: int) -> dict[str, tuple[int, tuple[int, ...], str]]: ...
+def prefill(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    out: Tensor,
+    state: Tensor | None = None,
+    *,
+    cu_seqlens: Tensor | None = None,
+    state_indices: Tensor | None = None,
+    state_layout: str = "kv",
+    scale: float | None = None,
+    use_qk_l2norm: bool = False,
+    spine: str = "auto",
+    stream: _CudaStreamLike | int | None = None,
+    workspace: Tensor | None = None,
+) -> _RanSpineName: ...
+def explain(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    g: Tensor,
+    beta: Tensor,
+    out: Tensor,
+    state: Tensor | None = None,
+    *,
+    cu_seqlens: Tensor | None = None,
+    state_indices: Tensor | None = None,
+    state_layout: str = "kv",
+    scale: float | None = None,
+    use_qk_l2norm: bool = False,
+    spine: str = "auto",
+    stream: _CudaStreamLike | int | None = None,
+    workspace: Tensor | None = None,
+    check_device: bool = True,
+) -> Plan: ...

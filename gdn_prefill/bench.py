@@ -1,0 +1,1222 @@
+"""Benchmark harness: the whole prefill against FLA (and FlashInfer when importable).
+
+    python benchmarks/bench_prefill.py [--quick] [--shapes 1x8K,varlen16] [--heads 16/32] ...
+    python -m gdn_prefill            # main_job(): --quick on a Hopper GPU, else the plan + an oracle check
+
+Imports nothing heavy at module level (torch, the extension, FLA and FlashInfer are
+imported inside the functions that need them), so the formulas and the report writers
+work on any machine, and `import gdn_prefill.bench` never loads the CuTe DSL.
+
+What is timed
+-------------
+Every implementation runs in this one process, on the same inputs, one after another:
+``gdn:<spine>`` (gdn_prefill.prefill with ``spine=<spine>``, one row per spine compiled
+into the build), ``fla`` (fla.ops.gated_delta_rule.chunk_gated_delta_rule) and
+``flashinfer`` (flashinfer.gdn_prefill.chunk_gated_delta_rule, skipped when it does
+not import).  Inputs are bf16 q/k/v, fp32 g (log decay) and beta, a dense fp32 initial
+state that every implementation reads and whose final value it writes, K = V = 128,
+scale K^-1/2.  By default q and k are unit-normed when generated and
+``use_qk_l2norm`` is False everywhere (FlashInfer ignores the flag, so this is the
+setting under which all three compute the same function); ``--qk-l2norm`` turns the
+in-kernel normalisation on for gdn and FLA (FlashInfer then gets pre-normed copies).
+
+Each implementation gets everything it needs prepared outside the timed region:
+gdn gets packed [T, H, D] tensors, int32 cu_seqlens, out, state and workspace
+preallocated; FLA gets [1, T, H, D] views of the same memory, int64 cu_seqlens and,
+when its signature accepts it, ``cu_seqlens_cpu`` (no host sync); FlashInfer gets
+alpha = exp(g), the state transposed to [N, Hv, V, K], and preallocated output and
+output_state.  FLA allocates its outputs inside the call, as its API does.
+
+Methodology: the inputs are rotated among ``n_sets`` buffer sets (at least 3, and at
+least 4x the L2 size in all, so no implementation is flattered by a warm L2).  After
+warm-up (Triton autotune and JIT happen there), two modes are timed:
+  graph  one call per buffer set captured in a CUDA graph; graphs replayed round-robin.
+  eager  the Python call itself, round-robin (includes launch gaps when host-bound).
+Each repetition is bracketed by CUDA events on the current stream; the figure is the
+median over the repetitions (p10 / p90 are kept in the JSON).  The host overhead of
+one Python call is measured on its own: a tiny problem (one sequence of 64 tokens),
+1000 calls, wall clock, divided by 1000 (it is an upper bound on the host cost when
+the GPU is slower than the host; the GPU time of the same call is printed beside it).
+
+FLOP count (per token, per value head; matmuls only, 2 FLOP per multiply-add,
+dense tiles, chunk C = 64).  Per chunk of C tokens and one value head, the chunked
+algorithm (DESIGN.md §1) does
+    stage 1   K K^T (C.C.K)   T = (I + A)^-1 (~C^3/6 mul-adds)   W = T.(K)  (C.C.K)   U = T.(V)  (C.C.V)
+    stage 2   W S  (C.K.V)    K^T Vnew  (K.C.V)
+    stage 3   Q S  (C.K.V)    Q K^T  (C.C.K)    (Q K^T o decay) Vnew  (C.C.V)
+so, dividing by C,
+
+    FLOP/token = Hv * ( 6 K V  +  2 C (3 K + 2 V)  +  C^2 / 3 )
+
+Hk does not appear: every product is done per value head (as FLA, FlashInfer and our
+kernels do).  K = V = 128, C = 64: 181,589 FLOP per token and value head, i.e.
+5.81 MFLOP/token for Hv = 32 (DESIGN.md §4: ~5.8), 11.6 for Hv = 64, 1.45 for Hv = 8.
+Elementwise work (gates, exp, l2norm) is not counted.  A sequence's last partial
+chunk is counted by its tokens only.
+
+HBM bytes (the floor: every input read once, every output written once):
+
+    bytes = T (2 Hk K + Hv V) e_in  +  T Hv (e_g + e_beta)  +  T Hv V e_out
+            +  4 (N + 1)  +  2 N Hv K V 4        (cu_seqlens; state read + written, fp32)
+
+e_in = e_out = 2 (bf16), e_g = e_beta = 4 (fp32): 24,832 B/token for Hk/Hv = 16/32.
+"% of compute floor" = (FLOP / peak FLOP/s) / measured time, and likewise for HBM;
+peaks default to 790 TFLOP/s (bf16 dense, measured on H200) and 4.3 TB/s (measured
+copy bandwidth), or --peak-tflops / --peak-tbps.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import fnmatch
+import inspect
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+
+CHUNK = 64
+PEAK_TFLOPS = 790.0            # bf16 dense, measured on H200
+PEAK_TBPS = 4.3                # copy bandwidth, measured on H200
+L2_FALLBACK_BYTES = 60 << 20   # when the device does not report its L2 size
+HOST_OVERHEAD_CALLS = 1000
+
+HEADS = ((16, 32), (16, 64), (8, 8))
+SHAPES = ("1x1K", "1x8K", "1x64K", "8x4K", "32x2K", "varlen16")
+QUICK_HEADS = ((16, 32),)
+QUICK_SHAPES = ("1x1K", "1x8K", "8x4K", "varlen16")
+VARLEN_SEED = 2024
+VARLEN_N = 16
+VARLEN_TOKENS = 32768
+NUMERICS_T = (4096, 65536)
+NUMERICS_HEADS = (16, 32)
+NUMERICS_FALLBACK_HEADS = (2, 4)
+NUMERICS_REPEATS = 5
+
+IMPL_ORDER = ("gdn", "fla", "flashinfer")
+
+
+# ===================================================================================== cases
+def varlen_lengths(seed: int = VARLEN_SEED, n: int = VARLEN_N, total: int = VARLEN_TOKENS) -> list[int]:
+    """n sequence lengths summing to `total`, log-normally spread, fixed by `seed`."""
+    rng = random.Random(seed)
+    raw = [rng.lognormvariate(0.0, 1.0) for _ in range(n)]
+    s = sum(raw)
+    lens = [max(1, int(r / s * total)) for r in raw]
+    lens[lens.index(max(lens))] += total - sum(lens)
+    return lens
+
+
+def parse_shape(name: str) -> list[int]:
+    """'8x4K' -> [4096] * 8, '1x1000' -> [1000], 'varlen16' -> varlen_lengths()."""
+    if name == "varlen16":
+        return varlen_lengths()
+    try:
+        b, t = name.lower().split("x")
+        tok = int(t[:-1]) * 1024 if t.endswith("k") else int(t)
+        B = int(b)
+    except ValueError:
+        raise ValueError(f"shape {name!r}: expected BxT (e.g. 8x4K, 1x1000) or varlen16") from None
+    if B < 1 or tok < 1:
+        raise ValueError(f"shape {name!r}: B and T must be positive")
+    return [tok] * B
+
+
+def parse_heads(text: str) -> tuple[int, int]:
+    try:
+        hk, hv = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ValueError(f"heads {text!r}: expected Hk/Hv, e.g. 16/32") from None
+    if hk < 1 or hv % hk:
+        raise ValueError(f"heads {text!r}: Hv must be a positive multiple of Hk")
+    return hk, hv
+
+
+@dataclass(frozen=True)
+class Case:
+    shape: str
+    lens: tuple
+    Hk: int
+    Hv: int
+    K: int = 128
+    V: int = 128
+
+    @property
+    def T(self) -> int:
+        return sum(self.lens)
+
+    @property
+    def N(self) -> int:
+        return len(self.lens)
+
+    @property
+    def heads(self) -> str:
+        return f"{self.Hk}/{self.Hv}"
+
+    @property
+    def name(self) -> str:
+        return f"{self.shape}@{self.heads}"
+
+
+def select_cases(quick: bool = False, shapes: str | None = None, heads: str | None = None) -> list[Case]:
+    """The cases to run, heads-major (the first head config's shapes come first).
+
+    `shapes`: comma list of shape names or globs over SHAPES ('1x*'), or new BxT shapes.
+    `heads`: comma list of Hk/Hv.
+    """
+    base = QUICK_SHAPES if quick else SHAPES
+    if shapes:
+        names: list[str] = []
+        for item in (s.strip() for s in shapes.split(",") if s.strip()):
+            hits = [s for s in SHAPES if fnmatch.fnmatch(s.lower(), item.lower())]
+            if not hits:
+                parse_shape(item)          # a new shape: must parse
+                hits = [item]
+            names += [h for h in hits if h not in names]
+    else:
+        names = list(base)
+    hs = [parse_heads(h.strip()) for h in heads.split(",") if h.strip()] if heads else \
+        list(QUICK_HEADS if quick else HEADS)
+    return [Case(s, tuple(parse_shape(s)), hk, hv) for hk, hv in hs for s in names]
+
+
+# ===================================================================================== formulas
+def flops_per_token(Hv: int, K: int = 128, V: int = 128, C: int = CHUNK) -> float:
+    """Hv * (6 K V + 2 C (3 K + 2 V) + C^2 / 3): matmul FLOP of the chunked algorithm per token."""
+    return Hv * (6.0 * K * V + 2.0 * C * (3 * K + 2 * V) + C * C / 3.0)
+
+
+def flops(T: int, Hv: int, K: int = 128, V: int = 128) -> float:
+    return T * flops_per_token(Hv, K, V)
+
+
+def hbm_bytes(T: int, N: int, Hk: int, Hv: int, K: int = 128, V: int = 128, *, state: bool = True,
+              e_in: int = 2, e_out: int = 2, e_g: int = 4, e_beta: int = 4) -> int:
+    """Inputs read once + outputs written once + the fp32 state read and written (see module doc)."""
+    b = T * (2 * Hk * K + Hv * V) * e_in + T * Hv * (e_g + e_beta) + T * Hv * V * e_out + 4 * (N + 1)
+    if state:
+        b += 2 * N * Hv * K * V * 4
+    return b
+
+
+def floors_us(T: int, N: int, Hk: int, Hv: int, K: int = 128, V: int = 128, *, peak_tflops: float = PEAK_TFLOPS,
+              peak_tbps: float = PEAK_TBPS) -> tuple[float, float]:
+    """(compute floor, HBM floor) in microseconds."""
+    return (flops(T, Hv, K, V) / (peak_tflops * 1e12) * 1e6,
+            hbm_bytes(T, N, Hk, Hv, K, V) / (peak_tbps * 1e12) * 1e6)
+
+
+def rotation_sets(set_bytes: int, l2_bytes: int = L2_FALLBACK_BYTES, *, min_sets: int = 3, max_sets: int = 32,
+                  l2_factor: int = 4) -> int:
+    """Buffer sets to rotate through: >= min_sets, and >= l2_factor x L2 bytes in all (<= max_sets)."""
+    need = math.ceil(l2_factor * l2_bytes / max(set_bytes, 1))
+    return max(min_sets, min(max_sets, need))
+
+
+# ===================================================================================== reports
+def derive(result: dict) -> dict:
+    """Fill the derived columns of every row (tokens/s, % of floors, ratios to FLA) in place."""
+    meta = result.setdefault("meta", {})
+    pt = float(meta.get("peak_tflops", PEAK_TFLOPS))
+    pb = float(meta.get("peak_tbps", PEAK_TBPS))
+    rows = result.get("rows", [])
+    fla = {r["case"]: r for r in rows if r.get("impl") == "fla"}
+    for r in rows:
+        r["flops"] = flops(r["T"], r["Hv"], r.get("K", 128), r.get("V", 128))
+        r["hbm_bytes"] = hbm_bytes(r["T"], r["N"], r["Hk"], r["Hv"], r.get("K", 128), r.get("V", 128))
+        fc, fh = floors_us(r["T"], r["N"], r["Hk"], r["Hv"], r.get("K", 128), r.get("V", 128),
+                           peak_tflops=pt, peak_tbps=pb)
+        r["compute_floor_us"], r["hbm_floor_us"] = fc, fh
+        g = r.get("graph_us")
+        best = g if g else r.get("eager_us")
+        r["tokens_per_s"] = r["T"] / (best * 1e-6) if best else None
+        r["pct_compute_floor"] = 100.0 * fc / best if best else None
+        r["pct_hbm_floor"] = 100.0 * fh / best if best else None
+        ref = fla.get(r["case"])
+        for mode in ("graph", "eager"):
+            mine = r.get(f"{mode}_us")
+            theirs = ref.get(f"{mode}_us") if ref else None
+            r[f"vs_fla_{mode}"] = theirs / mine if (mine and theirs) else None
+    return result
+
+
+def _fmt(x, spec: str, none: str = "—") -> str:
+    return none if x is None else format(x, spec)
+
+
+def _ratio(x) -> str:
+    return "—" if x is None else f"{x:.2f}×"
+
+
+def _note(r: dict) -> str:
+    parts = [r.get("note") or ""]
+    if r.get("graph_error"):
+        parts.append(f"graph capture failed: {str(r['graph_error'])[:120]}")
+    return "; ".join(p for p in parts if p).replace("|", "/").replace("\n", " ")
+
+
+def markdown_report(result: dict) -> str:
+    """The timing report as markdown (result must have been through derive())."""
+    meta = result.get("meta", {})
+    pt = meta.get("peak_tflops", PEAK_TFLOPS)
+    pb = meta.get("peak_tbps", PEAK_TBPS)
+    vers = ", ".join(f"{k} {meta[k]}" for k in ("gdn_prefill", "torch", "cuda", "fla", "flashinfer") if meta.get(k))
+    lines = [
+        f"# GDN prefill — {meta.get('card', '?')}, {meta.get('date', '?')}",
+        "",
+        f"{vers + '; ' if vers else ''}driver {meta.get('driver') or '?'}.  "
+        f"bf16 q/k/v, fp32 g/beta and state (read and written), K = V = 128, "
+        f"use_qk_l2norm={meta.get('use_qk_l2norm', False)}.",
+        "",
+        f"Method: {meta.get('methodology', '')}",
+        "",
+        f"Floors: FLOP/token = Hv·(6KV + 2C(3K+2V) + C²/3) (5.81 M for Hv=32) at {pt:g} TFLOP/s; "
+        f"HBM bytes = inputs once + outputs once + state read/written at {pb:g} TB/s.  "
+        "×FLA = FLA time / this time (> 1: faster than FLA).",
+        "",
+        "| shape | Hk/Hv | tokens | impl | graph µs | eager µs | ×FLA graph | ×FLA eager | Mtok/s "
+        "| % compute floor | % HBM floor | sets | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result.get("rows", []):
+        if r.get("error"):
+            lines.append(f"| {r['shape']} | {r['Hk']}/{r['Hv']} | {r['T']} | {r['impl']} | "
+                         f"error: {str(r['error'])[:160]} | | | | | | | | |")
+            continue
+        tps = r.get("tokens_per_s")
+        lines.append(
+            f"| {r['shape']} | {r['Hk']}/{r['Hv']} | {r['T']} | {r['impl']} | {_fmt(r.get('graph_us'), '.1f')} | "
+            f"{_fmt(r.get('eager_us'), '.1f')} | {_ratio(r.get('vs_fla_graph'))} | {_ratio(r.get('vs_fla_eager'))} | "
+            f"{_fmt(tps / 1e6 if tps else None, '.1f')} | {_fmt(r.get('pct_compute_floor'), '.1f')} | "
+            f"{_fmt(r.get('pct_hbm_floor'), '.1f')} | {r.get('n_sets', '')} | {_note(r)} |")
+    host = result.get("host_overhead") or []
+    if host:
+        lines += ["", f"Host overhead of one Python call (tiny problem: {host[0].get('problem', '')}; "
+                      f"{HOST_OVERHEAD_CALLS} calls, wall clock / calls; GPU time of the same call in a graph beside it):",
+                  "", "| impl | µs per call (wall) | GPU µs (graph) | note |", "|---|---|---|---|"]
+        for h in host:
+            lines.append(f"| {h['impl']} | {_fmt(h.get('us_per_call'), '.1f')} | {_fmt(h.get('gpu_us'), '.1f')} | "
+                         f"{h.get('error') or h.get('note') or ''} |")
+    skipped = result.get("skipped") or []
+    if skipped:
+        lines += ["", "Skipped:"] + [f"- {s.get('what')}: {s.get('reason')}" for s in skipped]
+    varlen = meta.get("varlen_lengths")
+    if varlen:
+        lines += ["", f"varlen16 lengths (seed {VARLEN_SEED}): {varlen}"]
+    return "\n".join(lines) + "\n"
+
+
+def numerics_markdown(num: dict) -> str:
+    meta = num.get("meta", {})
+    lines = [f"# GDN prefill numerics — {meta.get('card', '?')}, {meta.get('date', '?')}", "",
+             "Relative Frobenius error against the fp64 oracle (gdn_prefill.reference.chunked, run on the GPU) "
+             "on fresh random inputs with a dense initial state; 'bitwise' = the output and final state of "
+             f"{meta.get('repeats', NUMERICS_REPEATS)} repeated runs on the same inputs are bit-identical.", "",
+             "| T | Hk/Hv | impl | rel err o | rel err final state | bitwise identical | note |",
+             "|---|---|---|---|---|---|---|"]
+    for r in num.get("rows", []):
+        if r.get("error"):
+            lines.append(f"| {r['T']} | {r['Hk']}/{r['Hv']} | {r['impl']} | error: {str(r['error'])[:120]} | | | |")
+            continue
+        bit = {True: "yes", False: "**no**"}.get(r.get("bitwise_identical"), "—")
+        lines.append(f"| {r['T']} | {r['Hk']}/{r['Hv']} | {r['impl']} | {_fmt(r.get('err_o'), '.3e')} | "
+                     f"{_fmt(r.get('err_state'), '.3e')} | {bit} | {r.get('note', '')} |")
+    for n in num.get("notes", []):
+        lines += ["", n]
+    return "\n".join(lines) + "\n"
+
+
+def write_json(obj: dict, path: str) -> str:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1, default=str)
+    os.replace(tmp, path)
+    return path
+
+
+def write_text(text: str, path: str) -> str:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def plot(result: dict, path: str) -> str | None:
+    """tokens/s against total tokens per implementation, one panel per head config (log x, log y).
+
+    Single sequences are joined by lines; batched and varlen shapes are separate markers.
+    Returns the path, or None when matplotlib is absent or there is nothing to plot.
+    """
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    rows = [r for r in result.get("rows", []) if r.get("tokens_per_s")]
+    if not rows:
+        return None
+    meta = result.get("meta", {})
+    heads = []
+    for r in rows:
+        if (r["Hk"], r["Hv"]) not in heads:
+            heads.append((r["Hk"], r["Hv"]))
+    impls = []
+    for r in rows:
+        if r["impl"] not in impls:
+            impls.append(r["impl"])
+    colors = {name: f"C{i}" for i, name in enumerate(impls)}
+    markers = {"1": "o", "multi": "s", "varlen": "^"}
+    fig, axes = plt.subplots(1, len(heads), figsize=(5.6 * len(heads), 4.4), squeeze=False)
+    for ax, (hk, hv) in zip(axes[0], heads):
+        for impl in impls:
+            pts = [r for r in rows if r["impl"] == impl and (r["Hk"], r["Hv"]) == (hk, hv)]
+            single = sorted((r["T"], r["tokens_per_s"]) for r in pts if r["N"] == 1)
+            if single:
+                ax.plot([p[0] for p in single], [p[1] for p in single], marker=markers["1"], color=colors[impl],
+                        label=impl)
+            for r in pts:
+                if r["N"] == 1:
+                    continue
+                kind = "varlen" if r["shape"].startswith("varlen") else "multi"
+                ax.scatter([r["T"]], [r["tokens_per_s"]], marker=markers[kind], color=colors[impl],
+                           label=None if single else impl)
+                ax.annotate(r["shape"], (r["T"], r["tokens_per_s"]), fontsize=6,
+                            xytext=(4, -9) if kind == "varlen" else (4, 3), textcoords="offset points")
+        ceil_c = meta.get("peak_tflops", PEAK_TFLOPS) * 1e12 / flops_per_token(hv)
+        ax.axhline(ceil_c, color="k", ls="--", lw=0.8, label="compute floor")
+        per_tok = hbm_bytes(1, 0, hk, hv, state=False) - 4
+        ax.axhline(meta.get("peak_tbps", PEAK_TBPS) * 1e12 / per_tok, color="gray", ls=":", lw=0.8,
+                   label="HBM floor (no state)")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("tokens per call (T; ■ batched, ▲ varlen)")
+        ax.set_ylabel("tokens / s (CUDA graph)")
+        ax.set_title(f"Hk/Hv = {hk}/{hv}, K = V = 128")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"GDN prefill — {meta.get('card', '?')} {meta.get('date', '')}", fontsize=10)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+class Progress:
+    """tqdm when importable, else a printed counter."""
+
+    def __init__(self, total: int, desc: str, enable: bool = True):
+        self.total, self.n, self.enable = total, 0, enable
+        self._bar = None
+        if enable:
+            try:
+                from tqdm import tqdm
+                self._bar = tqdm(total=total, desc=desc, dynamic_ncols=True)
+            except ImportError:
+                print(f"{desc}: {total} cases", flush=True)
+
+    def step(self, what: str) -> None:
+        """Announce the case about to run."""
+        if not self.enable:
+            return
+        if self._bar is not None:
+            self._bar.set_postfix_str(what)
+        else:
+            print(f"[{self.n + 1}/{self.total}] {what}", flush=True)
+
+    def write(self, msg: str) -> None:
+        if self._bar is not None:
+            self._bar.write(msg)
+        else:
+            print(msg, flush=True)
+
+    def done(self) -> None:
+        self.n += 1
+        if self._bar is not None:
+            self._bar.update(1)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+
+
+# ===================================================================================== environment
+def hopper_status() -> tuple[bool, str]:
+    """(True, device name) on a Hopper GPU, else (False, why not)."""
+    try:
+        import torch
+    except ImportError:
+        return False, "torch is not installed"
+    if not torch.cuda.is_available():
+        return False, f"CUDA is not available (torch {torch.__version__})"
+    major, minor = torch.cuda.get_device_capability(0)
+    name = torch.cuda.get_device_name(0)
+    if major != 9:
+        return False, f"device 0 is {name} (sm_{major}{minor}), not Hopper (sm_90)"
+    return True, name
+
+
+def _version(dist: str, module: str | None = None):
+    try:
+        from importlib.metadata import version
+        return version(dist)
+    except Exception:
+        pass
+    try:
+        import importlib
+        return getattr(importlib.import_module(module or dist), "__version__", "unknown")
+    except Exception:
+        return None
+
+
+def _driver() -> str | None:
+    import subprocess
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except Exception:
+        return None
+
+
+def compiled_spines() -> list[str]:
+    """Spines with a 'kv' variant in this build, from gdn_prefill.compiled_variants()."""
+    import gdn_prefill
+    out = []
+    for v in gdn_prefill.compiled_variants():
+        if v.startswith("spine_") and v.endswith("_kv"):
+            s = v[len("spine_"):-len("_kv")]
+            if s not in out:
+                out.append(s)
+    return out
+
+
+METHODOLOGY = ("one process, implementations timed one after another on the same inputs; inputs rotated among "
+               "n_sets buffer sets (>= 3 and >= 4x L2 in all); warm-up (autotune/JIT) outside timing; "
+               "graph = one call per set captured in a CUDA graph, replayed round-robin; eager = the Python call "
+               "round-robin; CUDA events around each repetition, median of the repetitions; FLA's cached chunk indices "
+               "stay warm (one cu_seqlens object per case, as across the layers of one forward); inputs converted "
+               "outside timing (FLA: [1,T,H,D] views, int64 cu_seqlens + cu_seqlens_cpu; FlashInfer: alpha=exp(g), "
+               "state [N,Hv,V,K], output/output_state preallocated; gdn: out/state/workspace preallocated)")
+
+
+def _meta(args, cases) -> dict:
+    import torch
+    props = torch.cuda.get_device_properties(0)
+    try:
+        import gdn_prefill
+        variants = gdn_prefill.compiled_variants()
+    except Exception as e:  # the extension may not import; FLA can still be timed
+        variants = f"unavailable: {e}"
+    return dict(
+        card=torch.cuda.get_device_name(0), sms=props.multi_processor_count,
+        l2_bytes=getattr(props, "L2_cache_size", None), driver=_driver(),
+        date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        torch=torch.__version__, cuda=torch.version.cuda, python=sys.version.split()[0],
+        gdn_prefill=_version("gdn-prefill", "gdn_prefill"), fla=_version("fla-core", "fla"),
+        flashinfer=_version("flashinfer-python", "flashinfer"), compiled_variants=variants,
+        peak_tflops=args.peak_tflops, peak_tbps=args.peak_tbps, use_qk_l2norm=args.qk_l2norm,
+        quick=args.quick, modes=args.modes, cases=[dict(name=c.name, lens=list(c.lens) if c.N <= 32 else None,
+                                                        T=c.T, N=c.N, Hk=c.Hk, Hv=c.Hv) for c in cases],
+        varlen_lengths=varlen_lengths(), methodology=METHODOLOGY,
+        flop_formula="FLOP/token = Hv*(6*K*V + 2*C*(3*K + 2*V) + C^2/3), C = 64",
+        byte_formula="T*(2*Hk*K + Hv*V)*2 + T*Hv*(4+4) + T*Hv*V*2 + 4*(N+1) + 2*N*Hv*K*V*4",
+    )
+
+
+# ===================================================================================== GPU: inputs
+@dataclass
+class _Set:
+    q: object
+    k: object
+    v: object
+    g: object
+    beta: object
+    state: object
+    out: object
+    extra: dict = field(default_factory=dict)
+
+
+def _make_set(case: Case, seed: int, *, normed: bool):
+    """One buffer set on the GPU, drawn like reference.make_inputs (but on the device, for speed):
+    q, k randn (unit-normed if `normed`), v randn, g = logsigmoid(3 + 1.5 randn), beta = sigmoid(randn),
+    state randn * K^-1/2 [N, Hv, K, V]."""
+    import torch
+    import torch.nn.functional as F
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    T, dev = case.T, "cuda"
+
+    def rn(*shape):
+        return torch.randn(*shape, generator=gen, device=dev, dtype=torch.float32)
+
+    q, k = rn(T, case.Hk, case.K), rn(T, case.Hk, case.K)
+    if normed:
+        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+    s = _Set(q=q.to(torch.bfloat16), k=k.to(torch.bfloat16), v=rn(T, case.Hv, case.V).to(torch.bfloat16),
+             g=F.logsigmoid(3.0 + 1.5 * rn(T, case.Hv)), beta=torch.sigmoid(rn(T, case.Hv)),
+             state=rn(case.N, case.Hv, case.K, case.V) * case.K ** -0.5,
+             out=torch.empty(T, case.Hv, case.V, dtype=torch.bfloat16, device=dev))
+    del q, k
+    return s
+
+
+def _cu(case: Case):
+    import torch
+    offs = [0]
+    for n in case.lens:
+        offs.append(offs[-1] + n)
+    cpu64 = torch.tensor(offs, dtype=torch.int64)
+    return dict(cu32=cpu64.to(torch.int32).cuda(), cu64=cpu64.cuda(), cu64_cpu=cpu64)
+
+
+# ===================================================================================== GPU: implementations
+def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
+    """Implementation names to run, and the skipped ones with reasons."""
+    want = [s.strip() for s in requested.split(",")] if requested else None
+    names, skipped = [], []
+    try:
+        spines = compiled_spines()
+    except Exception as e:
+        spines = []
+        skipped.append(dict(what="gdn", reason=f"gdn_prefill extension unavailable: {e}"))
+    for s in spines:
+        names.append(f"gdn:{s}")
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule  # noqa: F401
+        names.append("fla")
+    except Exception as e:
+        skipped.append(dict(what="fla", reason=f"not importable ({type(e).__name__}: {e})"))
+    try:
+        from flashinfer.gdn_prefill import chunk_gated_delta_rule  # noqa: F401,F811
+        names.append("flashinfer")
+    except Exception as e:
+        skipped.append(dict(what="flashinfer", reason=f"not importable ({type(e).__name__}: {e})"))
+    if want:
+        keep = []
+        for n in names:
+            if any(n == w or (w == "gdn" and n.startswith("gdn:")) for w in want):
+                keep.append(n)
+        unknown = [w for w in want if w != "gdn" and w not in names and not any(s["what"] == w for s in skipped)]
+        for w in unknown:
+            skipped.append(dict(what=w, reason="not an available implementation"))
+        skipped = [s for s in skipped if any(w.startswith(s["what"]) or s["what"].startswith(w) for w in want)]
+        names = keep
+    return names, skipped
+
+
+def _filter_kwargs(fn, kw: dict) -> dict:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return kw
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return kw
+    return {k: v for k, v in kw.items() if k in params}
+
+
+def _calls(impl: str, case: Case, sets: list, cu: dict, use_l2: bool) -> tuple[list, str]:
+    """One zero-argument callable per buffer set, and a note (what was passed)."""
+    import torch
+    if impl.startswith("gdn:"):
+        import gdn_prefill
+        spine = impl.split(":", 1)[1]
+        ws = torch.empty(max(gdn_prefill.workspace_bytes(case.T, case.N, case.Hv), 1), dtype=torch.uint8,
+                         device="cuda")
+
+        def mk(s):
+            def call():
+                ran = gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, s.out, s.state, cu_seqlens=cu["cu32"],
+                                          spine=spine, use_qk_l2norm=use_l2, workspace=ws)
+                return ran
+            return call
+        calls = [mk(s) for s in sets]
+        ran = calls[0]()
+        if ran != spine:
+            raise RuntimeError(f"asked for spine {spine!r}, prefill ran {ran!r}")
+        return calls, ""
+    if impl == "fla":
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fn
+        base = dict(initial_state=None, output_final_state=True, cu_seqlens=cu["cu64"],
+                    cu_seqlens_cpu=cu["cu64_cpu"], use_qk_l2norm_in_kernel=use_l2)
+        kw = _filter_kwargs(fn, base)
+        note = "" if "cu_seqlens_cpu" in kw else "cu_seqlens_cpu not accepted by this FLA"
+
+        def mk(s):
+            q, k, v, g, b = s.q[None], s.k[None], s.v[None], s.g[None], s.beta[None]
+            kws = dict(kw, initial_state=s.state)
+            return lambda: fn(q, k, v, g, b, **kws)
+        return [mk(s) for s in sets], note
+    if impl == "flashinfer":
+        from flashinfer.gdn_prefill import chunk_gated_delta_rule as fn
+        note = "alpha=exp(g), state [N,Hv,V,K]"
+        if use_l2:
+            note += "; q/k pre-normed (FlashInfer ignores use_qk_l2norm_in_kernel)"
+
+        def mk(s):
+            import torch.nn.functional as F
+            if "fi" not in s.extra:
+                q, k = s.q, s.k
+                if use_l2:
+                    q = F.normalize(q.float(), dim=-1).to(q.dtype)
+                    k = F.normalize(k.float(), dim=-1).to(k.dtype)
+                s.extra["fi"] = dict(q=q, k=k, alpha=s.g.exp().contiguous(),
+                                     state=s.state.transpose(-1, -2).contiguous(),
+                                     out=torch.empty_like(s.out),
+                                     out_state=torch.empty_like(s.state))
+            f = s.extra["fi"]
+            kw = _filter_kwargs(fn, dict(scale=None, initial_state=f["state"], output_final_state=True,
+                                         cu_seqlens=cu["cu64"], use_qk_l2norm_in_kernel=use_l2,
+                                         output=f["out"], output_state=f["out_state"]))
+            return lambda: fn(f["q"], f["k"], s.v, f["alpha"], s.beta, **kw)
+        return [mk(s) for s in sets], note
+    raise ValueError(f"unknown implementation {impl!r}")
+
+
+# ===================================================================================== GPU: timing
+def _median_stats(times_us: list[float]) -> dict:
+    ts = sorted(times_us)
+    q = lambda p: ts[min(len(ts) - 1, max(0, int(round(p * (len(ts) - 1)))))]  # noqa: E731
+    return dict(median=statistics.median(ts), p10=q(0.1), p90=q(0.9), min=ts[0], reps=len(ts))
+
+
+def _head_start(seconds: float) -> None:
+    """Keep the GPU busy while the host enqueues the timed loop (hides launch latency in graph mode)."""
+    import torch
+    try:
+        torch.cuda._sleep(int(seconds * 1.5e9))
+    except Exception:
+        pass
+
+
+def _event_loop(run_one, n: int, reps: int, *, head_start_s: float = 0.0) -> list[float]:
+    import torch
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    torch.cuda.synchronize()
+    if head_start_s > 0:
+        _head_start(head_start_s)
+    for i in range(reps):
+        starts[i].record()
+        run_one(i % n)
+        ends[i].record()
+    torch.cuda.synchronize()
+    return [a.elapsed_time(b) * 1e3 for a, b in zip(starts, ends)]
+
+
+def _reps_for(t_us: float, budget_s: float, min_reps: int, max_reps: int) -> int:
+    return int(max(min_reps, min(max_reps, budget_s / max(t_us * 1e-6, 1e-7))))
+
+
+def _time_impl(calls: list, modes: tuple, budget_s: float, min_reps: int, max_reps: int) -> dict:
+    """Warm up, then time the requested modes.  Returns {graph_us, graph_stats, eager_us, ...}."""
+    import torch
+    n = len(calls)
+    out: dict = {}
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):                 # warm-up: every set once, then two more calls
+        for i in range(n + 2):
+            calls[i % n]()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    est = statistics.median(_event_loop(lambda i: calls[i](), n, min(n, 3)))
+    if "graph" in modes:
+        graphs = []
+        try:
+            pool = torch.cuda.graph_pool_handle()
+            for c in calls:
+                gr = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(gr, pool=pool):
+                    c()
+                graphs.append(gr)
+            for gr in graphs:
+                gr.replay()
+            torch.cuda.synchronize()
+            reps = _reps_for(est, budget_s, min_reps, max_reps)
+            st = _median_stats(_event_loop(lambda i: graphs[i].replay(), n, reps,
+                                           head_start_s=min(reps * 15e-6, 0.03)))
+            out.update(graph_us=st["median"], graph_stats=st)
+        except Exception as e:
+            out["graph_error"] = f"{type(e).__name__}: {e}"
+            try:
+                torch.cuda.synchronize()
+            except Exception:
+                pass
+        finally:
+            del graphs
+    if "eager" in modes:
+        reps = _reps_for(out.get("graph_us", est), budget_s, min_reps, max_reps)
+        st = _median_stats(_event_loop(lambda i: calls[i](), n, reps))
+        out.update(eager_us=st["median"], eager_stats=st)
+    return out
+
+
+def host_overhead(impls: list[str], Hk: int = 16, Hv: int = 32, T: int = 64, calls: int = HOST_OVERHEAD_CALLS,
+                  use_l2: bool = False) -> list[dict]:
+    """Wall-clock µs per Python call on a tiny problem (one sequence of T tokens), per implementation."""
+    import torch
+    case = Case(f"1x{T}", (T,), Hk, Hv)
+    s = _make_set(case, 7, normed=not use_l2)
+    cu = _cu(case)
+    rows = []
+    ours = [i for i in impls if i.startswith("gdn:")]
+    ours = ["gdn:wgmma"] if "gdn:wgmma" in ours else ours[:1]
+    targets = ours + [i for i in impls if not i.startswith("gdn:")]
+    for impl in targets:
+        row = dict(impl=impl if not impl.startswith("gdn:") else "gdn.prefill", problem=f"1x{T} @ {Hk}/{Hv}")
+        try:
+            (fn,), note = _calls(impl, case, [s], cu, use_l2)
+            if impl.startswith("gdn:"):
+                row["note"] = f"spine={impl[4:]}, out/state/workspace passed"
+            else:
+                row["note"] = note
+            rows.append(row)
+            row.update(_host_loop(fn, calls))
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {e}"
+            rows.append(row)
+        if impl.startswith("gdn:"):
+            # the FLA-shaped layer: allocates out and the state copy, as a drop-in for FLA would
+            import gdn_prefill
+            q, k, v, g, b = s.q[None], s.k[None], s.v[None], s.g[None], s.beta[None]
+            spine = impl[4:]
+            r2 = dict(impl="gdn.chunk_gated_delta_rule", problem=row["problem"],
+                      note=f"FLA-shaped API, spine={spine}, allocates out + state copy")
+            try:
+                r2.update(_host_loop(lambda: gdn_prefill.chunk_gated_delta_rule(
+                    q, k, v, g, b, initial_state=s.state, output_final_state=True, cu_seqlens=cu["cu32"],
+                    use_qk_l2norm_in_kernel=use_l2, spine=spine), calls))
+            except Exception as e:
+                r2["error"] = f"{type(e).__name__}: {e}"
+            rows.append(r2)
+    del s
+    torch.cuda.empty_cache()
+    return rows
+
+
+def _host_loop(fn, calls: int) -> dict:
+    import torch
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) / calls * 1e6
+    gpu = None
+    try:
+        st = _time_impl([fn], ("graph",), 0.05, 20, 200)
+        gpu = st.get("graph_us")
+    except Exception:
+        pass
+    return dict(us_per_call=wall, gpu_us=gpu, calls=calls)
+
+
+def run_timing(cases: list[Case], args, log=print) -> dict:
+    """Time every implementation on every case; writes partial JSON after each case if args.json_path."""
+    import torch
+    impls, skipped = _impl_list(args.impls)
+    result = dict(meta=_meta(args, cases), rows=[], host_overhead=[], skipped=list(skipped))
+    result["meta"]["implementations"] = impls
+    if not impls:
+        return derive(result)
+    l2 = result["meta"].get("l2_bytes") or L2_FALLBACK_BYTES
+    modes = tuple(m.strip() for m in args.modes.split(","))
+    t_start = time.time()
+    bar = Progress(len(cases), "bench_prefill", enable=not args.no_progress)
+    with torch.no_grad():
+        for ci, case in enumerate(cases):
+            if args.budget_s and time.time() - t_start > args.budget_s:
+                for c in cases[ci:]:
+                    result["skipped"].append(dict(what=c.name, reason=f"time budget of {args.budget_s:g} s spent"))
+                break
+            bar.step(case.name)
+            n_sets = rotation_sets(hbm_bytes(case.T, case.N, case.Hk, case.Hv), l2)
+            try:
+                sets = [_make_set(case, args.seed + i, normed=not args.qk_l2norm) for i in range(n_sets)]
+                cu = _cu(case)
+            except Exception as e:
+                for impl in impls:
+                    result["rows"].append(_row(case, impl, n_sets, error=f"inputs: {type(e).__name__}: {e}"))
+                bar.done()
+                continue
+            for impl in impls:
+                row = _row(case, impl, n_sets)
+                try:
+                    calls, note = _calls(impl, case, sets, cu, args.qk_l2norm)
+                    if note:
+                        row["note"] = note
+                    t = _time_impl(calls, modes, args.rep_budget_s, args.min_reps, args.max_reps)
+                    row.update({k: v for k, v in t.items()})
+                    del calls
+                except Exception as e:
+                    row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                    try:
+                        torch.cuda.synchronize()
+                    except Exception:
+                        pass
+                result["rows"].append(row)
+                torch.cuda.empty_cache()
+            del sets
+            torch.cuda.empty_cache()
+            bar.write(f"  {case.name} ({n_sets} sets): " + " | ".join(
+                f"{r['impl']} " + (f"{r['graph_us']:.1f} µs" if r.get("graph_us") else
+                                   f"eager {r['eager_us']:.1f} µs" if r.get("eager_us") else "error")
+                for r in result["rows"] if r["case"] == case.name))
+            bar.done()
+            if getattr(args, "json_path", None):
+                write_json(derive(result), args.json_path)
+    bar.close()
+    if not args.no_host_overhead and impls:
+        hk, hv = (cases[0].Hk, cases[0].Hv) if cases else (16, 32)
+        try:
+            result["host_overhead"] = host_overhead(impls, hk, hv, use_l2=args.qk_l2norm)
+        except Exception as e:
+            result["host_overhead"] = [dict(impl="all", error=f"{type(e).__name__}: {e}")]
+    result["meta"]["wall_s"] = round(time.time() - t_start, 1)
+    return derive(result)
+
+
+def _row(case: Case, impl: str, n_sets: int, **kw) -> dict:
+    return dict(case=case.name, shape=case.shape, N=case.N, T=case.T, Hk=case.Hk, Hv=case.Hv, K=case.K, V=case.V,
+                impl=impl, n_sets=n_sets, **kw)
+
+
+# ===================================================================================== GPU: numerics
+def _bitwise_equal(a, b) -> bool:
+    import torch
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    view = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32,
+            torch.float64: torch.int64}.get(a.dtype)
+    return bool(torch.equal(a.view(view), b.view(view))) if view is not None else bool(torch.equal(a, b))
+
+
+def _run_once(impl: str, case: Case, s, cu, use_l2: bool):
+    """(o [T, Hv, V], final state [N, Hv, K, V]) of one call on fresh copies of the state / outputs."""
+    import torch
+    if impl.startswith("gdn:"):
+        import gdn_prefill
+        out = torch.full_like(s.out, float("nan"))
+        state = s.state.clone()
+        gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu["cu32"], spine=impl[4:],
+                            use_qk_l2norm=use_l2)
+        return out, state
+    if impl == "fla":
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fn
+        kw = _filter_kwargs(fn, dict(initial_state=s.state.clone(), output_final_state=True, cu_seqlens=cu["cu64"],
+                                     cu_seqlens_cpu=cu["cu64_cpu"], use_qk_l2norm_in_kernel=use_l2))
+        o, st = fn(s.q[None], s.k[None], s.v[None], s.g[None], s.beta[None], **kw)
+        return o[0], st
+    if impl == "flashinfer":
+        from flashinfer.gdn_prefill import chunk_gated_delta_rule as fn
+        import torch.nn.functional as F
+        q, k = s.q, s.k
+        if use_l2:
+            q = F.normalize(q.float(), dim=-1).to(q.dtype)
+            k = F.normalize(k.float(), dim=-1).to(k.dtype)
+        out = torch.full_like(s.out, float("nan"))
+        st_vk = s.state.transpose(-1, -2).contiguous()
+        out_state = torch.full_like(st_vk, float("nan"))
+        kw = _filter_kwargs(fn, dict(scale=None, initial_state=st_vk, output_final_state=True, cu_seqlens=cu["cu64"],
+                                     use_qk_l2norm_in_kernel=use_l2, output=out, output_state=out_state))
+        res = fn(q, k, s.v, s.g.exp(), s.beta, **kw)
+        o, st = res if isinstance(res, tuple) else (res, out_state)
+        return o, st.transpose(-1, -2)
+    raise ValueError(impl)
+
+
+def _numerics_impl(impl: str, case: Case, s, cu, use_l2: bool, o_ref, s_ref) -> dict:
+    """Errors of the first run against the oracle; bitwise comparison of the next runs with the first."""
+    import torch
+    from . import reference as ref
+    r: dict = {}
+    o0, st0 = _run_once(impl, case, s, cu, use_l2)
+    torch.cuda.synchronize()
+    o0, st0 = o0.clone(), st0.contiguous().clone()
+    with torch.device("cuda"):
+        r["err_o"] = ref.rel_err(o0, o_ref)
+        r["err_state"] = ref.rel_err(st0, s_ref)
+    r["nonfinite_o"] = int((~torch.isfinite(o0.float())).sum().item())
+    same = True
+    for _ in range(NUMERICS_REPEATS - 1):
+        o, st = _run_once(impl, case, s, cu, use_l2)
+        torch.cuda.synchronize()
+        same = same and _bitwise_equal(o0, o) and _bitwise_equal(st0, st.contiguous())
+        del o, st
+    r["bitwise_identical"] = same
+    return r
+
+
+def run_numerics(args, log=print) -> dict:
+    """Per implementation: rel error of o and of the final state against the fp64 oracle (on the GPU) at
+    each T, one sequence, dense initial state; and whether NUMERICS_REPEATS runs on the same inputs are
+    bitwise identical.  If the oracle runs out of memory at the requested heads, T is checked at
+    NUMERICS_FALLBACK_HEADS instead and a note says so."""
+    import torch
+    from . import reference as ref
+    impls, skipped = _impl_list(args.impls)
+    Ts = [int(t) for t in str(args.numerics_T).split(",") if t.strip()]
+    heads = parse_heads(args.numerics_heads)
+    num = dict(meta=dict(_meta(args, []), repeats=NUMERICS_REPEATS, numerics_T=Ts,
+                         numerics_heads=f"{heads[0]}/{heads[1]}"), rows=[], notes=[], skipped=skipped)
+    for sk in skipped:
+        num["notes"].append(f"{sk['what']}: skipped, {sk['reason']}")
+    bar = Progress(len(Ts), "numerics", enable=not args.no_progress)
+    with torch.no_grad():
+        for T in Ts:
+            bar.step(f"T={T}")
+            tried = [heads] + ([NUMERICS_FALLBACK_HEADS] if heads != NUMERICS_FALLBACK_HEADS else [])
+            for hk, hv in tried:
+                case = Case(f"1x{T}", (T,), hk, hv)
+                s = o_ref = s_ref = None
+                try:
+                    s = _make_set(case, args.seed + 1000 + T, normed=not args.qk_l2norm)
+                    cu = _cu(case)
+                    with torch.device("cuda"):
+                        o_ref, s_ref = ref.chunked(s.q, s.k, s.v, s.g, s.beta, cu_seqlens=cu["cu32"],
+                                                   state=s.state, use_qk_l2norm=args.qk_l2norm)
+                except torch.cuda.OutOfMemoryError:
+                    s = o_ref = s_ref = None
+                    torch.cuda.empty_cache()
+                    num["notes"].append(f"T={T}: the fp64 oracle ran out of GPU memory at Hk/Hv={hk}/{hv}.")
+                    continue
+                except Exception as e:
+                    for impl in impls:
+                        num["rows"].append(dict(T=T, Hk=hk, Hv=hv, impl=impl,
+                                                error=f"oracle: {type(e).__name__}: {e}"))
+                    break
+                if (hk, hv) != heads:
+                    num["notes"].append(f"T={T} was checked at Hk/Hv={hk}/{hv} instead of {heads[0]}/{heads[1]} "
+                                        f"(fp64 oracle memory).")
+                for impl in impls:
+                    r = dict(T=T, Hk=hk, Hv=hv, impl=impl)
+                    try:
+                        r.update(_numerics_impl(impl, case, s, cu, args.qk_l2norm, o_ref, s_ref))
+                        if impl == "flashinfer":
+                            r["note"] = "alpha=exp(g), state [N,Hv,V,K]"
+                    except Exception as e:
+                        r["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                        try:
+                            torch.cuda.synchronize()
+                        except Exception:
+                            pass
+                    num["rows"].append(r)
+                    log(f"  T={T} {hk}/{hv} {impl}: " + (r.get("error") or
+                        f"err o {r['err_o']:.3e}, state {r['err_state']:.3e}, bitwise {r['bitwise_identical']}"))
+                    torch.cuda.empty_cache()
+                s = o_ref = s_ref = None
+                torch.cuda.empty_cache()
+                break
+            bar.done()
+    bar.close()
+    return num
+
+
+# ===================================================================================== CLI
+def build_parser(default_out: str = os.path.join("benchmarks", "results")) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="bench_prefill", description="GDN prefill against FLA / FlashInfer on Hopper.",
+                                 epilog=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help=f"shapes {','.join(QUICK_SHAPES)} at Hk/Hv 16/32, fewer repetitions")
+    ap.add_argument("--shapes", help=f"comma list of shapes or globs over {','.join(SHAPES)} (or new BxT, e.g. 4x1000)")
+    ap.add_argument("--heads", help="comma list of Hk/Hv (default 16/32,16/64,8/8; --quick: 16/32)")
+    ap.add_argument("--impls", help="comma list among gdn, gdn:<spine>, fla, flashinfer (default: all available)")
+    ap.add_argument("--modes", default="graph,eager", help="graph,eager (default both)")
+    ap.add_argument("--out", default=default_out, help="output directory (default %(default)s)")
+    ap.add_argument("--tag", default=None, help="file name stem (default prefill_<date> / prefill_quick_<date>)")
+    ap.add_argument("--peak-tflops", type=float, default=PEAK_TFLOPS, help="compute peak, TFLOP/s (default %(default)s)")
+    ap.add_argument("--peak-tbps", type=float, default=PEAK_TBPS, help="HBM bandwidth, TB/s (default %(default)s)")
+    ap.add_argument("--qk-l2norm", action="store_true", help="use_qk_l2norm in kernel (default: pre-normed q/k)")
+    ap.add_argument("--rep-budget-s", type=float, default=None,
+                    help="seconds of repetitions per implementation and mode (default 0.3, --quick 0.1)")
+    ap.add_argument("--min-reps", type=int, default=None, help="default 10 (--quick 5)")
+    ap.add_argument("--max-reps", type=int, default=None, help="default 300 (--quick 50)")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="stop starting new cases after this many seconds (the rest are listed as skipped)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-host-overhead", action="store_true")
+    ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--numerics", action="store_true", help="also write the numerics report (after the timing)")
+    ap.add_argument("--numerics-only", action="store_true", help="only the numerics report")
+    ap.add_argument("--numerics-T", default=",".join(str(t) for t in NUMERICS_T),
+                    help="sequence lengths of the numerics report (default %(default)s)")
+    ap.add_argument("--numerics-heads", default=f"{NUMERICS_HEADS[0]}/{NUMERICS_HEADS[1]}",
+                    help="Hk/Hv of the numerics report (default %(default)s; falls back to 2/4 if the oracle OOMs)")
+    ap.add_argument("--list", action="store_true", help="print the cases with their FLOP/byte floors and exit (no GPU)")
+    return ap
+
+
+def _finish_args(a) -> None:
+    a.rep_budget_s = a.rep_budget_s if a.rep_budget_s is not None else (0.1 if a.quick else 0.3)
+    a.min_reps = a.min_reps if a.min_reps is not None else (5 if a.quick else 10)
+    a.max_reps = a.max_reps if a.max_reps is not None else (50 if a.quick else 300)
+
+
+def list_cases(cases: list[Case], peak_tflops: float = PEAK_TFLOPS, peak_tbps: float = PEAK_TBPS) -> str:
+    lines = ["| case | N | tokens | MFLOP/token | KB/token (no state) | compute floor µs | HBM floor µs | sets |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in cases:
+        fc, fh = floors_us(c.T, c.N, c.Hk, c.Hv, c.K, c.V, peak_tflops=peak_tflops, peak_tbps=peak_tbps)
+        per_tok = (hbm_bytes(c.T, c.N, c.Hk, c.Hv, state=False) - 4 * (c.N + 1)) / c.T
+        lines.append(f"| {c.name} | {c.N} | {c.T} | {flops_per_token(c.Hv, c.K, c.V) / 1e6:.2f} | {per_tok / 1e3:.1f} | "
+                     f"{fc:.1f} | {fh:.1f} | {rotation_sets(hbm_bytes(c.T, c.N, c.Hk, c.Hv))} |")
+    return "\n".join(lines)
+
+
+def main(argv=None, *, default_out: str = os.path.join("benchmarks", "results")) -> int:
+    a = build_parser(default_out).parse_args(argv)
+    _finish_args(a)
+    try:
+        cases = select_cases(a.quick, a.shapes, a.heads)
+    except ValueError as e:
+        print(f"bench_prefill: {e}", file=sys.stderr)
+        return 2
+    if a.list:
+        print(list_cases(cases, a.peak_tflops, a.peak_tbps))
+        return 0
+    ok, why = hopper_status()
+    if not ok:
+        print(f"bench_prefill: no Hopper GPU ({why}); nothing was timed.  "
+              f"`--list` shows the cases and their floors; `python -m gdn_prefill` shows the plan.")
+        return 1
+    date = datetime.date.today().isoformat()
+    stem = a.tag or (f"prefill_quick_{date}" if a.quick else f"prefill_{date}")
+    os.makedirs(a.out, exist_ok=True)
+    rc = 0
+    if not a.numerics_only:
+        a.json_path = os.path.join(a.out, stem + ".json")
+        result = run_timing(cases, a)
+        write_json(result, a.json_path)
+        md = markdown_report(result)
+        write_text(md, os.path.join(a.out, stem + ".md"))
+        png = None if a.no_plot else plot(result, os.path.join(a.out, stem + ".png"))
+        print(md)
+        print(f"wrote {a.json_path}, {os.path.join(a.out, stem + '.md')}" + (f", {png}" if png else
+              ("" if a.no_plot else " (no plot: matplotlib absent)")))
+        if any(r.get("error") for r in result["rows"] if r["impl"].startswith("gdn:")) or \
+                not any(r["impl"].startswith("gdn:") for r in result["rows"]):
+            rc = 1
+    if a.numerics or a.numerics_only:
+        num = run_numerics(a)
+        nstem = stem.replace("prefill", "numerics", 1) if "prefill" in stem else stem + "_numerics"
+        write_json(num, os.path.join(a.out, nstem + ".json"))
+        nmd = numerics_markdown(num)
+        write_text(nmd, os.path.join(a.out, nstem + ".md"))
+        print(nmd)
+        print(f"wrote {os.path.join(a.out, nstem + '.json')}, {os.path.join(a.out, nstem + '.md')}")
+        if any(r.get("error") for r in num["rows"] if r["impl"].startswith("gdn:")):
+            rc = 1
+    return rc
+
+
+# ===================================================================================== python -m gdn_prefill
+REPRESENTATIVE = Case("1x8K", (8192,), 16, 32)
+MAIN_JOB_BOUND = 1e-2       # relative error bound of the GPU tests (bf16 operands, fp32 state)
+
+
+def show_plan(case: Case = REPRESENTATIVE, out=print) -> bool:
+    """Print gdn_prefill.explain() for `case` on CPU tensors (nothing launched).  True if it worked."""
+    import torch
+    out(f"Plan for {case.N} sequence(s), {case.T} tokens, Hk/Hv = {case.heads}, K = V = {case.K}, bf16, "
+        f"fp32 state 'kv' (gdn_prefill.explain on CPU tensors; nothing is launched):")
+    try:
+        import gdn_prefill
+        T = case.T
+        q = torch.empty(T, case.Hk, case.K, dtype=torch.bfloat16)
+        v = torch.empty(T, case.Hv, case.V, dtype=torch.bfloat16)
+        gb = torch.empty(T, case.Hv, dtype=torch.float32)
+        state = torch.empty(case.N, case.Hv, case.K, case.V, dtype=torch.float32)
+        offs = [0]
+        for n in case.lens:
+            offs.append(offs[-1] + n)
+        cu = torch.tensor(offs, dtype=torch.int32)
+        plan = gdn_prefill.explain(q, torch.empty_like(q), v, gb, torch.empty_like(gb), torch.empty_like(v), state,
+                                   cu_seqlens=cu, check_device=False)
+    except Exception as e:
+        out(f"  (the plan is unavailable: {type(e).__name__}: {e})")
+        return False
+    out("  spines: " + "; ".join(f"{k}: {v}" for k, v in plan["spines"].items()) + f"  -> auto runs '{plan['chosen']}'")
+    out(f"  {'kernel':<28} {'grid':<16} {'block':>5} {'smem bytes':>11}")
+    for kern in plan["kernels"]:
+        out(f"  {kern['name']:<28} {str(tuple(kern['grid'])):<16} {str(kern.get('block')):>5} "
+            f"{str(kern.get('smem_bytes')):>11}")
+    wb = plan["workspace_bytes"]
+    out(f"  workspace: {wb:,} bytes ({wb / 2**20:.1f} MiB); chunk slots: {plan.get('chunk_slots')}")
+    try:
+        out(f"  compiled variants: {', '.join(gdn_prefill.compiled_variants())}")
+    except Exception:
+        pass
+    fc, fh = floors_us(case.T, case.N, case.Hk, case.Hv)
+    out(f"  floors on H200: {flops_per_token(case.Hv) / 1e6:.2f} MFLOP/token -> {fc:.1f} µs at {PEAK_TFLOPS:g} TFLOP/s; "
+        f"{hbm_bytes(case.T, case.N, case.Hk, case.Hv) / 1e6:.1f} MB of HBM traffic -> {fh:.1f} µs at {PEAK_TBPS:g} TB/s")
+    return True
+
+
+def oracle_check(out=print, tol: float = 1e-10) -> bool:
+    """reference.recurrent against reference.chunked on a tiny CPU problem (float64).  True if they agree."""
+    import torch
+    from . import reference as ref
+    lens, Hk, Hv, D = [100, 37], 1, 2, 128
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        inp = ref.make_inputs(lens, Hk, Hv, K=D, V=D, seed=0, state="dense", l2norm_inputs=True)
+        o_r, s_r = ref.recurrent(**inp)
+        o_c, s_c = ref.chunked(**inp)
+        eo, es = ref.rel_err(o_c, o_r), ref.rel_err(s_c, s_r)
+    except Exception as e:
+        out(f"Oracle check failed to run: {type(e).__name__}: {e}")
+        return False
+    finally:
+        torch.set_num_threads(n_threads)
+    good = eo <= tol and es <= tol
+    out(f"Oracle check (CPU, float64): reference.recurrent vs reference.chunked, sequences {lens}, "
+        f"Hk/Hv = {Hk}/{Hv}, K = V = {D}, dense initial state:")
+    out(f"  rel err o = {eo:.2e}, final state = {es:.2e}  -> {'OK' if good else 'MISMATCH'} (tolerance {tol:g})")
+    return good
+
+
+def main_job(argv=None) -> int:
+    """`python -m gdn_prefill`: on a Hopper GPU, the --quick benchmark and its table, then every
+    implementation against the fp64 oracle at T = 4096 (exit 1 if a gdn spine errs or exceeds 1e-2);
+    elsewhere, say so plainly, show the plan and check the oracle on the CPU.  Returns an exit code
+    (0: everything shown ran and passed).  `argv` takes bench_prefill options (e.g. --heads 8/8)."""
+    try:
+        from . import __version__
+    except Exception:
+        __version__ = "?"
+    ok, why = hopper_status()
+    if ok:
+        print(f"gdn-prefill {__version__} on {why}: quick benchmark (Hk/Hv 16/32; see benchmarks/bench_prefill.py "
+              f"for the full sweep)", flush=True)
+        a = build_parser().parse_args(["--quick", "--no-plot", "--numerics-T", "4096"] + list(argv or []))
+        _finish_args(a)
+        a.json_path = None
+        result = run_timing(select_cases(a.quick, a.shapes, a.heads), a)
+        print(markdown_report(result))
+        ours = [r for r in result["rows"] if r["impl"].startswith("gdn:")]
+        ok_t = bool(ours) and not any(r.get("error") for r in ours)
+        print("Against the fp64 oracle (one sequence, dense initial state):", flush=True)
+        num = run_numerics(a, log=lambda *_: None)
+        print(numerics_markdown(num))
+        mine = [r for r in num["rows"] if r["impl"].startswith("gdn:")]
+        ok_n = bool(mine) and all(not r.get("error") and r["err_o"] <= MAIN_JOB_BOUND and
+                                  r["err_state"] <= MAIN_JOB_BOUND for r in mine)
+        if not ok_n:
+            print(f"gdn-prefill: an error above {MAIN_JOB_BOUND:g} (or a failed run) in the oracle check above")
+        return 0 if (ok_t and ok_n) else 1
+    print(f"gdn-prefill {__version__}: no Hopper GPU — {why}.  Nothing can be timed here; "
+          f"showing the launch plan and a CPU check of the fp64 oracle instead.\n")
+    plan_ok = show_plan()
+    print()
+    oracle_ok = oracle_check()
+    return 0 if (plan_ok and oracle_ok) else 1

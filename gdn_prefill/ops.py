@@ -1,0 +1,124 @@
+"""`torch.ops.gdn_prefill.prefill`: the prefill as a PyTorch custom operator.
+
+Importing this module registers ``gdn_prefill::prefill`` with ``torch.library.custom_op``
+so that the prefill can sit inside ``torch.compile(fullgraph=True)`` graphs, CUDA graphs
+and ``torch.export`` programs without a graph break:
+
+    import gdn_prefill.ops
+    gdn_prefill.ops.prefill_op(q, k, v, g, beta, out, state, cu_seqlens=cu, state_layout="vk")
+    # or, inside a compiled model:
+    torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu_seqlens=cu)
+
+Schema (what the compiler sees):
+
+    gdn_prefill::prefill(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor(a!) out,
+        Tensor(b!)? state=None, Tensor? cu_seqlens=None, Tensor? state_indices=None,
+        str state_layout="kv", float? scale=None, bool use_qk_l2norm=False, str spine="auto",
+        Tensor(c!)? workspace=None) -> ()
+
+The operator writes ``out`` and updates ``state`` (and scratch ``workspace``) in place and
+returns nothing; it runs on the current CUDA stream.  Use ``gdn_prefill.prefill`` directly
+when you want the name of the spine that ran (the operator cannot return a string).
+
+The fake (meta) implementation runs the same validation as ``prefill`` whenever every
+shape and stride is concrete, so a bad argument is rejected while a graph is traced, with
+the same error class and message as at run time; with symbolic shapes it checks nothing
+and the run-time call validates.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from . import _ext
+
+__all__ = ["prefill_op", "OP_NAME"]
+
+OP_NAME = "gdn_prefill::prefill"
+
+
+@torch.library.custom_op(OP_NAME, mutates_args=("out", "state", "workspace"))
+def _prefill(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Tensor,
+             state: Optional[Tensor] = None, cu_seqlens: Optional[Tensor] = None,
+             state_indices: Optional[Tensor] = None, state_layout: str = "kv", scale: Optional[float] = None,
+             use_qk_l2norm: bool = False, spine: str = "auto", workspace: Optional[Tensor] = None) -> None:
+    # No device_types restriction: CPU tensors reach prefill(), which names the argument
+    # ("q: must be a CUDA tensor ...") instead of a dispatcher "no kernel for CPU" error.
+    _ext.prefill(q, k, v, g, beta, out, state, cu_seqlens=cu_seqlens, state_indices=state_indices,
+                 state_layout=state_layout, scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine,
+                 workspace=workspace)
+
+
+def _concrete(x: Optional[Tensor]) -> bool:
+    if x is None:
+        return True
+    return all(isinstance(d, int) for d in (*x.shape, *x.stride(), x.storage_offset()))
+
+
+# Each distinct storage gets its own (fake) base address, _SPACING bytes apart: 256-byte
+# aligned like a CUDA allocation, and far enough apart that unrelated tensors never overlap.
+_SPACING = 1 << 40
+
+
+def _storage_key(x: Tensor) -> object:
+    try:
+        from torch.multiprocessing.reductions import StorageWeakRef
+        return StorageWeakRef(x.untyped_storage())  # type: ignore[no-untyped-call]
+    except Exception:  # a tensor subclass without a storage: treat it as its own
+        return id(x)
+
+
+def _meta_views(tensors: Sequence[Optional[Tensor]]) -> list[Optional[Tensor]]:
+    """Plain meta tensors with the dtypes, shapes, strides and storage offsets of `tensors`.
+
+    A meta tensor's data_ptr() is its storage offset in bytes, so each view is placed at
+    base + offset in one large meta storage per distinct input storage: the alignment guards
+    see the alignment a real view at that offset would have (from a 256-byte aligned
+    allocation), and the aliasing guards see views of one storage overlap and views of
+    different storages not.
+    """
+    bases: dict[object, int] = {}
+    views: list[Optional[Tensor]] = []
+    for x in tensors:
+        if x is None:
+            views.append(None)
+            continue
+        slot = bases.setdefault(_storage_key(x), len(bases) + 1)
+        es = x.element_size()
+        offset = slot * (_SPACING // es) + x.storage_offset()
+        extent = offset + 1 + sum((n - 1) * s for n, s in zip(x.shape, x.stride()) if n > 0)
+        base = torch.empty(extent, dtype=x.dtype, device="meta")
+        views.append(base.as_strided(tuple(x.shape), tuple(x.stride()), offset))
+    return views
+
+
+@_prefill.register_fake
+def _prefill_fake(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Tensor,
+                  state: Optional[Tensor] = None, cu_seqlens: Optional[Tensor] = None,
+                  state_indices: Optional[Tensor] = None, state_layout: str = "kv", scale: Optional[float] = None,
+                  use_qk_l2norm: bool = False, spine: str = "auto", workspace: Optional[Tensor] = None) -> None:
+    tensors = (q, k, v, g, beta, out, state, cu_seqlens, state_indices)
+    if not all(_concrete(x) for x in tensors):
+        return None  # symbolic shapes: the run-time call validates
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    with unset_fake_temporarily():
+        views = _meta_views(tensors)
+        required = [x for x in views[:6] if x is not None]
+        mq, mk, mv, mg, mb, mo = required
+        ms, mc, mi = views[6:]
+        _ext.explain(mq, mk, mv, mg, mb, mo, ms, cu_seqlens=mc, state_indices=mi, state_layout=state_layout,
+                     scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine, check_device=False)
+    return None
+
+
+def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Tensor,
+               state: Optional[Tensor] = None, *, cu_seqlens: Optional[Tensor] = None,
+               state_indices: Optional[Tensor] = None, state_layout: str = "kv", scale: Optional[float] = None,
+               use_qk_l2norm: bool = False, spine: str = "auto", workspace: Optional[Tensor] = None) -> None:
+    """``torch.ops.gdn_prefill.prefill`` with prefill()'s signature (no ``stream``: the
+    current stream is used).  Writes ``out`` and updates ``state`` in place; returns None."""
+    torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu_seqlens=cu_seqlens,
+                                  state_indices=state_indices, state_layout=state_layout, scale=scale,
+                                  use_qk_l2norm=use_qk_l2norm, spine=spine, workspace=workspace)

@@ -1,0 +1,308 @@
+"""CPU tests of the benchmark harness (gdn_prefill/bench.py): formulas, case selection,
+report writers on synthetic rows, and `python -m gdn_prefill` without a GPU."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import types
+
+import pytest
+
+from gdn_prefill import bench
+
+# ----------------------------------------------------------------------------- formulas
+
+
+def _chunk_matmul_flops(C, K, V):
+    """Per chunk and value head, every product of DESIGN.md §1 written out (2 FLOP per multiply-add)."""
+    mm = lambda m, n, k: 2 * m * n * k  # noqa: E731
+    stage1 = mm(C, C, K) + C ** 3 / 3 + mm(C, K, C) + mm(C, V, C)       # KK^T, (I+A)^-1, W, U
+    stage2 = mm(C, V, K) + mm(K, V, C)                                  # W S, K^T Vnew
+    stage3 = mm(C, V, K) + mm(C, C, K) + mm(C, V, C)                    # Q S, Q K^T, (.) Vnew
+    return stage1 + stage2 + stage3
+
+
+@pytest.mark.parametrize("Hv", [8, 32, 64])
+def test_flops_per_token_matches_the_stages(Hv):
+    assert bench.flops_per_token(Hv) == pytest.approx(Hv * _chunk_matmul_flops(64, 128, 128) / 64, rel=1e-12)
+
+
+def test_flops_known_values():
+    # DESIGN.md §4: ~5.8 MFLOP per token for Hk=16, Hv=32, K=V=128 (Hk does not enter)
+    assert bench.flops_per_token(32) == pytest.approx(32 * (98304 + 81920 + 4096 / 3))
+    assert bench.flops_per_token(32) == pytest.approx(5.81e6, rel=1e-3)
+    assert bench.flops_per_token(64) == pytest.approx(2 * bench.flops_per_token(32))
+    assert bench.flops_per_token(8) == pytest.approx(bench.flops_per_token(32) / 4)
+    assert bench.flops(8192, 32) == pytest.approx(8192 * bench.flops_per_token(32))
+    # compute floor of 1x8K at 790 TFLOP/s: the ~60 µs of benchmarks/NOTES.md
+    fc, fh = bench.floors_us(8192, 1, 16, 32)
+    assert fc == pytest.approx(8192 * 5810858.67 / 790e12 * 1e6, rel=1e-6)
+    assert 60.0 < fc < 60.5
+
+
+def test_hbm_bytes_known_values():
+    # Hk=16, Hv=32: q,k 2*16*128*2 + v 32*128*2 + g,beta 32*8 + o 32*128*2 = 24,832 B/token (DESIGN: ~24.8 KB)
+    per_tok = 2 * 16 * 128 * 2 + 32 * 128 * 2 + 32 * 8 + 32 * 128 * 2
+    assert per_tok == 24832
+    state = 2 * 1 * 32 * 128 * 128 * 4
+    assert bench.hbm_bytes(8192, 1, 16, 32) == 8192 * per_tok + 4 * 2 + state
+    assert bench.hbm_bytes(8192, 1, 16, 32, state=False) == 8192 * per_tok + 8
+    # Hv=64: 8192 + 16384 + 512 + 16384
+    assert bench.hbm_bytes(1, 0, 16, 64, state=False) - 4 == 41472
+    # 32 sequences: the state of every one is read and written
+    assert bench.hbm_bytes(65536, 32, 8, 8) == 65536 * (2 * 8 * 128 * 2 + 8 * 128 * 2 + 8 * 8 + 8 * 128 * 2) \
+        + 4 * 33 + 2 * 32 * 8 * 128 * 128 * 4
+    fc, fh = bench.floors_us(8192, 1, 16, 32, peak_tbps=4.3)
+    assert fh == pytest.approx(bench.hbm_bytes(8192, 1, 16, 32) / 4.3e12 * 1e6)
+
+
+def test_rotation_sets():
+    l2 = 60 << 20
+    assert bench.rotation_sets(10 << 30, l2) == 3                  # huge sets: the minimum of 3
+    assert bench.rotation_sets(24 << 20, l2) == 10                 # 4 x 60 MB / 24 MB
+    assert bench.rotation_sets(1 << 10, l2) == 32                  # tiny sets: capped
+    for b in (1 << 20, 9 << 20, 80 << 20, 1 << 30):
+        n = bench.rotation_sets(b, l2)
+        assert n >= 3 and (n * b >= 4 * l2 or n == 32)
+
+
+# ----------------------------------------------------------------------------- cases
+
+
+def test_varlen_lengths_fixed_by_seed():
+    a = bench.varlen_lengths()
+    assert a == bench.varlen_lengths() and len(a) == 16 and sum(a) == 32768 and min(a) >= 1
+    assert any(n % 64 for n in a)                                  # partial chunks are exercised
+    assert bench.varlen_lengths(seed=1) != a
+
+
+def test_case_selection():
+    full = bench.select_cases()
+    assert len(full) == 18 and len({c.name for c in full}) == 18
+    assert {(c.Hk, c.Hv) for c in full} == {(16, 32), (16, 64), (8, 8)}
+    assert full[0].heads == "16/32"                                # heads-major: 16/32 first
+    shapes = {c.shape: c for c in full if c.heads == "16/32"}
+    assert shapes["1x64K"].lens == (65536,) and shapes["8x4K"].lens == (4096,) * 8
+    assert shapes["32x2K"].T == 65536 and shapes["32x2K"].N == 32 and shapes["varlen16"].N == 16
+    quick = bench.select_cases(quick=True)
+    assert 2 <= len(quick) <= 6 and all(c.heads == "16/32" for c in quick)
+    sel = bench.select_cases(shapes="1x*,4x1000", heads="8/8")
+    assert [c.shape for c in sel] == ["1x1K", "1x8K", "1x64K", "4x1000"] and sel[-1].lens == (1000,) * 4
+    with pytest.raises(ValueError):
+        bench.select_cases(shapes="nonsense")
+    with pytest.raises(ValueError):
+        bench.select_cases(heads="16/24")
+
+
+def test_impl_list_reports_what_is_missing():
+    names, skipped = bench._impl_list(None)
+    assert "gdn:scalar" in names and "gdn:wgmma" in names          # from compiled_variants()
+    for other in ("fla", "flashinfer"):
+        assert other in names or any(s["what"] == other for s in skipped)
+    names, _ = bench._impl_list("gdn:wgmma")
+    assert names == ["gdn:wgmma"]
+    _, skipped = bench._impl_list("gdn,nothing")
+    assert any(s["what"] == "nothing" for s in skipped)
+
+
+# ----------------------------------------------------------------------------- writers
+
+
+def _synthetic():
+    rows = [
+        dict(case="1x8K@16/32", shape="1x8K", N=1, T=8192, Hk=16, Hv=32, K=128, V=128, impl="gdn:wgmma", n_sets=3,
+             graph_us=100.0, eager_us=150.0),
+        dict(case="1x8K@16/32", shape="1x8K", N=1, T=8192, Hk=16, Hv=32, K=128, V=128, impl="gdn:scalar", n_sets=3,
+             error="GdnSpineError: spine 'scalar' cannot run"),
+        dict(case="1x8K@16/32", shape="1x8K", N=1, T=8192, Hk=16, Hv=32, K=128, V=128, impl="fla", n_sets=3,
+             graph_us=200.0, eager_us=600.0, note="cu_seqlens_cpu passed"),
+        dict(case="8x4K@16/32", shape="8x4K", N=8, T=32768, Hk=16, Hv=32, K=128, V=128, impl="gdn:wgmma", n_sets=3,
+             eager_us=400.0, graph_error="RuntimeError: capture failed"),
+    ]
+    meta = dict(card="NVIDIA H200", date="2026-11-30 12:00 UTC", driver="580.1", torch="2.11.0+cu130", fla="0.6.0",
+                peak_tflops=790.0, peak_tbps=4.3, methodology="synthetic")
+    host = [dict(impl="gdn.prefill", problem="1x64 @ 16/32", us_per_call=21.5, gpu_us=12.0),
+            dict(impl="fla", problem="1x64 @ 16/32", us_per_call=180.2, gpu_us=30.0)]
+    return dict(meta=meta, rows=rows, host_overhead=host,
+                skipped=[dict(what="flashinfer", reason="not importable (ImportError)")])
+
+
+def test_derive_and_markdown():
+    res = bench.derive(_synthetic())
+    ours, scalar, fla, batched = res["rows"]
+    assert ours["vs_fla_graph"] == pytest.approx(2.0) and ours["vs_fla_eager"] == pytest.approx(4.0)
+    assert fla["vs_fla_graph"] == pytest.approx(1.0)
+    assert ours["tokens_per_s"] == pytest.approx(8192 / 100e-6)
+    assert ours["pct_compute_floor"] == pytest.approx(100 * bench.floors_us(8192, 1, 16, 32)[0] / 100.0)
+    assert ours["pct_hbm_floor"] == pytest.approx(100 * bench.floors_us(8192, 1, 16, 32)[1] / 100.0)
+    assert scalar["tokens_per_s"] is None and scalar["vs_fla_graph"] is None
+    assert batched["vs_fla_eager"] is None                         # no FLA row for that case
+    assert batched["tokens_per_s"] == pytest.approx(32768 / 400e-6)  # eager when the graph failed
+    md = bench.markdown_report(res)
+    assert "NVIDIA H200" in md and "2.00×" in md and "4.00×" in md
+    assert "error: GdnSpineError" in md and "graph capture failed" in md
+    assert "| gdn.prefill | 21.5 | 12.0 |" in md and "flashinfer: not importable" in md
+    assert "Hv·(6KV + 2C(3K+2V) + C²/3)" in md
+    header = [ln for ln in md.splitlines() if ln.startswith("| shape |")][0]
+    body = [ln for ln in md.splitlines() if ln.startswith("| 1x8K |")]
+    assert len(body) == 3 and all(ln.count("|") == header.count("|") for ln in body)
+
+
+def test_json_and_numerics_writers(tmp_path):
+    res = bench.derive(_synthetic())
+    p = bench.write_json(res, str(tmp_path / "sub" / "r.json"))
+    back = json.load(open(p))
+    assert back["meta"]["card"] == "NVIDIA H200" and len(back["rows"]) == 4
+    assert back["rows"][0]["vs_fla_graph"] == pytest.approx(2.0)
+    num = dict(meta=dict(card="H200", date="d", repeats=5),
+               rows=[dict(T=4096, Hk=16, Hv=32, impl="gdn:wgmma", err_o=2.5e-3, err_state=1.4e-3,
+                          bitwise_identical=True),
+                     dict(T=65536, Hk=16, Hv=32, impl="fla", err_o=3.6e-3, err_state=2.8e-3,
+                          bitwise_identical=False),
+                     dict(T=65536, Hk=2, Hv=4, impl="gdn:scalar", error="boom")],
+               notes=["T=65536 was checked at Hk/Hv=2/4"])
+    md = bench.numerics_markdown(num)
+    assert "2.500e-03" in md and "| yes |" in md and "**no**" in md and "error: boom" in md
+    assert "T=65536 was checked at Hk/Hv=2/4" in md
+    bench.write_text(md, str(tmp_path / "n.md"))
+    assert (tmp_path / "n.md").read_text() == md
+
+
+def test_plot(tmp_path):
+    pytest.importorskip("matplotlib")
+    res = bench.derive(_synthetic())
+    p = bench.plot(res, str(tmp_path / "p.png"))
+    assert p and os.path.getsize(p) > 1000
+
+
+def test_progress_without_tqdm(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "tqdm", None)                 # `from tqdm import tqdm` -> ImportError
+    bar = bench.Progress(2, "cases")
+    bar.step("a")
+    bar.done()
+    bar.step("b")
+    bar.done()
+    bar.close()
+    out = capsys.readouterr().out
+    assert "[1/2] a" in out and "[2/2] b" in out
+
+
+# ----------------------------------------------------------------------------- entry points
+
+
+def test_bench_imports_nothing_heavy():
+    code = ("import sys, gdn_prefill.bench; "
+            "print(sorted(m for m in ('torch', 'cutlass', 'fla', 'flashinfer', 'gdn_prefill._ext') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+def test_main_job_without_gpu(monkeypatch, capsys):
+    monkeypatch.setattr(bench, "hopper_status", lambda: (False, "CUDA is not available (test)"))
+    rc = bench.main_job()
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "no Hopper GPU" in out and "CUDA is not available (test)" in out
+    # the plan: spine verdicts, kernels with grids and smem, workspace bytes
+    assert "spines: scalar: runs; wgmma: runs" in out and "auto runs 'wgmma'" in out
+    import gdn_prefill
+    from gdn_prefill import plan
+    assert "spine_wgmma_kv" in out and str(plan.grid_spine_wgmma(8192, 1, 32)) in out
+    assert f"workspace: {gdn_prefill.workspace_bytes(8192, 1, 32):,} bytes" in out
+    # the oracle check, with its error printed
+    assert "reference.recurrent vs reference.chunked" in out and "-> OK" in out and "rel err o = " in out
+
+
+def test_cli_list_and_no_gpu(monkeypatch, capsys):
+    assert bench.main(["--list", "--quick"]) == 0
+    out = capsys.readouterr().out
+    assert "| 1x8K@16/32 | 1 | 8192 | 5.81 | 24.8 | 60.3 |" in out
+    monkeypatch.setattr(bench, "hopper_status", lambda: (False, "no device (test)"))
+    assert bench.main(["--quick"]) == 1
+    assert "no Hopper GPU" in capsys.readouterr().out
+    assert bench.main(["--shapes", "bogus"]) == 2
+
+
+def test_orchestration_with_stub_gpu(monkeypatch, tmp_path, capsys):
+    """run_timing / run_numerics / main end to end with the GPU parts stubbed out: rows, errors, skips, files."""
+    from gdn_prefill import reference
+
+    monkeypatch.setattr(bench, "hopper_status", lambda: (True, "stub H200"))
+    monkeypatch.setattr(bench, "_impl_list", lambda req: (["gdn:wgmma", "fla"],
+                                                          [dict(what="flashinfer", reason="not importable")]))
+    monkeypatch.setattr(bench, "_meta", lambda args, cases: dict(card="stub", date="today", peak_tflops=args.peak_tflops,
+                                                                 peak_tbps=args.peak_tbps, l2_bytes=None))
+    stub_set = types.SimpleNamespace(q=None, k=None, v=None, g=None, beta=None, state=None, out=None)
+    monkeypatch.setattr(bench, "_make_set", lambda case, seed, normed: stub_set)
+    monkeypatch.setattr(bench, "_cu", lambda case: dict(cu32=None, cu64=None, cu64_cpu=None))
+    seen = []
+
+    def calls(impl, case, sets, cu, use_l2):
+        seen.append((impl, case.name, len(sets)))
+        if impl == "fla" and case.shape == "8x4K":
+            raise RuntimeError("stub failure\nsecond line")
+        return [lambda: None] * len(sets), ""
+    monkeypatch.setattr(bench, "_calls", calls)
+    monkeypatch.setattr(bench, "_time_impl", lambda c, modes, b, lo, hi: dict(
+        graph_us=100.0 if "graph" in modes else None, eager_us=120.0))
+    monkeypatch.setattr(bench, "host_overhead", lambda impls, hk, hv, use_l2=False: [
+        dict(impl="gdn.prefill", problem="1x64", us_per_call=20.0, gpu_us=9.0)])
+    monkeypatch.setattr(bench, "_numerics_impl", lambda impl, case, s, cu, l2, o, st: dict(
+        err_o=1e-3, err_state=2e-3, bitwise_identical=True, nonfinite_o=0))
+    monkeypatch.setattr(reference, "chunked", lambda *a, **k: (None, None))
+
+    out = tmp_path / "res"
+    rc = bench.main(["--quick", "--out", str(out), "--tag", "t", "--no-progress", "--numerics",
+                     "--numerics-T", "256", "--no-plot"])
+    assert rc == 0
+    res = json.load(open(out / "t.json"))
+    cases = [c.name for c in bench.select_cases(quick=True)]
+    assert [r["case"] for r in res["rows"]] == [c for c in cases for _ in range(2)]
+    bad = [r for r in res["rows"] if r.get("error")]
+    assert len(bad) == 1 and bad[0]["error"] == "RuntimeError: stub failure"
+    good = [r for r in res["rows"] if r["impl"] == "gdn:wgmma"]
+    assert all(r["n_sets"] >= 3 and r["graph_us"] == 100.0 for r in good)
+    assert res["skipped"][0]["what"] == "flashinfer" and res["host_overhead"][0]["us_per_call"] == 20.0
+    md = (out / "t.md").read_text()
+    assert "| 1x8K | 16/32 | 8192 | gdn:wgmma | 100.0 | 120.0 | 1.00× |" in md
+    num = json.load(open(out / "t_numerics.json"))
+    assert [(r["T"], r["impl"], r["bitwise_identical"]) for r in num["rows"]] == [(256, "gdn:wgmma", True),
+                                                                                 (256, "fla", True)]
+    assert "1.000e-03" in (out / "t_numerics.md").read_text()
+    # a time budget that is already spent: every case is listed as skipped, nothing timed -> rc 1
+    rc = bench.main(["--quick", "--out", str(out), "--tag", "b", "--no-progress", "--budget-s", "1e-12",
+                     "--no-plot", "--no-host-overhead"])
+    res = json.load(open(out / "b.json"))
+    assert rc == 1 and not res["rows"]
+    assert [s["what"] for s in res["skipped"][1:]] == cases
+
+
+def test_main_job_on_gpu_path_with_stubs(monkeypatch, capsys):
+    """The Hopper branch of main_job: --quick timing table, then the oracle check at T = 4096; exit code."""
+    monkeypatch.setattr(bench, "hopper_status", lambda: (True, "stub H200"))
+    seen = {}
+
+    def timing(cases, args, log=print):
+        seen["cases"], seen["quick"] = [c.name for c in cases], args.quick
+        return bench.derive(_synthetic())
+    monkeypatch.setattr(bench, "run_timing", timing)
+
+    def numerics(args, log=print, err=1e-3):
+        seen["T"] = args.numerics_T
+        return dict(meta={}, rows=[dict(T=4096, Hk=16, Hv=32, impl="gdn:wgmma", err_o=err, err_state=err,
+                                        bitwise_identical=True)], notes=[])
+    monkeypatch.setattr(bench, "run_numerics", numerics)
+    assert bench.main_job() == 1                                   # the synthetic rows hold a gdn:scalar error
+    out = capsys.readouterr().out
+    assert "stub H200" in out and "| 1x8K | 16/32 | 8192 | gdn:wgmma |" in out and "1.000e-03" in out
+    assert seen["quick"] and seen["T"] == "4096" and seen["cases"] == [c.name for c in bench.select_cases(True)]
+    good = _synthetic()
+    good["rows"] = [r for r in good["rows"] if not r.get("error")]
+    monkeypatch.setattr(bench, "run_timing", lambda cases, args, log=print: bench.derive(good))
+    assert bench.main_job() == 0
+    monkeypatch.setattr(bench, "run_numerics", lambda args, log=print: numerics(args, err=0.5))
+    assert bench.main_job() == 1
+    assert "an error above 0.01" in capsys.readouterr().out
