@@ -36,16 +36,26 @@ Loads (all before one CTA barrier; every tile is read by the tensor cores only):
   * h[c, hv] (128 x 128) and Vnew rows j < L (64 x 128): compact workspace, 16 B
     cp.async into MN-major swizzled tiles; Vnew rows j >= L are zeroed in smem (they
     may be another sequence's rows or uninitialised workspace: NaN * 0 = NaN).
-  * q and k rows i < L: user tensors whose strides promise only 2-byte alignment, so
-    element loads (LDG.U16, row-coalesced) packed into 16 B swizzled smem stores; rows
-    i >= L are zeroed.
+  * q and k rows i < L: user tensors.  Variant "fwd_o_bf16" (strides promise only 2-byte
+    alignment): element loads (LDG.U16, row-coalesced) packed into 16 B swizzled smem
+    stores.  Variant "fwd_o_bf16_a16" (q, k 16-byte aligned, token/head strides multiples
+    of 8 elements): 16 B cp.async like h and Vnew.  Rows i >= L are zeroed in smem.
   * gcum, rq, rk of rows < L (0 for rows >= L) into smem.
 Shared memory (SMEM_BYTES = 82,944 B; bf16 tiles 1024-aligned):
     sG, sRq, sRk  3 x 64 fp32     sQ  64 x 128   16,384 B     sK  64 x 128   16,384 B
     sS 128 x 128   32,768 B       sV  64 x 128   16,384 B
-  -> two CTAs (16 warps) per SM; 120 registers per thread (ptxas, 4.8.1), no spills.
-Stores: out has free strides (2-byte alignment), so each thread stores its
-accumulator elements one bf16 at a time (rows i < L only).
+  -> two CTAs (16 warps) per SM; 120 (fwd_o_bf16) / 121 (fwd_o_bf16_a16) registers per
+     thread (ptxas, 4.8.1; <= 128 keeps two CTAs), no spills.
+Stores (rows i < L only):
+  * "fwd_o_bf16": out has free strides (2-byte alignment), so each thread stores its
+    accumulator elements one bf16 at a time.
+  * "fwd_o_bf16_a16" (out 16-byte aligned, strides multiples of 8 elements): warpgroup w
+    rounds its 64 x 64 O tile to bf16, writes it with stmatrix into a 128-byte-swizzled
+    row-major tile that aliases its own sV_w (read only by its own MMA 3, complete by
+    then), and each row i < L is stored with 16-byte STG (8 threads per 128-byte row).
+    Only warpgroup-local named barriers (ids 1, 2): no extra smem, no CTA barrier.
+The two variants are compile-time branches of one kernel: the launch function reads the
+alignment and stride divisibility of the q, k and out types (fake_args(aligned=...)).
 """
 from __future__ import annotations
 
@@ -112,6 +122,22 @@ def _smem_layouts():
     sS = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, _T_QS, BFloat16, _NWG)
     sV = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, _T_PV, BFloat16, _NWG)
     return sQ, sK, sS, sV
+
+
+_T_O = (_C, _C, _VW)     # O staging tile (64 i, 64 v), v contiguous: a "K-major A" layout with K = v
+
+
+def _smem_layout_o():
+    """(64 i, 64 v, 2 w) bf16, v contiguous, 128-byte swizzle; aliases the bytes of sV."""
+    return sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, _T_O, BFloat16, _NWG)
+
+
+def _aligned16(t) -> bool:
+    """Trace-time: t's base is 16-byte aligned and its dynamic strides (all but the last,
+    unit, one) are multiples of 8 elements, so every row start is 16-byte aligned."""
+    if t.iterator.alignment < 16:
+        return False
+    return all(cute.get_divisibility(s) % _VEC == 0 for s in t.stride[:-1])
 
 
 def _tiled_mmas():
@@ -207,6 +233,7 @@ def _fwd_o_kernel(
     out: cute.Tensor,
     scale: Float32,
     use_state_indices: Int32,
+    aligned: cutlass.Constexpr[bool],
 ):
     tid, _, _ = cute.arch.thread_idx()
     c, hv, _ = cute.arch.block_idx()
@@ -300,11 +327,27 @@ def _fwd_o_kernel(
             sRk[tid] = rki
 
         # -- (3) raw q and k rows (rows >= L: 0) -----------------------------------------
-        cp_qk = _row_copy(st_atom, _K)
         gQ = cute.local_tile(cute.domain_offset((t0, 0), q[None, hk, None]), (_C, _K), (0, 0))
         gK = cute.local_tile(cute.domain_offset((t0, 0), k[None, hk, None]), (_C, _K), (0, 0))
-        _load_rows(cp_qk, st_atom, tid, gQ, sQ, L)
-        _load_rows(cp_qk, st_atom, tid, gK, sK, L)
+        if cutlass.const_expr(aligned):
+            # 16-byte rows: cp.async like Vnew (rows >= L zeroed, never read)
+            cp_qk = _row_copy(cute.make_copy_atom(cpasync.CopyG2SOp(), BFloat16, num_bits_per_copy=128), _K)
+            thr_qk_cp = cp_qk.get_slice(tid)
+            tQKc = thr_qk_cp.partition_S(cute.make_identity_tensor((_C, _K)))   # (i, k) of each vector
+            for gX, sX in ((gQ, sQ), (gK, sK)):
+                tXg = thr_qk_cp.partition_S(gX)
+                tXs = thr_qk_cp.partition_D(sX)
+                for m in cutlass.range_constexpr(cute.size(tXs, mode=[1])):
+                    row, _ = tQKc[(0, m, 0)]
+                    if row < L:
+                        cute.copy(cp_qk, tXg[None, m, None], tXs[None, m, None])
+                    else:
+                        cute.copy(st_atom, zero, tXs[(None, m, 0)])
+            cute.arch.cp_async_commit_group()
+        else:
+            cp_qk = _row_copy(st_atom, _K)
+            _load_rows(cp_qk, st_atom, tid, gQ, sQ, L)
+            _load_rows(cp_qk, st_atom, tid, gK, sK, L)
 
         # every tile complete and visible to the tensor cores (async proxy)
         cute.arch.cp_async_wait_group(0)
@@ -385,15 +428,45 @@ def _fwd_o_kernel(
         warpgroup.commit_group()
         warpgroup.wait_group(0)
 
-        # -- (7) rows i < L -> out[t0 + i, hv, 64 wg + v] (element stores: free strides) --------
-        gO = cute.domain_offset((t0, wg * _VW), out[None, hv, None])
-        for r in cutlass.range_constexpr(nr):
-            i, _ = tOc[2 * r]
-            if i < L:
-                for cc in cutlass.range_constexpr(ncol):
-                    e = cc % 2 + 2 * r + 4 * (cc // 2)
-                    ii, v = tOc[e]
-                    gO[ii, v] = BFloat16(accO[e])
+        # -- (7) rows i < L -> out[t0 + i, hv, 64 wg + v] -------------------------------------
+        if cutlass.const_expr(aligned):
+            # bf16 O_w -> swizzled row-major tile over sV_w (stmatrix) -> 16-byte row stores
+            lay_o = _smem_layout_o()
+            assert cute.cosize(lay_o) == cute.cosize(lay_v), (cute.cosize(lay_o), cute.cosize(lay_v))
+            sO = storage.sV.get_tensor(lay_o.outer, swizzle=lay_o.inner)[None, None, wg]   # (64 i, 64 v)
+            rO = cute.make_rmem_tensor_like(accO, BFloat16)
+            rO.store(accO.load().to(BFloat16))
+            stsm = cute.make_tiled_copy_C(
+                cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16), mma_qs)
+            thr_stsm = stsm.get_slice(wtid)
+            # every warp of this warpgroup is past MMA 3, the last reader of sV_w
+            cute.arch.barrier(barrier_id=1 + wg, number_of_threads=_WG)
+            cute.copy(stsm, stsm.retile(rO), thr_stsm.partition_D(sO))
+            cute.arch.barrier(barrier_id=1 + wg, number_of_threads=_WG)       # sO_w complete
+            gO = cute.local_tile(cute.domain_offset((t0, 0), out[None, hv, None]), (_C, _VW), (0, wg))
+            g = _VW // _VEC                                                   # 8 vectors per row
+            cp_o = cute.make_tiled_copy_tv(st_atom, cute.make_layout((_WG // g, g), stride=(g, 1)),
+                                           cute.make_layout((1, _VEC)))
+            thr_o = cp_o.get_slice(wtid)
+            tOs = thr_o.partition_S(sO)                                       # (CPY, passes, 1)
+            tOg = thr_o.partition_D(gO)
+            tOcs = thr_o.partition_S(cute.make_identity_tensor((_C, _VW)))
+            frag = cute.make_rmem_tensor_like(tOs, BFloat16)
+            cute.copy(st_atom, tOs, frag)
+            for m in cutlass.range_constexpr(cute.size(tOs, mode=[1])):
+                row, _ = tOcs[(0, m, 0)]
+                if row < L:
+                    cute.copy(st_atom, frag[None, m, None], tOg[None, m, None])
+        else:
+            # element stores: free strides
+            gO = cute.domain_offset((t0, wg * _VW), out[None, hv, None])
+            for r in cutlass.range_constexpr(nr):
+                i, _ = tOc[2 * r]
+                if i < L:
+                    for cc in cutlass.range_constexpr(ncol):
+                        e = cc % 2 + 2 * r + 4 * (cc // 2)
+                        ii, v = tOc[e]
+                        gO[ii, v] = BFloat16(accO[e])
 
 
 @cute.jit
@@ -418,22 +491,33 @@ def fwd_o(
     N = cu_seqlens.shape[0] - 1
     Hv = out.shape[1]
     gx, gy, gz = plan.grid_fwd_o(T, N, Hv)
+    # compile-time: the 16-byte path iff the q, k and out types promise 16-byte rows
+    aligned = _aligned16(q) and _aligned16(k) and _aligned16(out)
     _fwd_o_kernel(
         q, k, gcum, rq, rk, h, vnew, cu_seqlens, state_indices, chunk_seq, chunk_token, out,
-        scale, use_state_indices,
+        scale, use_state_indices, aligned,
     ).launch(grid=[gx, gy, gz], block=[THREADS, 1, 1], stream=stream)
 
 
 LAUNCH = fwd_o
 THREADS = plan.FWD_O_THREADS
-VARIANTS: dict[str, dict] = {"fwd_o_bf16": {}}
+VARIANTS: dict[str, dict] = {
+    "fwd_o_bf16": {},                          # any strides (2-byte alignment)
+    "fwd_o_bf16_a16": {"aligned": True},       # q, k, out 16-byte aligned, token/head strides % 8 == 0
+}
 
 
-def fake_args(dims, **variant) -> list:
-    """Fake arguments of fwd_o, in parameter order, stream excluded."""
+def fake_args(dims, aligned: bool = False) -> list:
+    """Fake arguments of fwd_o, in parameter order, stream excluded.
+
+    aligned: q, k and out are declared 16-byte aligned with token and head strides that
+    are multiples of 8 elements (the launcher must check exactly this before choosing
+    "fwd_o_bf16_a16"); the kernel takes its 16-byte load/store path from these types.
+    """
+    qk_kw = dict(stride_div=_VEC, align=16) if aligned else {}
     return [
-        fake.qk(dims),                 # q
-        fake.qk(dims),                 # k
+        fake.qk(dims, **qk_kw),        # q
+        fake.qk(dims, **qk_kw),        # k
         fake.ws_th(dims),              # gcum
         fake.ws_th(dims),              # rq
         fake.ws_th(dims),              # rk
@@ -443,7 +527,7 @@ def fake_args(dims, **variant) -> list:
         fake.state_indices(dims),      # state_indices
         fake.chunk_slots(dims),        # chunk_seq
         fake.chunk_slots(dims),        # chunk_token
-        fake.tv(dims),                 # out
+        fake.tv(dims, **qk_kw),        # out
         fake.f32(1.0),                 # scale
         fake.i32(0),                   # use_state_indices
     ]

@@ -38,6 +38,17 @@ warpgroups (WG0 = threads 0..127, WG1 = 128..255):
            its bf16 result with stmatrix into the smem tile it has just consumed and
            writes rows i < L to HBM with 16-byte vector stores.
 
+Aligned variants (*_a16: q, k, v with 16-byte aligned bases and token/head strides that
+are multiples of 8 elements, declared by fake_args(aligned=True) and chosen at trace time
+from the tensor types, a compile-time branch of the same kernel): phase 1 issues 16-byte
+cp.async copies (L2 only) of the k and v rows r < L straight into the swizzled K / V
+tiles and of the q rows (only when use_qk_l2norm) into the Tw/Tu region, which is free
+until phase 3.4; each thread zeroes its own 16-byte vectors of rows >= L instead of
+loading them.  The g scan of phase 1a runs while the copies are in flight; after
+cp.async.wait_group each thread reads back exactly the vectors it copied (no barrier
+needed) and 16 threads per row reduce the sums of squares -> rq, rk.  The plain variants
+(2-byte alignment) keep the element loads described above.
+
 Rows >= L (past the sequence end inside a partial chunk) are never read from global
 memory: their K, V, g and beta are zero in smem, which makes their rows and columns
 of A zero (finite) and the columns j >= L of Tw / Tu zero; their W/U rows are never
@@ -62,7 +73,7 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Float32, Int32
-from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
+from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import fake
@@ -137,6 +148,24 @@ def _copy_128b():
     return cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128)
 
 
+def _row_copy_g2s():
+    """16-byte cp.async (L2 only) of 64 x 128 bf16 rows: thread t moves the 8 columns
+    8*(t % 16) .. +7 of rows t // 16 + 16 m, m = 0..3."""
+    atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), BFloat16,
+                               num_bits_per_copy=128)
+    g = DK // 8
+    return cute.make_tiled_copy_tv(atom, cute.make_layout((NTHREADS // g, g), stride=(g, 1)),
+                                   cute.make_layout((1, 8)))
+
+
+def _aligned16(t: cute.Tensor) -> bool:
+    """Trace-time: t ([T, H, 128] bf16) has a 16-byte aligned base and token/head strides that
+    are multiples of 8 elements (what fake.qk / fake.tv declare with align=16, stride_div=8)."""
+    return (t.iterator.alignment >= 16
+            and cute.get_divisibility(t.stride[0]) % 8 == 0
+            and cute.get_divisibility(t.stride[1]) % 8 == 0)
+
+
 # --------------------------------------------------------------------------- kernel
 @cute.kernel
 def recompute_wu_kernel(
@@ -145,6 +174,7 @@ def recompute_wu_kernel(
     chunk_seq: cute.Tensor, chunk_token: cute.Tensor,
     gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
     use_qk_l2norm: Int32, use_state_indices: Int32,
+    aligned: cutlass.Constexpr,
 ):
     tidx, _, _ = cute.arch.thread_idx()
     c, hv, _ = cute.arch.block_idx()
@@ -198,6 +228,43 @@ def recompute_wu_kernel(
         L = cutlass.min(cu_seqlens[n + 1] - t0, C)
         hk = hv // (v.shape[1] // k.shape[1])
 
+        if cutlass.const_expr(aligned):
+            # ---- phase 1b' (aligned q/k/v): 16-byte cp.async of rows r < L into smem --------
+            # thread (tidx // 16, tidx % 16): the 8 columns 8*(tidx % 16) .. +7 of rows
+            # tidx // 16 + 16 m, m = 0..3 (one row = 16 threads).  Rows >= L are never read from
+            # global memory: the thread zeroes its own smem vector instead.  Issued before phase 1a
+            # so the loads are in flight during the g scan.
+            # the raw q tile (64 rows x 128 cols, row-major: conflict-free for this mapping) borrows
+            # the Tw/Tu region, first written in phase 3.4, CTA barriers after the norms read it
+            sQ = storage.t2.get_tensor(cute.make_layout((C, DK), stride=(DK, 1)))
+            cp_g2s = _row_copy_g2s()
+            thr_l = cp_g2s.get_slice(tidx)
+            tLc = thr_l.partition_S(cute.make_identity_tensor((C, DK)))       # (row, col) of each vector
+            tLk = thr_l.partition_D(sRC[None, None, 0])                       # K tile (swizzled)
+            tLv = thr_l.partition_D(sRC[None, None, 1])                       # V tile (swizzled)
+            tLq = thr_l.partition_D(sQ)                                       # q (row-major, t2 region)
+            gKr = cute.local_tile(cute.domain_offset((t0, 0), k[None, hk, None]), (C, DK), (0, 0))
+            gVr = cute.local_tile(cute.domain_offset((t0, 0), v[None, hv, None]), (C, DK), (0, 0))
+            gQr = cute.local_tile(cute.domain_offset((t0, 0), q[None, hk, None]), (C, DK), (0, 0))
+            tLgk = thr_l.partition_S(gKr)
+            tLgv = thr_l.partition_S(gVr)
+            tLgq = thr_l.partition_S(gQr)
+            st16 = _copy_128b()
+            zero8 = cute.make_rmem_tensor_like(tLk[(None, 0, 0)], BFloat16)
+            zero8.fill(0.0)
+            for m in cutlass.range_constexpr(cute.size(tLk, mode=[1])):
+                row, _ = tLc[(0, m, 0)]
+                if row < L:
+                    cute.copy(cp_g2s, tLgk[None, m, None], tLk[None, m, None])
+                    cute.copy(cp_g2s, tLgv[None, m, None], tLv[None, m, None])
+                    if use_qk_l2norm != 0:
+                        cute.copy(cp_g2s, tLgq[None, m, None], tLq[None, m, None])
+                else:
+                    cute.copy(st16, zero8, tLk[(None, m, 0)])
+                    cute.copy(st16, zero8, tLv[(None, m, 0)])
+                    cute.copy(st16, zero8, tLq[(None, m, 0)])
+            cute.arch.cp_async_commit_group()
+
         # ---- phase 1a: g, beta -> gcum (warp 0, lane owns rows 2*lane, 2*lane+1) ----
         if warp == 0:
             r0 = 2 * lane
@@ -230,47 +297,74 @@ def recompute_wu_kernel(
             if r0 + 1 < L:
                 gcum[t0 + r0 + 1, hv] = c1
 
-        # ---- phase 1b: q, k, v rows (warp w: rows 8w..8w+7, lane: cols lane+32*e) ----
-        # the raw bf16 k and v values go to smem unchanged (rows >= L: zeros, never loaded)
-        for half in cutlass.range_constexpr(2):
-            fk = cute.make_rmem_tensor((4, 4), Float32)
-            fq = cute.make_rmem_tensor((4, 4), Float32)
-            fv = cute.make_rmem_tensor((4, 4), Float32)
-            fk.fill(0.0)
-            fq.fill(0.0)
-            fv.fill(0.0)
-            for s in cutlass.range_constexpr(4):
-                r = warp * ROWS_PER_WARP + half * 4 + s
-                if r < L:
-                    t = t0 + r
-                    for e in cutlass.range_constexpr(4):
-                        fk[s, e] = k[t, hk, lane + 32 * e].to(Float32)
-                        fv[s, e] = v[t, hv, lane + 32 * e].to(Float32)
-                    if use_qk_l2norm != 0:
-                        for e in cutlass.range_constexpr(4):
-                            fq[s, e] = q[t, hk, lane + 32 * e].to(Float32)
-            for s in cutlass.range_constexpr(4):
-                r = warp * ROWS_PER_WARP + half * 4 + s
+        if cutlass.const_expr(aligned):
+            # ---- phase 1c (aligned): row norms from the thread's own smem vectors ----------
+            # (cp.async.wait_group makes this thread's own copies visible to it: no barrier)
+            cute.arch.cp_async_wait_group(0)
+            for m in cutlass.range_constexpr(cute.size(tLk, mode=[1])):
+                row, _ = tLc[(0, m, 0)]
                 rkv = Float32(1.0)
                 rqv = Float32(1.0)
                 if use_qk_l2norm != 0:
-                    ssk = Float32(0.0)
-                    ssq = Float32(0.0)
-                    for e in cutlass.range_constexpr(4):
-                        ssk = ssk + fk[s, e] * fk[s, e]
-                        ssq = ssq + fq[s, e] * fq[s, e]
-                    ssk = cute.arch.warp_reduction_sum(ssk)
-                    ssq = cute.arch.warp_reduction_sum(ssq)
+                    xk = cute.make_rmem_tensor_like(tLk[(None, m, 0)], BFloat16)
+                    xq = cute.make_rmem_tensor_like(tLq[(None, m, 0)], BFloat16)
+                    cute.autovec_copy(tLk[(None, m, 0)], xk)
+                    cute.autovec_copy(tLq[(None, m, 0)], xq)
+                    fk8 = xk.load().to(Float32)
+                    fq8 = xq.load().to(Float32)
+                    ssk = (fk8 * fk8).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+                    ssq = (fq8 * fq8).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+                    ssk = cute.arch.warp_reduction_sum(ssk, threads_in_group=DK // 8)
+                    ssq = cute.arch.warp_reduction_sum(ssq, threads_in_group=DK // 8)
                     rkv = cute.math.rsqrt(ssk + L2_EPS)
                     rqv = cute.math.rsqrt(ssq + L2_EPS)
-                for e in cutlass.range_constexpr(4):
-                    sRC[r, lane + 32 * e, 0] = BFloat16(fk[s, e])     # exact (bf16 -> fp32 -> bf16)
-                    sRC[r, lane + 32 * e, 1] = BFloat16(fv[s, e])
-                if lane == 0:
-                    sR[r] = rkv
+                if tidx % (DK // 8) == 0:
+                    sR[row] = rkv
+                    if row < L:
+                        rk[t0 + row, hv] = rkv
+                        rq[t0 + row, hv] = rqv
+        else:
+            # ---- phase 1b: q, k, v rows (warp w: rows 8w..8w+7, lane: cols lane+32*e) ----
+            # the raw bf16 k and v values go to smem unchanged (rows >= L: zeros, never loaded)
+            for half in cutlass.range_constexpr(2):
+                fk = cute.make_rmem_tensor((4, 4), Float32)
+                fq = cute.make_rmem_tensor((4, 4), Float32)
+                fv = cute.make_rmem_tensor((4, 4), Float32)
+                fk.fill(0.0)
+                fq.fill(0.0)
+                fv.fill(0.0)
+                for s in cutlass.range_constexpr(4):
+                    r = warp * ROWS_PER_WARP + half * 4 + s
                     if r < L:
-                        rk[t0 + r, hv] = rkv
-                        rq[t0 + r, hv] = rqv
+                        t = t0 + r
+                        for e in cutlass.range_constexpr(4):
+                            fk[s, e] = k[t, hk, lane + 32 * e].to(Float32)
+                            fv[s, e] = v[t, hv, lane + 32 * e].to(Float32)
+                        if use_qk_l2norm != 0:
+                            for e in cutlass.range_constexpr(4):
+                                fq[s, e] = q[t, hk, lane + 32 * e].to(Float32)
+                for s in cutlass.range_constexpr(4):
+                    r = warp * ROWS_PER_WARP + half * 4 + s
+                    rkv = Float32(1.0)
+                    rqv = Float32(1.0)
+                    if use_qk_l2norm != 0:
+                        ssk = Float32(0.0)
+                        ssq = Float32(0.0)
+                        for e in cutlass.range_constexpr(4):
+                            ssk = ssk + fk[s, e] * fk[s, e]
+                            ssq = ssq + fq[s, e] * fq[s, e]
+                        ssk = cute.arch.warp_reduction_sum(ssk)
+                        ssq = cute.arch.warp_reduction_sum(ssq)
+                        rkv = cute.math.rsqrt(ssk + L2_EPS)
+                        rqv = cute.math.rsqrt(ssq + L2_EPS)
+                    for e in cutlass.range_constexpr(4):
+                        sRC[r, lane + 32 * e, 0] = BFloat16(fk[s, e])     # exact (bf16 -> fp32 -> bf16)
+                        sRC[r, lane + 32 * e, 1] = BFloat16(fv[s, e])
+                    if lane == 0:
+                        sR[r] = rkv
+                        if r < L:
+                            rk[t0 + r, hv] = rkv
+                            rq[t0 + r, hv] = rqv
 
         # the K / V tiles are read by the tensor cores (async proxy) next
         cute.arch.fence_proxy("async.shared", space="cta")
@@ -469,9 +563,10 @@ def recompute_wu(
     T = q.shape[0]
     N = cu_seqlens.shape[0] - 1
     Hv = v.shape[1]
+    aligned = _aligned16(q) and _aligned16(k) and _aligned16(v)     # a Python bool at trace time
     recompute_wu_kernel(
         q, k, v, g, beta, cu_seqlens, state_indices, chunk_seq, chunk_token,
-        gcum, rq, rk, w, u, use_qk_l2norm, use_state_indices,
+        gcum, rq, rk, w, u, use_qk_l2norm, use_state_indices, aligned,
     ).launch(grid=plan.grid_recompute_wu(T, N, Hv), block=[NTHREADS, 1, 1], stream=stream)
 
 
@@ -481,14 +576,18 @@ THREADS = NTHREADS
 VARIANTS: dict[str, dict] = {
     "recompute_wu_bf16_betaf32": {"beta_dtype": Float32},
     "recompute_wu_bf16_betabf16": {"beta_dtype": BFloat16},
+    # q/k/v with 16-byte aligned bases and token/head strides that are multiples of 8 elements
+    "recompute_wu_bf16_betaf32_a16": {"beta_dtype": Float32, "aligned": True},
+    "recompute_wu_bf16_betabf16_a16": {"beta_dtype": BFloat16, "aligned": True},
 }
 
 
-def fake_args(dims: fake.Dims, beta_dtype=Float32) -> list:
+def fake_args(dims: fake.Dims, beta_dtype=Float32, aligned: bool = False) -> list:
+    qkv = {"stride_div": 8, "align": 16} if aligned else {}
     return [
-        fake.qk(dims),                    # q
-        fake.qk(dims),                    # k
-        fake.tv(dims),                    # v
+        fake.qk(dims, **qkv),             # q
+        fake.qk(dims, **qkv),             # k
+        fake.tv(dims, **qkv),             # v
         fake.th(dims, Float32),           # g
         fake.th(dims, beta_dtype),        # beta
         fake.cu_seqlens(dims),            # cu_seqlens

@@ -9,10 +9,11 @@ import os
 import re
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# Installed: the header ships inside the package; in a source tree it sits at the root.
+# In a source tree the header at the root is the truth (the copy setup.py places in the
+# package may be stale while it is being edited); an installed package reads its own copy.
 _CANDIDATES = (
-    os.path.join(_HERE, "include", "gdn", "gdn_abi.h"),
     os.path.join(os.path.dirname(_HERE), "include", "gdn", "gdn_abi.h"),
+    os.path.join(_HERE, "include", "gdn", "gdn_abi.h"),
 )
 
 

@@ -104,27 +104,30 @@ def test_form_against_oracle(form, spine):
     check(f"{form}(seed={seed})", inp, spine, **kw)
 
 
-def _odd_strides(inp):
-    """q, k, v re-laid with token strides that are not multiples of 8 elements (2-byte aligned only)."""
-    for name in ("q", "k", "v"):
+def _odd_strides(inp, names=("q", "k", "v")):
+    """Tensors re-laid with token strides that are not multiples of 8 elements (2-byte aligned only)."""
+    for name in names:
         x = inp[name]
         T, H, D = x.shape
-        buf = torch.empty(T * (H * D + 3) + 1, dtype=x.dtype, device=x.device)
-        view = buf[1:1 + T * (H * D + 3)].view(T, H * D + 3)[:, :H * D].view(T, H, D)
+        buf = torch.empty(T * (H * D + 3), dtype=x.dtype, device=x.device)
+        view = buf.view(T, H * D + 3)[:, :H * D].view(T, H, D)
         view.copy_(x)
         inp[name] = view
     return inp
 
 
-def test_unaligned_strides_scalar_path():
-    """Token strides off the 16-byte grid: 'auto' must pick the scalar spine and stay exact."""
-    inp = _odd_strides(ref.make_inputs([100, 37], 2, 4, seed=int.from_bytes(os.urandom(4), "little"),
-                                       device="cuda", state="dense", l2norm_inputs=True))
-    assert inp["k"].stride(0) % 8 != 0
+@pytest.mark.parametrize("odd", [("q", "k", "v"), ("q", "v")], ids=["qkv", "qv"])
+def test_unaligned_strides(odd):
+    """Token strides off the 16-byte grid take the any-stride stage builds; with k odd too,
+    'auto' must pick the scalar spine (TMA cannot read k) and say why."""
+    inp = _odd_strides(ref.make_inputs([100, 37, 1], 2, 4, seed=int.from_bytes(os.urandom(4), "little"),
+                                       device="cuda", state="dense", l2norm_inputs=True), odd)
     plan = gdn_prefill.explain(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], torch.empty_like(inp["v"]),
                                inp["state"], cu_seqlens=inp["cu_seqlens"])
-    assert plan["chosen"] == "scalar" and "not a multiple of 8" in plan["spines"]["wgmma"]
-    check("odd_strides", inp, "scalar")
+    assert not plan["kernels"][1]["name"].endswith("_a16") and not plan["kernels"][3]["name"].endswith("_a16")
+    if "k" in odd:
+        assert plan["chosen"] == "scalar" and "not a multiple of 8" in plan["spines"]["wgmma"]
+    check(f"odd_strides_{''.join(odd)}", inp, plan["chosen"])
 
 
 @pytest.mark.parametrize("spine", spine_params())

@@ -5,6 +5,8 @@ scalar spine must not use tensor cores at all; no kernel may spill to local memo
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gdn_prefill import _manifest, sass
@@ -21,8 +23,9 @@ def counts(variant: str) -> dict[str, int]:
 
 
 def test_every_stage_and_spine_is_built():
-    for name in ("chunk_index", "recompute_wu_bf16_betaf32", "recompute_wu_bf16_betabf16", "spine_scalar_kv",
-                 "spine_scalar_vk", "spine_wgmma_kv", "spine_wgmma_vk", "fwd_o_bf16"):
+    for name in ("chunk_index", "recompute_wu_bf16_betaf32", "recompute_wu_bf16_betabf16",
+                 "recompute_wu_bf16_betaf32_a16", "recompute_wu_bf16_betabf16_a16", "spine_scalar_kv",
+                 "spine_scalar_vk", "spine_wgmma_kv", "spine_wgmma_vk", "fwd_o_bf16", "fwd_o_bf16_a16"):
         assert name in VARIANTS
 
 
@@ -54,3 +57,24 @@ def test_wgmma_spine_uses_tensor_cores_and_tma(variant):
 def test_scalar_spine_has_no_tensor_core_instructions(variant):
     c = counts(variant)
     assert c["HGMMA"] == 0 and c["HMMA"] == 0 and c["FFMA"] > 0, c
+
+
+STAGE_13 = [v for v in VARIANTS if v.startswith(("recompute_wu", "fwd_o"))]
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("variant", STAGE_13)
+def test_stages_1_and_3_run_on_tensor_cores(variant):
+    """KK^T, W, U (stage 1) and QK^T, QS, P.Vnew (stage 3) are warpgroup MMA."""
+    assert counts(variant)["HGMMA"] > 0
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("variant", [v for v in STAGE_13 if v.endswith("_a16")])
+def test_aligned_builds_move_rows_in_16_byte_vectors(variant):
+    """The _a16 builds load q/k/v with 16-byte cp.async instead of 2-byte loads."""
+    (cubin,) = _manifest.cubins(variant)
+    text = sass.disassemble(cubin)
+    assert counts(variant)["LDGSTS"] > 0
+    # only the bf16 beta (two values per thread) may still come in 2-byte loads
+    assert len(re.findall(r"LDG\.E\.U16", text)) <= 2

@@ -29,9 +29,17 @@ cdef enum:
 # ----------------------------------------------------------------------------- variants
 # Variant ids in the launch table, looked up once at import (-1: not compiled in).
 cdef int _v_chunk_index = gdn_variant_id(b"chunk_index")
-cdef int _v_wu_beta_f32 = gdn_variant_id(b"recompute_wu_bf16_betaf32")
-cdef int _v_wu_beta_bf16 = gdn_variant_id(b"recompute_wu_bf16_betabf16")
-cdef int _v_fwd_o = gdn_variant_id(b"fwd_o_bf16")
+# Stages 1 and 3 come in two builds: any strides (2-byte loads), and "_a16" for q/k/v/out
+# whose base pointers are 16-byte aligned and token/head strides multiples of 8 elements
+# (16-byte cp.async loads and stores; the usual case).  _aligned16() picks one per call.
+cdef int _v_wu[2][2]      # [beta is bf16][aligned]
+_v_wu[0][0] = gdn_variant_id(b"recompute_wu_bf16_betaf32")
+_v_wu[1][0] = gdn_variant_id(b"recompute_wu_bf16_betabf16")
+_v_wu[0][1] = gdn_variant_id(b"recompute_wu_bf16_betaf32_a16")
+_v_wu[1][1] = gdn_variant_id(b"recompute_wu_bf16_betabf16_a16")
+cdef int _v_fwd_o[2]      # [aligned]
+_v_fwd_o[0] = gdn_variant_id(b"fwd_o_bf16")
+_v_fwd_o[1] = gdn_variant_id(b"fwd_o_bf16_a16")
 cdef int _v_spine[3][2]
 _v_spine[GDN_SPINE_AUTO][GDN_STATE_KV] = -1
 _v_spine[GDN_SPINE_AUTO][GDN_STATE_VK] = -1
@@ -461,13 +469,23 @@ cdef int _prepare(gdn_problem_t *p, int spine, int state_layout, int *chosen, ch
     return _choose(p, spine, state_layout, chosen, msg)
 
 
+cdef bint _row_aligned16(const gdn_tensor_t *t) noexcept nogil:
+    return (<uintptr_t>t.data) % 16 == 0 and t.stride[0] % 8 == 0 and t.stride[1] % 8 == 0
+
+
+cdef bint _aligned16(const gdn_problem_t *p) noexcept nogil:
+    """q, k, v and out can all be moved in 16-byte vectors (selects the _a16 stage builds)."""
+    return _row_aligned16(&p.q) and _row_aligned16(&p.k) and _row_aligned16(&p.v) and _row_aligned16(&p.out)
+
+
 cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int *ids, char *msg) noexcept nogil:
     """The four launches of one prefill, in order."""
     cdef int i
+    cdef int a16 = 1 if _aligned16(p) else 0
     ids[0] = _v_chunk_index
-    ids[1] = _v_wu_beta_f32 if p.beta.dtype == GDN_DTYPE_F32 else _v_wu_beta_bf16
+    ids[1] = _v_wu[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0][a16]
     ids[2] = _v_spine[chosen][state_layout]
-    ids[3] = _v_fwd_o
+    ids[3] = _v_fwd_o[a16]
     for i in range(4):
         if ids[i] < 0:
             snprintf(msg, MSG_CAP, "build: stage %d of 4 (%s) is not compiled into this build", i + 1,
@@ -658,6 +676,9 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
             _log.warning("gdn_prefill: %s", msg.decode())
         _raise(rc, msg)
     name = SPINE_NAMES[chosen]
+    if spine_code == GDN_SPINE_AUTO and chosen != GDN_SPINE_WGMMA and _log.isEnabledFor(logging.DEBUG):
+        if _spine_guard(&p, GDN_SPINE_WGMMA, layout_code, msg) != GDN_OK:
+            _log.debug("gdn_prefill: spine=auto ran %s; wgmma rejected: %s", name, msg.decode())
     if _SUMMARY:
         _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s grid(spine)=%s", name, p.q.shape[0],
                   p.cu_seqlens.shape[0] - 1, p.q.shape[1], p.v.shape[1], state_layout,
@@ -695,17 +716,22 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     spines = {}
     for s in (GDN_SPINE_SCALAR, GDN_SPINE_WGMMA):
         spines[SPINE_NAMES[s]] = "runs" if _spine_guard(&p, s, layout_code, why) == GDN_OK else why.decode()
+        if spines[SPINE_NAMES[s]] != "runs":
+            _log.debug("gdn_prefill: explain: spine %s rejected: %s", SPINE_NAMES[s], spines[SPINE_NAMES[s]])
     rc = _choose(&p, spine_code, layout_code, &chosen, msg)
     if rc != GDN_OK:
+        if rc == GDN_ERR_SPINE:
+            _log.warning("gdn_prefill: %s", msg.decode())
         _raise(rc, msg)
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
     beta_tag = "betaf32" if p.beta.dtype == GDN_DTYPE_F32 else "betabf16"
+    a16 = "_a16" if _aligned16(&p) else ""
     spine_name = SPINE_NAMES[chosen]
     kernels = [
         ("chunk_index", _plan.grid_chunk_index(T, N, Hv)),
-        (f"recompute_wu_bf16_{beta_tag}", _plan.grid_recompute_wu(T, N, Hv)),
+        (f"recompute_wu_bf16_{beta_tag}{a16}", _plan.grid_recompute_wu(T, N, Hv)),
         (f"spine_{spine_name}_{state_layout}", _spine_grid(chosen, T, N, Hv)),
-        ("fwd_o_bf16", _plan.grid_fwd_o(T, N, Hv)),
+        (f"fwd_o_bf16{a16}", _plan.grid_fwd_o(T, N, Hv)),
     ]
     from gdn_prefill import _manifest
     return {
@@ -755,9 +781,9 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     if rc == GDN_OK:
         # look up ids leniently: only the requested stages must exist
         all_ids[0] = _v_chunk_index
-        all_ids[1] = _v_wu_beta_f32 if p.beta.dtype == GDN_DTYPE_F32 else _v_wu_beta_bf16
+        all_ids[1] = _v_wu[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0][1 if _aligned16(&p) else 0]
         all_ids[2] = _v_spine[chosen][layout_code]
-        all_ids[3] = _v_fwd_o
+        all_ids[3] = _v_fwd_o[1 if _aligned16(&p) else 0]
         for i in range(4):
             if order[i] in stages:
                 if all_ids[i] < 0:

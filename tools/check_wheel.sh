@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Build the gdn-prefill wheel from prebuilt kernel objects and prove that it is complete and
+# self-contained:
+#   1. `python -m build --wheel --no-isolation` with GDN_PREFILL_PREBUILT (default build/aot,
+#      made by `python -m cute_kernels.aot --out build/aot` or by a previous build), so the
+#      CuTe DSL is not needed to build;
+#   2. the wheel holds the extension, the AOT manifest, every cubin the manifest names, the C
+#      headers, the .pxd files, the type stubs and py.typed; the extension does not need
+#      libcudart.so (cudart is linked statically) nor the DSL's runtime at run time;
+#   3. a fresh venv with neither nvidia-cutlass-dsl nor torch installs the wheel (--no-deps,
+#      offline) and imports gdn_prefill and gdn_prefill._ext and lists the compiled variants;
+#   4. with the wheel unpacked as the only gdn_prefill on the path, tests/test_cimport_example.py
+#      builds its Cython and C++ callers against the *installed* .pxd files and headers.
+# Usage: bash tools/check_wheel.sh            (KEEP=1 keeps the work directory)
+# Needs: the `build` package (pip install build), a CUDA toolkit (CUDA_HOME), Cython.
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+export GDN_PREFILL_PREBUILT=${GDN_PREFILL_PREBUILT:-build/aot}
+PY=${PYTHON:-python3}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/gdn_wheel.XXXXXX")
+[ -n "${KEEP:-}" ] || trap 'rm -rf "$WORK"' EXIT
+fail() { echo "check_wheel: FAIL: $*" >&2; exit 1; }
+
+[ -f "$GDN_PREFILL_PREBUILT/manifest.json" ] || fail "$GDN_PREFILL_PREBUILT/manifest.json missing; run python -m cute_kernels.aot --out $GDN_PREFILL_PREBUILT"
+"$PY" -c "import build" 2>/dev/null || fail "the 'build' package is not installed (pip install build)"
+
+echo "== 1. build the wheel (GDN_PREFILL_PREBUILT=$GDN_PREFILL_PREBUILT)"
+# --skip-dependency-check: the DSL listed in build-system.requires is not needed with prebuilt objects
+if ! "$PY" -m build --wheel --no-isolation --skip-dependency-check --outdir "$WORK/dist" . >"$WORK/build.log" 2>&1; then
+  tail -40 "$WORK/build.log"; fail "python -m build failed (log above)"
+fi
+WHEEL=$(ls "$WORK"/dist/*.whl)
+echo "built $(basename "$WHEEL") ($(du -h "$WHEEL" | cut -f1))"
+
+echo "== 2. wheel contents"
+"$PY" - "$WHEEL" "$GDN_PREFILL_PREBUILT/manifest.json" <<'EOF'
+import json, os, sys, zipfile
+wheel, manifest_path = sys.argv[1:]
+names = set(zipfile.ZipFile(wheel).namelist())
+manifest = json.load(open(manifest_path))
+missing = []
+def need(path):
+    if path not in names:
+        missing.append(path)
+sos = [n for n in names if n.startswith("gdn_prefill/_ext.") and n.endswith(".so")]
+if len(sos) != 1:
+    missing.append("gdn_prefill/_ext.*.so (found %r)" % sos)
+for f in ("_aot_manifest.json", "include/gdn/gdn_abi.h", "include/gdn/gdn_kernels.h", "_ext.pxd",
+          "gdn_abi.pxd", "_ext.pyi", "py.typed", "__init__.py", "ops.py", "fla.py", "errors.py", "plan.py",
+          "_abi.py", "_manifest.py"):
+    need("gdn_prefill/" + f)
+# every cubin of every variant, byte for byte the one the AOT build wrote (file names collide
+# across variants, so each variant has its own folder)
+zf = zipfile.ZipFile(wheel)
+cubins = []
+for v in manifest["variants"]:
+    for c in v["cubins"]:
+        path = f"gdn_prefill/_cubins/{v['variant']}/{os.path.basename(c)}"
+        cubins.append(path)
+        need(path)
+        if path in names and zf.read(path) != open(os.path.join(os.path.dirname(manifest_path), c), "rb").read():
+            missing.append(f"{path} (differs from the AOT build's {c})")
+variants = [v["variant"] for v in manifest["variants"]]
+for forbidden in (".o", ".c", ".pyx", ".a"):
+    stray = [n for n in names if n.endswith(forbidden)]
+    if stray:
+        missing.append(f"no {forbidden} files expected, found {stray}")
+if missing:
+    sys.exit("check_wheel: FAIL: the wheel lacks:\n  " + "\n  ".join(missing))
+print(f"ok: _ext .so, manifest ({len(variants)} variants), {len(cubins)} cubins, headers, .pxd, .pyi, py.typed")
+EOF
+mkdir -p "$WORK/site"
+"$PY" -m zipfile -e "$WHEEL" "$WORK/site"
+SO=$(ls "$WORK"/site/gdn_prefill/_ext.*.so)
+NEEDED=$(readelf -d "$SO" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+echo "NEEDED: $NEEDED"
+case " $NEEDED " in
+  *libcudart*|*libcuda.so*|*cutlass*|*libpython*) fail "the extension links $NEEDED dynamically" ;;
+esac
+
+echo "== 3. fresh venv without the DSL and without torch"
+"$PY" -m venv "$WORK/venv"
+VPY="$WORK/venv/bin/python"
+"$VPY" -m pip install -q --no-deps --no-index --disable-pip-version-check "$WHEEL"
+(cd "$WORK" && "$VPY" - <<'EOF'
+import importlib.util, os, sys
+for absent in ("cutlass", "torch", "Cython"):
+    assert importlib.util.find_spec(absent) is None, f"{absent} must not be importable in the check venv"
+import gdn_prefill, gdn_prefill._ext
+assert gdn_prefill.__file__.startswith(sys.prefix), gdn_prefill.__file__
+variants = gdn_prefill.compiled_variants()
+print("compiled_variants:", variants)
+assert variants and "chunk_index" in variants, variants
+from gdn_prefill import _manifest, _abi
+for v in variants:
+    for c in _manifest.cubins(v):
+        assert os.path.isfile(c), c
+assert _abi.header_path().startswith(sys.prefix), _abi.header_path()
+assert gdn_prefill.workspace_bytes(8192, 1, 32) > 0
+assert "torch" not in sys.modules and "cutlass" not in sys.modules
+print("ok: imports without torch or the DSL; cubins and header found inside the install")
+EOF
+)
+
+echo "== 4. cimport callers against the installed .pxd files and headers"
+# The unpacked wheel goes first on the path, ahead of any editable install; pytest runs from
+# outside the source tree so that the tree's gdn_prefill is not imported instead.
+(cd "$WORK" && PYTHONPATH="$WORK/site" "$PY" -c "import gdn_prefill, sys; assert gdn_prefill.__file__.startswith('$WORK/site'), gdn_prefill.__file__" \
+  && GDN_TEST_EXPECT_PKG_DIR="$WORK/site" PYTHONPATH="$WORK/site" "$PY" -m pytest -q -p no:cacheprovider "$ROOT/tests/test_cimport_example.py") \
+  || fail "the cimport example did not build or pass against the installed package"
+echo "check_wheel: OK ($(basename "$WHEEL"))"
