@@ -92,8 +92,11 @@ class BuildExt(build_ext):
         cubins = os.path.join(pkg, "_cubins")
         os.makedirs(cubins, exist_ok=True)
         for v in manifest["variants"]:
+            # one folder per variant: the DSL's cubin file names are truncated and collide across variants
+            dest = os.path.join(cubins, v["variant"])
+            os.makedirs(dest, exist_ok=True)
             for c in v["cubins"]:
-                shutil.copy(os.path.join(aot, c), cubins)
+                shutil.copy(os.path.join(aot, c), dest)
         os.makedirs(os.path.join(pkg, "include", "gdn"), exist_ok=True)
         for h in glob.glob(os.path.join(ROOT, "include", "gdn", "*.h")):
             shutil.copy(h, os.path.join(pkg, "include", "gdn"))

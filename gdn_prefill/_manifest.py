@@ -32,4 +32,5 @@ def launch_info(name: str) -> dict[str, Any]:
 
 def cubins(name: str) -> list[str]:
     """Paths of the sm_90a cubins shipped with the package for one variant."""
-    return [os.path.join(CUBIN_DIR, os.path.basename(c)) for c in variant(name)["cubins"]]
+    # _cubins/<variant>/<file>: the DSL's file names are truncated and collide across variants
+    return [os.path.join(CUBIN_DIR, name, os.path.basename(c)) for c in variant(name)["cubins"]]

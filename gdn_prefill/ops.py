@@ -6,15 +6,14 @@ and ``torch.export`` programs without a graph break:
 
     import gdn_prefill.ops
     gdn_prefill.ops.prefill_op(q, k, v, g, beta, out, state, cu_seqlens=cu, state_layout="vk")
-    # or, inside a compiled model:
-    torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu_seqlens=cu)
+    # the op itself takes every argument (none has a default):
+    torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu, None, "kv", None, False, "auto", None)
 
 Schema (what the compiler sees):
 
-    gdn_prefill::prefill(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor(a!) out,
-        Tensor(b!)? state=None, Tensor? cu_seqlens=None, Tensor? state_indices=None,
-        str state_layout="kv", float? scale=None, bool use_qk_l2norm=False, str spine="auto",
-        Tensor(c!)? workspace=None) -> ()
+    gdn_prefill::prefill(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor(a5!) out,
+        Tensor(a6!)? state, Tensor? cu_seqlens, Tensor? state_indices, str state_layout,
+        float? scale, bool use_qk_l2norm, str spine, Tensor(a13!)? workspace) -> ()
 
 The operator writes ``out`` and updates ``state`` (and scratch ``workspace``) in place and
 returns nothing; it runs on the current CUDA stream.  Use ``gdn_prefill.prefill`` directly
@@ -39,11 +38,14 @@ __all__ = ["prefill_op", "OP_NAME"]
 OP_NAME = "gdn_prefill::prefill"
 
 
+# No argument has a default: torch 2.11 drops trailing arguments equal to their defaults
+# when it normalises a call, then indexes the mutated ones by position (an IndexError seen
+# on the H200 with `workspace=None`).  prefill_op() supplies every argument.
 @torch.library.custom_op(OP_NAME, mutates_args=("out", "state", "workspace"))
 def _prefill(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Tensor,
-             state: Optional[Tensor] = None, cu_seqlens: Optional[Tensor] = None,
-             state_indices: Optional[Tensor] = None, state_layout: str = "kv", scale: Optional[float] = None,
-             use_qk_l2norm: bool = False, spine: str = "auto", workspace: Optional[Tensor] = None) -> None:
+             state: Optional[Tensor], cu_seqlens: Optional[Tensor],
+             state_indices: Optional[Tensor], state_layout: str, scale: Optional[float],
+             use_qk_l2norm: bool, spine: str, workspace: Optional[Tensor]) -> None:
     # No device_types restriction: CPU tensors reach prefill(), which names the argument
     # ("q: must be a CUDA tensor ...") instead of a dispatcher "no kernel for CPU" error.
     _ext.prefill(q, k, v, g, beta, out, state, cu_seqlens=cu_seqlens, state_indices=state_indices,
@@ -96,9 +98,9 @@ def _meta_views(tensors: Sequence[Optional[Tensor]]) -> list[Optional[Tensor]]:
 
 @_prefill.register_fake
 def _prefill_fake(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Tensor,
-                  state: Optional[Tensor] = None, cu_seqlens: Optional[Tensor] = None,
-                  state_indices: Optional[Tensor] = None, state_layout: str = "kv", scale: Optional[float] = None,
-                  use_qk_l2norm: bool = False, spine: str = "auto", workspace: Optional[Tensor] = None) -> None:
+                  state: Optional[Tensor], cu_seqlens: Optional[Tensor],
+                  state_indices: Optional[Tensor], state_layout: str, scale: Optional[float],
+                  use_qk_l2norm: bool, spine: str, workspace: Optional[Tensor]) -> None:
     tensors = (q, k, v, g, beta, out, state, cu_seqlens, state_indices)
     if not all(_concrete(x) for x in tensors):
         return None  # symbolic shapes: the run-time call validates
@@ -119,6 +121,5 @@ def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Te
                use_qk_l2norm: bool = False, spine: str = "auto", workspace: Optional[Tensor] = None) -> None:
     """``torch.ops.gdn_prefill.prefill`` with prefill()'s signature (no ``stream``: the
     current stream is used).  Writes ``out`` and updates ``state`` in place; returns None."""
-    torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu_seqlens=cu_seqlens,
-                                  state_indices=state_indices, state_layout=state_layout, scale=scale,
-                                  use_qk_l2norm=use_qk_l2norm, spine=spine, workspace=workspace)
+    torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu_seqlens, state_indices, state_layout,
+                                  scale, use_qk_l2norm, spine, workspace)

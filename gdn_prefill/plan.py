@@ -17,6 +17,7 @@ HEAD_DIM_V = _C["GDN_HEAD_DIM_V"]
 SCALAR_SPINE_VBLOCK = _C["GDN_SCALAR_SPINE_VBLOCK"]
 SCALAR_SPINE_THREADS = _C["GDN_SCALAR_SPINE_THREADS"]
 WGMMA_SPINE_VBLOCK = _C["GDN_WGMMA_SPINE_VBLOCK"]
+WGMMA_SPINE_WARPGROUPS = _C["GDN_WGMMA_SPINE_WARPGROUPS"]   # CTA = 128 * this threads
 
 
 def chunk_slots(T, N):
@@ -46,7 +47,7 @@ def grid_spine_scalar(T, N, Hv):
 
 
 def grid_spine_wgmma(T, N, Hv):
-    return (N, Hv, HEAD_DIM_V // WGMMA_SPINE_VBLOCK)
+    return (N, Hv, HEAD_DIM_V // (WGMMA_SPINE_VBLOCK * WGMMA_SPINE_WARPGROUPS))
 
 
 def grid_fwd_o(T, N, Hv):

@@ -66,6 +66,14 @@ def _build(ext_name: str, source: str, tmp, cython: bool):
     return mod
 
 
+def test_builds_against_the_expected_install():
+    """tools/check_wheel.sh sets GDN_TEST_EXPECT_PKG_DIR to the unpacked wheel: these tests must
+    then compile against that copy of the .pxd files and headers, not a source tree's."""
+    expect = os.environ.get("GDN_TEST_EXPECT_PKG_DIR")
+    if expect:
+        assert PKG_DIR.startswith(os.path.abspath(expect)), (PKG_DIR, expect)
+
+
 @pytest.fixture(scope="module")
 def example(tmp_path_factory):
     return _build("gdn_cimport_example", os.path.join(EXAMPLE, "gdn_cimport_example.pyx"),
