@@ -1,9 +1,14 @@
 """Stage 2 ("the spine") on Hopper tensor cores: spine="wgmma".
 
 One CTA owns (sequence n, value head hv, V-block vb): the state columns
-[vb*VB, vb*VB + VB) of S (K x V, fp32).  That block of S lives in the fp32
-accumulator registers of one warpgroup for the whole sequence.  Per chunk
-(slot c = chunk_offsets[n] + i, t0 = cu_seqlens[n] + 64 i, L = min(64, eos - t0)):
+[vb*VB*WG, (vb+1)*VB*WG) of S (K x V, fp32), WG = plan.WGMMA_SPINE_WARPGROUPS.
+Warpgroup g of the CTA owns the VB columns cols = [col0, col0 + VB),
+col0 = (vb*WG + g)*VB, and keeps them in its fp32 accumulator registers for the
+whole sequence.  Every warpgroup runs the same per-VB-column algorithm; they
+share one TMA-loaded copy of the W and K tiles (the 4x-redundant L2 traffic of
+one CTA per VB columns is what the sharing removes).  Per chunk
+(slot c = chunk_offsets[n] + i, t0 = cu_seqlens[n] + 64 i, L = min(64, eos - t0)),
+for each warpgroup:
 
     h[c, hv, :, cols]  = bf16(S)                         (state at chunk entry)
     Vnew               = U - W @ S                       wgmma 1: M=64 rows, N=VB, K=128
@@ -11,28 +16,38 @@ accumulator registers of one warpgroup for the whole sequence.  Per chunk
     P_j                = Vnew_j * exp(g_last - gcum_j) * rk_j   (j < L, else exactly 0)
     S                  = exp(g_last) S + K^T @ P         wgmma 2: M=128 (2 x 64), N=VB, K=64
 
-Organisation (one warpgroup, 128 threads, no warp specialisation):
-  * W (64x128), U (64xVB) and K (64 tokens x 128, read as the MN-major A operand
-    K^T) arrive by TMA into a NUM_STAGES-deep smem ring; each stage has one
-    "full" mbarrier (arrive count 1 + transaction bytes).  Warp 0 (one elected
-    lane) issues the loads of chunk i + NUM_STAGES - 1 right after the first CTA
-    barrier of chunk i, i.e. once every warp has finished (wgmma waited) with
-    chunk i - 1, whose stage it reuses.  No "empty" barriers are needed: the CTA
-    barrier is the release.  gcum / rk of chunk i + 1 are loaded into registers
-    during chunk i, so no global-load latency sits on the chunk-to-chunk chain.
+Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
+  * W (64x128), K (64 tokens x 128, read as the MN-major A operand K^T) and U
+    (WG tiles of 64xVB, one per warpgroup, i.e. U[:, vb*VB*WG : (vb+1)*VB*WG])
+    arrive by TMA into a NUM_STAGES-deep smem ring shared by the whole CTA; each
+    stage has one "full" mbarrier (arrive count 1 + the transaction bytes of all
+    2 + WG copies).  Warp 0 (one elected lane) issues the loads of chunk
+    i + NUM_STAGES - 1 right after the first CTA barrier of chunk i, i.e. once
+    every warp of every warpgroup has finished (wgmma waited) with chunk i - 1,
+    whose stage it reuses; all threads wait on the full barrier.  No "empty"
+    barriers are needed: the CTA barrier is the release.  gcum / rk of chunk
+    i + 1 are loaded into registers during chunk i, so no global-load latency
+    sits on the chunk-to-chunk chain.
   * wgmma 1 runs while the CTA copies bf16(S) from smem to h[c] (16-byte
     vectors) and loads U into registers; accumulators go to smem with stmatrix.
-  * Per chunk: two CTA barriers.  A: publishes bf16(S) (B operand of wgmma 1) and
-    the per-row coefficients; B: publishes P (B operand of wgmma 2) and the
-    zeroed tail rows of the K tile.  Each is preceded by fence.proxy.async so the
-    ordinary st.shared are visible to the tensor cores (async proxy); the fence
-    before A also orders chunk i - 1's ordinary reads/writes of its stage (U
-    loads, K tail zeroing) before the TMA that refills that stage.
+  * Per warpgroup (index g = warp // 4, thread ltid = tid % 128): its accumulators,
+    its bf16(S) tile sS[..., g], its P tile sP[..., g], its U tile sU[..., stage*WG + g],
+    the tiled MMAs / copies sliced with ltid (exactly the one-warpgroup kernel).
+    Shared by the CTA: the W/K ring, the per-row coefficients (written by warps
+    0-1), the full mbarriers.
+  * Per chunk: two CTA barriers (all warpgroups in lockstep).  A: publishes
+    bf16(S) (B operand of wgmma 1) and the per-row coefficients; B: publishes P
+    (B operand of wgmma 2) and the zeroed tail rows of the K tile.  Each is
+    preceded by fence.proxy.async so the ordinary st.shared are visible to the
+    tensor cores (async proxy); the fence before A also orders chunk i - 1's
+    ordinary reads/writes of its stage (U loads, K tail zeroing) before the TMA
+    that refills that stage.
   * Masking: rows j >= L of the W/U/K tiles may hold another sequence's rows or
     uninitialised workspace (NaN/Inf).  Rows of Vnew depend only on the same
     rows of W and U, so rows j >= L of Vnew are dropped with a select (never
     stored, P = 0).  Because NaN * 0 = NaN inside the MMA, the tail rows of the
-    K tile are also overwritten with zeros in smem (only in a partial chunk).
+    K tile are also overwritten with zeros in smem (only in a partial chunk;
+    warpgroup g zeroes rows L + g, L + g + WG, ...).
   * Accumulator element coordinates come from partitioning identity tensors with
     the tiled MMAs (never hand-derived).
 
@@ -57,17 +72,20 @@ from cute_kernels import fake
 CHUNK = plan.CHUNK                    # 64 tokens per chunk
 DK = plan.HEAD_DIM_K                  # 128
 DV = plan.HEAD_DIM_V                  # 128
-VB = plan.WGMMA_SPINE_VBLOCK          # 32 state columns per CTA
-THREADS = 128                         # one warpgroup
+VB = plan.WGMMA_SPINE_VBLOCK          # 32 state columns per warpgroup
+WG = plan.WGMMA_SPINE_WARPGROUPS      # warpgroups per CTA (share the W and K tiles)
+THREADS = 128 * WG
+CTA_COLS = VB * WG                    # state columns per CTA
 NUM_STAGES = 2                        # TMA ring depth (prefetch distance NUM_STAGES - 1)
 
-assert CHUNK == 64 and DK == 128 and DV % VB == 0
+assert CHUNK == 64 and DK == 128 and DV % CTA_COLS == 0
 assert VB in (16, 32, 64)             # wgmma N; MN-major B needs VB * 2 bytes in {32, 64, 128}
+assert WG in (1, 2, 4)
 
 _W_BYTES = CHUNK * DK * 2
-_U_BYTES = CHUNK * VB * 2
+_U_BYTES = CHUNK * VB * 2             # one warpgroup's U tile
 _K_BYTES = CHUNK * DK * 2
-TMA_BYTES_PER_STAGE = _W_BYTES + _U_BYTES + _K_BYTES
+TMA_BYTES_PER_STAGE = _W_BYTES + WG * _U_BYTES + _K_BYTES
 
 
 def _smem_bytes() -> int:
@@ -76,13 +94,14 @@ def _smem_bytes() -> int:
         return (x + a - 1) // a * a
     off = 8 * NUM_STAGES                                   # full mbarriers
     off = up(off, 16) + 4 * CHUNK                          # coef
-    for nbytes in (NUM_STAGES * _W_BYTES, NUM_STAGES * _K_BYTES, NUM_STAGES * _U_BYTES,
-                   DK * VB * 2, CHUNK * VB * 2):           # sW, sK, sU, sS, sP (1024-aligned)
+    for nbytes in (NUM_STAGES * _W_BYTES, NUM_STAGES * _K_BYTES, NUM_STAGES * WG * _U_BYTES,
+                   WG * DK * VB * 2, WG * CHUNK * VB * 2):  # sW, sK, sU, sS, sP (1024-aligned)
         off = up(off, 1024) + nbytes
     return off
 
 
-SMEM_BYTES = _smem_bytes()                                 # 87,040 B at VB = 32, 2 stages
+SMEM_BYTES = _smem_bytes()     # VB = 32, 2 stages: 87,040 B (WG 1), 107,520 B (WG 2), 148,480 B (WG 4)
+assert SMEM_BYTES <= 227 * 1024
 
 
 # --------------------------------------------------------------------------- layouts
@@ -100,18 +119,19 @@ def _smem_layouts():
 
     sW : (64 rows, 128 k, stage)   K-major A operand of wgmma 1 (the W tile as stored in HBM)
     sK : (128 k, 64 rows, stage)   MN-major A operand of wgmma 2 (the K tile [64 x 128] seen as K^T)
-    sU : (64 rows, VB, stage)      plain TMA destination, read with ordinary loads
-    sS : (VB v, 128 k)             MN-major B operand of wgmma 1: bf16(S)[k, v]
-    sP : (VB v, 64 rows)           MN-major B operand of wgmma 2: P[j, v]
+    sU : (64 rows, VB, stage*WG + g)  plain TMA destination, read with ordinary loads
+    sS : (VB v, 128 k, g)          MN-major B operand of wgmma 1: bf16(S)[k, v]
+    sP : (VB v, 64 rows, g)        MN-major B operand of wgmma 2: P[j, v]
+    (g = warpgroup; each warpgroup's sS / sP / sU tile is exactly the one-warpgroup tile)
     """
     tiler1 = (CHUNK, VB, DK)     # wgmma 1 (M, N, K)
     tiler2 = (DK, VB, CHUNK)     # wgmma 2 (M, N, K)
     sW = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, tiler1, BFloat16, NUM_STAGES)
     sK = sm90_utils.make_smem_layout_a(LayoutEnum.COL_MAJOR, tiler2, BFloat16, NUM_STAGES)
-    sS = cute.slice_(sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, tiler1, BFloat16, 1), (None, None, 0))
-    sP = cute.slice_(sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, tiler2, BFloat16, 1), (None, None, 0))
+    sS = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, tiler1, BFloat16, WG)
+    sP = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, tiler2, BFloat16, WG)
     atom_u = warpgroup.make_smem_layout_atom(_k_atom_kind_for(VB), BFloat16)
-    sU = cute.tile_to_shape(atom_u, (CHUNK, VB, NUM_STAGES), order=(0, 1, 2))
+    sU = cute.tile_to_shape(atom_u, (CHUNK, VB, NUM_STAGES * WG), order=(0, 1, 2))
     return sW, sK, sU, sS, sP
 
 
@@ -142,6 +162,8 @@ def spine_wgmma_kernel(
     tidx, _, _ = cute.arch.thread_idx()
     n, hv, vb = cute.arch.block_idx()
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    wg = warp_idx // 4                     # this thread's warpgroup (warp-uniform)
+    ltid = tidx % 128                      # thread index within the warpgroup
 
     lay_w, lay_k, lay_u, lay_s, lay_p = _smem_layouts()
     mma1, mma2 = _tiled_mmas()
@@ -163,13 +185,13 @@ def spine_wgmma_kernel(
     sCoef = storage.coef.get_tensor(cute.make_layout(CHUNK))
     sW = storage.sW.get_tensor(lay_w.outer, swizzle=lay_w.inner)        # (64, 128, NS)
     sK = storage.sK.get_tensor(lay_k.outer, swizzle=lay_k.inner)        # (128, 64, NS)
-    sU = storage.sU.get_tensor(lay_u.outer, swizzle=lay_u.inner)        # (64, VB, NS)
-    sS = storage.sS.get_tensor(lay_s.outer, swizzle=lay_s.inner)        # (VB, 128)   B operand
-    lay_s_kv = cute.select(lay_s, mode=[1, 0])
-    sS_kv = storage.sS.get_tensor(lay_s_kv.outer, swizzle=lay_s_kv.inner)  # (128, VB) same bytes
-    sP = storage.sP.get_tensor(lay_p.outer, swizzle=lay_p.inner)        # (VB, 64)    B operand
-    lay_p_jv = cute.select(lay_p, mode=[1, 0])
-    sP_jv = storage.sP.get_tensor(lay_p_jv.outer, swizzle=lay_p_jv.inner)  # (64, VB) same bytes
+    sU = storage.sU.get_tensor(lay_u.outer, swizzle=lay_u.inner)        # (64, VB, NS*WG)
+    sS = storage.sS.get_tensor(lay_s.outer, swizzle=lay_s.inner)        # (VB, 128, WG)   B operand
+    lay_s_kv = cute.select(lay_s, mode=[1, 0, 2])
+    sS_kv = storage.sS.get_tensor(lay_s_kv.outer, swizzle=lay_s_kv.inner)  # (128, VB, WG) same bytes
+    sP = storage.sP.get_tensor(lay_p.outer, swizzle=lay_p.inner)        # (VB, 64, WG)    B operand
+    lay_p_jv = cute.select(lay_p, mode=[1, 0, 2])
+    sP_jv = storage.sP.get_tensor(lay_p_jv.outer, swizzle=lay_p_jv.inner)  # (64, VB, WG) same bytes
 
     if warp_idx == 0:
         cpasync.prefetch_descriptor(tma_w)
@@ -190,31 +212,39 @@ def spine_wgmma_kernel(
             run = Int32(0)
 
     if run != 0:
-        _sequence(mma1, mma2, tidx, warp_idx, n, hv, vb, slot, sW, sK, sU, sS, sS_kv, sP, sP_jv, sCoef, full_bar,
+        _sequence(mma1, mma2, tidx, ltid, wg, warp_idx, n, hv, vb, slot,
+                  sW, sK, sU, sS, sS_kv, sP, sP_jv, sCoef, full_bar,
                   tma_w, mW, tma_u, mU, tma_k, mK, gcum, rk, cu_seqlens, chunk_offsets, state,
                   vnew, h, has_state, hv_per_hk)
 
 
 @cute.jit
-def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, warp_idx: Int32, n: Int32, hv: Int32, vb: Int32,
+def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32, wg: Int32, warp_idx: Int32,
+              n: Int32, hv: Int32, vb: Int32,
               slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sCoef, full_bar,
               tma_w, mW, tma_u, mU, tma_k, mK, gcum, rk, cu_seqlens, chunk_offsets, state,
               vnew, h, has_state: Int32, hv_per_hk: Int32):
-    """Everything one CTA does for a sequence that is not padding."""
+    """Everything one CTA does for a sequence that is not padding.
+
+    tidx: thread in the CTA (row data, coefficients, TMA issue); ltid = tidx % 128 and
+    wg = warpgroup: the per-warpgroup MMA / copy partitions and smem tiles.
+    """
     bos = cu_seqlens[n]
     eos = cu_seqlens[n + 1]
     nch = (eos - bos + (CHUNK - 1)) // CHUNK
     coff = chunk_offsets[n]
     hk = hv // hv_per_hk
-    col0 = vb * VB
+    cta_col0 = vb * CTA_COLS                                   # first state column of the CTA
+    vblk = vb * WG + wg                                        # this warpgroup's VB-column block
+    col0 = vblk * VB                                           # = cta_col0 + wg * VB
 
-    # ---- per-thread MMA views
-    thr1 = mma1.get_slice(tidx)
-    thr2 = mma2.get_slice(tidx)
+    # ---- per-thread MMA views (one-warpgroup tiled MMAs, sliced by the thread in its warpgroup)
+    thr1 = mma1.get_slice(ltid)
+    thr2 = mma2.get_slice(ltid)
     tWr = thr1.make_fragment_A(thr1.partition_A(sW))          # (MMA, 1, 8, NS) descriptors
-    tSr = thr1.make_fragment_B(thr1.partition_B(sS))          # (MMA, 1, 8)
+    tSr = thr1.make_fragment_B(thr1.partition_B(sS))          # (MMA, 1, 8, WG)
     tKr = thr2.make_fragment_A(thr2.partition_A(sK))          # (MMA, 2, 4, NS)
-    tPr = thr2.make_fragment_B(thr2.partition_B(sP))          # (MMA, 1, 4)
+    tPr = thr2.make_fragment_B(thr2.partition_B(sP))          # (MMA, 1, 4, WG)
     num_kb1 = cute.size(tWr, mode=[2])
     num_kb2 = cute.size(tKr, mode=[2])
 
@@ -226,22 +256,23 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, warp_idx: I
 
     # accumulator -> smem (bf16) with stmatrix: S into sS (wgmma 1 B), P into sP (wgmma 2 B)
     stsm = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16)
-    st_S = cute.make_tiled_copy_C(stsm, mma2).get_slice(tidx)
-    st_P = cute.make_tiled_copy_C(stsm, mma1).get_slice(tidx)
-    tSsS = st_S.partition_D(sS_kv)
-    tPsP = st_P.partition_D(sP_jv)
+    st_S = cute.make_tiled_copy_C(stsm, mma2).get_slice(ltid)
+    st_P = cute.make_tiled_copy_C(stsm, mma1).get_slice(ltid)
+    tSsS = st_S.partition_D(sS_kv[None, None, wg])
+    tPsP = st_P.partition_D(sP_jv[None, None, wg])
     accS_cv = st_S.retile(accS)                                        # accS in stmatrix order
     rS_bf = cute.make_rmem_tensor_like(accS_cv, BFloat16)
     accV_cv = st_P.retile(accV)
     rP_bf = cute.make_rmem_tensor_like(accV_cv, BFloat16)
 
-    # bf16(S) smem -> h[c] with 16-byte vectors: 128 threads = 32 rows x 4 groups of 8 columns
+    # bf16(S) smem -> h[c] with 16-byte vectors: a warpgroup's 128 threads = 32 rows x 4 groups
+    # of 8 columns, over its own (128, VB) tile
     cp_h = cute.make_tiled_copy_tv(
         cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128),
-        cute.make_layout((THREADS // (VB // 8), VB // 8), stride=(VB // 8, 1)),
+        cute.make_layout((128 // (VB // 8), VB // 8), stride=(VB // 8, 1)),
         cute.make_layout((1, 8)))
-    thr_h = cp_h.get_slice(tidx)
-    tHsS = thr_h.partition_S(sS_kv)
+    thr_h = cp_h.get_slice(ltid)
+    tHsS = thr_h.partition_S(sS_kv[None, None, wg])
 
     mma1.set(warpgroup.Field.ACCUMULATE, True)
     mma2.set(warpgroup.Field.ACCUMULATE, True)
@@ -265,7 +296,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, warp_idx: I
         for p in cutlass.range_constexpr(NUM_STAGES - 1):
             if p < nch:
                 _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
-                             bos + p * CHUNK, col0, Int32(p))
+                             bos + p * CHUNK, cta_col0, Int32(p))
     # per-row data of the NEXT chunk to run, loaded one chunk ahead (off the dependency chain):
     # g_last of the chunk (all threads), gcum_j and rk_j of row j = tidx (threads j < L only)
     nx_glast = Float32(0.0)
@@ -295,8 +326,9 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, warp_idx: I
             rS_bf[e] = BFloat16(accS_cv[e])
         cute.copy(st_S, rS_bf, tSsS)
 
-        # barrier A: sS, sCoef visible to all (and to the tensor cores); every warp is done
-        # with chunk i - 1, so its stage may be refilled
+        # barrier A (CTA-wide): sS, sCoef visible to all (and to the tensor cores); every warp
+        # of every warpgroup is done with chunk i - 1 (its wgmma 2 waited, its U loads and K
+        # tail zeroing done), so chunk i - 1's stage may be refilled
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
 
@@ -304,27 +336,28 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, warp_idx: I
             nxt = i + (NUM_STAGES - 1)
             if nxt < nch:
                 _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
-                             bos + nxt * CHUNK, col0, nxt % NUM_STAGES)
+                             bos + nxt * CHUNK, cta_col0, nxt % NUM_STAGES)
         if i + 1 < nch:
             nx_glast, nx_g, nx_r = _row_data(gcum, rk, hv, t0 + CHUNK, eos, tidx, nx_g, nx_r)
 
         cute.arch.mbarrier_wait(full_bar + stage, phase)
 
-        # partial chunk: zero K rows j >= L so that NaN/Inf there cannot reach S (NaN * 0 = NaN)
+        # partial chunk: zero K rows j >= L so that NaN/Inf there cannot reach S (NaN * 0 = NaN);
+        # the shared tile is split between the warpgroups by row (thread ltid = column k)
         if L < CHUNK:
-            for j in cutlass.range(L, CHUNK, unroll=1):
-                sK[tidx, j, stage] = BFloat16(0.0)
+            for j in cutlass.range(L + wg, CHUNK, WG, unroll=1):
+                sK[ltid, j, stage] = BFloat16(0.0)
 
         # (2) wgmma 1: accV = W @ S; meanwhile U -> registers and bf16(S) -> h[c]
         accV.fill(0.0)
         warpgroup.fence()
         for kb in cutlass.range_constexpr(num_kb1):
-            cute.gemm(mma1, accV, tWr[None, None, kb, stage], tSr[None, None, kb], accV)
+            cute.gemm(mma1, accV, tWr[None, None, kb, stage], tSr[None, None, kb, wg], accV)
         warpgroup.commit_group()
-        tVsU = thr1.partition_C(sU[None, None, stage])                 # U[j, v] at accV[e]
+        tVsU = thr1.partition_C(sU[None, None, stage * WG + wg])       # U[j, col0 + v] at accV[e]
         for e in cutlass.range_constexpr(cute.size(rU)):
             rU[e] = Float32(tVsU[e])
-        gH = cute.local_tile(h[c, hv, None, None], (DK, VB), (0, vb))   # (k, v) -> h[c, hv, k, col0+v]
+        gH = cute.local_tile(h[c, hv, None, None], (DK, VB), (0, vblk))  # (k, v) -> h[c, hv, k, col0+v]
         cute.copy(cp_h, tHsS, thr_h.partition_D(gH))
         warpgroup.wait_group(0)
 
@@ -353,7 +386,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, warp_idx: I
         # (5) wgmma 2: S += K^T P
         warpgroup.fence()
         for kb in cutlass.range_constexpr(num_kb2):
-            cute.gemm(mma2, accS, tKr[None, None, kb, stage], tPr[None, None, kb], accS)
+            cute.gemm(mma2, accS, tKr[None, None, kb, stage], tPr[None, None, kb, wg], accS)
         warpgroup.commit_group()
         warpgroup.wait_group(0)
 
@@ -383,9 +416,11 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, hv: Int32, t0: Int32, eos: Int
 
 @cute.jit
 def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
-                 t0: Int32, col0: Int32, stage: Int32):
+                 t0: Int32, cta_col0: Int32, stage: Int32):
     """Called by one whole (converged) warp: one elected lane arms the stage's mbarrier with the
-    byte count; each TMA copy is issued by one elected lane (cute.copy elects internally)."""
+    byte count of all 2 + WG copies; each TMA copy is issued by one elected lane (cute.copy
+    elects internally).  U comes as WG tiles of (64, VB): warpgroup g's columns
+    cta_col0 + g*VB .. + VB land in sU[:, :, stage*WG + g]."""
     bar = full_bar + stage
     with cute.arch.elect_one():
         cute.arch.mbarrier_arrive_and_expect_tx(bar, TMA_BYTES_PER_STAGE)
@@ -395,10 +430,12 @@ def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
                                      cute.group_modes(sW, 0, 2), cute.group_modes(gW, 0, 2))
     cute.copy(tma_w, tWg, tWs[None, stage], tma_bar_ptr=bar)
 
-    gU = cute.zipped_divide(cute.domain_offset((t0, col0), mU_h), (CHUNK, VB))[((None, None), (0, 0))]
-    tUs, tUg = cpasync.tma_partition(tma_u, 0, cute.make_layout(1),
-                                     cute.group_modes(sU, 0, 2), cute.group_modes(gU, 0, 2))
-    cute.copy(tma_u, tUg, tUs[None, stage], tma_bar_ptr=bar)
+    for g in cutlass.range_constexpr(WG):
+        gU = cute.zipped_divide(cute.domain_offset((t0, cta_col0 + g * VB), mU_h),
+                                (CHUNK, VB))[((None, None), (0, 0))]
+        tUs, tUg = cpasync.tma_partition(tma_u, 0, cute.make_layout(1),
+                                         cute.group_modes(sU, 0, 2), cute.group_modes(gU, 0, 2))
+        cute.copy(tma_u, tUg, tUs[None, stage * WG + g], tma_bar_ptr=bar)
 
     gK = cute.zipped_divide(cute.domain_offset((0, t0), mK_h), (DK, CHUNK))[((None, None), (0, 0))]
     tKs, tKg = cpasync.tma_partition(tma_k, 0, cute.make_layout(1),
