@@ -4,7 +4,9 @@
 
 For each variant in cute_kernels.registry a worker process (the DSL compiler is
 not thread-safe, and the environment must be set before `import cutlass`)
-compiles the launch function against its fake tensors and `export_to_c`s
+compiles the launch function (module.LAUNCH, or module.launch_for(**variant kwargs)
+where a module builds one per variant; THREADS and SMEM_BYTES may likewise be
+functions of the variant kwargs) against its fake tensors and `export_to_c`s
 `<variant>.h` + `<variant>.o`, keeping the cubin for SASS checks.  The parent
 then writes
   gdn_kernels.c   the launch table of include/gdn/gdn_kernels.h: each DSL argument
@@ -64,8 +66,9 @@ def compile_one(module_name: str, variant: str, out_dir: str) -> dict:
 
     module = registry.load(module_name)
     kwargs = module.VARIANTS[variant]
+    launch = _launch(module, kwargs)
     args = module.fake_args(fake.Dims(), **kwargs)
-    params = [p for p in inspect.signature(module.LAUNCH).parameters if p != "stream"]
+    params = [p for p in inspect.signature(launch).parameters if p != "stream"]
     if len(params) != len(args):
         raise SystemExit(f"{variant}: fake_args gives {len(args)} values for {len(params)} parameters")
     fields = _problem_fields()
@@ -88,11 +91,11 @@ def compile_one(module_name: str, variant: str, out_dir: str) -> dict:
         else:
             described.append({"name": name, "kind": "scalar", "ctype": fields[name]})
     start = time.time()
-    compiled = cute.compile(module.LAUNCH, *args, cute.runtime.make_fake_stream(), options="--keep-cubin")
+    compiled = cute.compile(launch, *args, cute.runtime.make_fake_stream(), options="--keep-cubin")
     compiled.export_to_c(file_path=out_dir, file_name=variant, function_prefix=f"gdn_{variant}")
     cubins = sorted(f for f in os.listdir(cubin_dir) if f.endswith(".cubin"))
     info = {"variant": variant, "module": module_name, "kwargs": {k: str(v) for k, v in kwargs.items()},
-            "threads": getattr(module, "THREADS", None), "smem_bytes": _smem_bytes(module, kwargs),
+            "threads": _per_variant(module, "THREADS", kwargs), "smem_bytes": _smem_bytes(module, kwargs),
             "params": described, "cubins": [os.path.join("cubin", variant, c) for c in cubins],
             "compile_seconds": round(time.time() - start, 2)}
     _check_header(os.path.join(out_dir, variant + ".h"), variant, described)
@@ -101,10 +104,22 @@ def compile_one(module_name: str, variant: str, out_dir: str) -> dict:
     return info
 
 
+def _launch(module, kwargs):
+    """The launch function of a variant: module.launch_for(**kwargs) if the module builds one per
+    variant (e.g. a compile-time tile parameter), else module.LAUNCH."""
+    launch_for = getattr(module, "launch_for", None)
+    return launch_for(**kwargs) if launch_for is not None else module.LAUNCH
+
+
+def _per_variant(module, name, kwargs):
+    """A module constant that may also be a function of the variant kwargs (THREADS, SMEM_BYTES)."""
+    value = getattr(module, name, None)
+    return value(**kwargs) if callable(value) else value
+
+
 def _smem_bytes(module, kwargs):
     """A module states its dynamic shared memory as SMEM_BYTES (an int or a function of the variant)."""
-    smem = getattr(module, "SMEM_BYTES", None)
-    return smem(**kwargs) if callable(smem) else smem
+    return _per_variant(module, "SMEM_BYTES", kwargs)
 
 
 def _check_header(path: str, variant: str, params: list[dict]) -> None:

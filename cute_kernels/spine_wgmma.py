@@ -1,7 +1,11 @@
 """Stage 2 ("the spine") on Hopper tensor cores: spine="wgmma".
 
 One CTA owns (sequence n, value head hv, V-block vb): the state columns
-[vb*VB*WG, (vb+1)*VB*WG) of S (K x V, fp32), WG = plan.WGMMA_SPINE_WARPGROUPS.
+[vb*VB*WG, (vb+1)*VB*WG) of S (K x V, fp32), WG = warpgroups per CTA (`num_wg` in the
+code), a compile-time parameter of each variant (1: spine_wgmma_<layout>, 2:
+spine_wgmma_wg2_<layout>; 4 also compiles).  The launcher picks the build per call
+(plan.spine_wgmma_warpgroups): WG=1 has the shortest per-chunk chain (few CTAs: latency),
+WG=2 halves the W/K L2 traffic (many CTAs).
 Warpgroup g of the CTA owns the VB columns cols = [col0, col0 + VB),
 col0 = (vb*WG + g)*VB, and keeps them in its fp32 accumulator registers for the
 whole sequence.  Every warpgroup runs the same per-VB-column algorithm; they
@@ -73,35 +77,50 @@ CHUNK = plan.CHUNK                    # 64 tokens per chunk
 DK = plan.HEAD_DIM_K                  # 128
 DV = plan.HEAD_DIM_V                  # 128
 VB = plan.WGMMA_SPINE_VBLOCK          # 32 state columns per warpgroup
-WG = plan.WGMMA_SPINE_WARPGROUPS      # warpgroups per CTA (share the W and K tiles)
-THREADS = 128 * WG
-CTA_COLS = VB * WG                    # state columns per CTA
+WG_BUILDS = (1, 2, 4)                 # warpgroups per CTA that compile (VARIANTS builds 1 and 2)
 NUM_STAGES = 2                        # TMA ring depth (prefetch distance NUM_STAGES - 1)
 
-assert CHUNK == 64 and DK == 128 and DV % CTA_COLS == 0
+assert CHUNK == 64 and DK == 128
 assert VB in (16, 32, 64)             # wgmma N; MN-major B needs VB * 2 bytes in {32, 64, 128}
-assert WG in (1, 2, 4)
+assert all(DV % (VB * wg) == 0 for wg in WG_BUILDS)
 
 _W_BYTES = CHUNK * DK * 2
 _U_BYTES = CHUNK * VB * 2             # one warpgroup's U tile
 _K_BYTES = CHUNK * DK * 2
-TMA_BYTES_PER_STAGE = _W_BYTES + WG * _U_BYTES + _K_BYTES
 
 
-def _smem_bytes() -> int:
+def _tma_bytes_per_stage(num_wg: int) -> int:
+    """Transaction bytes of one stage: the W and K tiles plus one U tile per warpgroup."""
+    return _W_BYTES + num_wg * _U_BYTES + _K_BYTES
+
+
+def _threads(num_wg: int) -> int:
+    return 128 * num_wg
+
+
+def _smem_bytes(num_wg: int) -> int:
     """Dynamic shared memory of SharedStorage below (checked against the struct at trace time)."""
     def up(x, a):
         return (x + a - 1) // a * a
     off = 8 * NUM_STAGES                                   # full mbarriers
     off = up(off, 16) + 4 * CHUNK                          # coef
-    for nbytes in (NUM_STAGES * _W_BYTES, NUM_STAGES * _K_BYTES, NUM_STAGES * WG * _U_BYTES,
-                   WG * DK * VB * 2, WG * CHUNK * VB * 2):  # sW, sK, sU, sS, sP (1024-aligned)
+    for nbytes in (NUM_STAGES * _W_BYTES, NUM_STAGES * _K_BYTES, NUM_STAGES * num_wg * _U_BYTES,
+                   num_wg * DK * VB * 2, num_wg * CHUNK * VB * 2):  # sW, sK, sU, sS, sP (1024-aligned)
         off = up(off, 1024) + nbytes
     return off
 
 
-SMEM_BYTES = _smem_bytes()     # VB = 32, 2 stages: 87,040 B (WG 1), 107,520 B (WG 2), 148,480 B (WG 4)
-assert SMEM_BYTES <= 227 * 1024
+# VB = 32, 2 stages: 87,040 B (WG 1), 107,520 B (WG 2), 148,480 B (WG 4)
+assert all(_smem_bytes(wg) <= 227 * 1024 for wg in WG_BUILDS)
+
+
+# Per-variant launch facts for the AOT build (cute_kernels/aot.py calls these with the variant kwargs)
+def THREADS(layout: str, warpgroups: int = 1) -> int:  # noqa: N802  (the module convention's name)
+    return _threads(warpgroups)
+
+
+def SMEM_BYTES(layout: str, warpgroups: int = 1) -> int:  # noqa: N802
+    return _smem_bytes(warpgroups)
 
 
 # --------------------------------------------------------------------------- layouts
@@ -114,8 +133,9 @@ def _k_atom_kind_for(n: int):
     return warpgroup.SmemLayoutAtomKind.K_SW32
 
 
-def _smem_layouts():
-    """All shared-memory layouts (swizzled composed layouts); staged where TMA fills them.
+def _smem_layouts(num_wg: int):
+    """All shared-memory layouts (swizzled composed layouts) of a CTA of num_wg warpgroups;
+    staged where TMA fills them.
 
     sW : (64 rows, 128 k, stage)   K-major A operand of wgmma 1 (the W tile as stored in HBM)
     sK : (128 k, 64 rows, stage)   MN-major A operand of wgmma 2 (the K tile [64 x 128] seen as K^T)
@@ -128,10 +148,10 @@ def _smem_layouts():
     tiler2 = (DK, VB, CHUNK)     # wgmma 2 (M, N, K)
     sW = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, tiler1, BFloat16, NUM_STAGES)
     sK = sm90_utils.make_smem_layout_a(LayoutEnum.COL_MAJOR, tiler2, BFloat16, NUM_STAGES)
-    sS = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, tiler1, BFloat16, WG)
-    sP = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, tiler2, BFloat16, WG)
+    sS = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, tiler1, BFloat16, num_wg)
+    sP = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, tiler2, BFloat16, num_wg)
     atom_u = warpgroup.make_smem_layout_atom(_k_atom_kind_for(VB), BFloat16)
-    sU = cute.tile_to_shape(atom_u, (CHUNK, VB, NUM_STAGES * WG), order=(0, 1, 2))
+    sU = cute.tile_to_shape(atom_u, (CHUNK, VB, NUM_STAGES * num_wg), order=(0, 1, 2))
     return sW, sK, sU, sS, sP
 
 
@@ -158,14 +178,16 @@ def spine_wgmma_kernel(
     state: cute.Tensor, state_indices: cute.Tensor,
     vnew: cute.Tensor, h: cute.Tensor,
     has_state: Int32, use_state_indices: Int32, hv_per_hk: Int32,
+    num_wg: cutlass.Constexpr,
 ):
+    """num_wg: warpgroups of the CTA (compile time: 1, 2 or 4)."""
     tidx, _, _ = cute.arch.thread_idx()
     n, hv, vb = cute.arch.block_idx()
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     wg = warp_idx // 4                     # this thread's warpgroup (warp-uniform)
     ltid = tidx % 128                      # thread index within the warpgroup
 
-    lay_w, lay_k, lay_u, lay_s, lay_p = _smem_layouts()
+    lay_w, lay_k, lay_u, lay_s, lay_p = _smem_layouts(num_wg)
     mma1, mma2 = _tiled_mmas()
 
     @cute.struct
@@ -178,7 +200,7 @@ def spine_wgmma_kernel(
         sS: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_s)], 1024]
         sP: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_p)], 1024]
 
-    assert SharedStorage.size_in_bytes() == SMEM_BYTES, (SharedStorage.size_in_bytes(), SMEM_BYTES)
+    assert SharedStorage.size_in_bytes() == _smem_bytes(num_wg), (SharedStorage.size_in_bytes(), num_wg)
     smem = cutlass.utils.SmemAllocator()
     storage = smem.allocate(SharedStorage)
     full_bar = storage.full.data_ptr()
@@ -215,7 +237,7 @@ def spine_wgmma_kernel(
         _sequence(mma1, mma2, tidx, ltid, wg, warp_idx, n, hv, vb, slot,
                   sW, sK, sU, sS, sS_kv, sP, sP_jv, sCoef, full_bar,
                   tma_w, mW, tma_u, mU, tma_k, mK, gcum, rk, cu_seqlens, chunk_offsets, state,
-                  vnew, h, has_state, hv_per_hk)
+                  vnew, h, has_state, hv_per_hk, num_wg)
 
 
 @cute.jit
@@ -223,19 +245,19 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
               n: Int32, hv: Int32, vb: Int32,
               slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sCoef, full_bar,
               tma_w, mW, tma_u, mU, tma_k, mK, gcum, rk, cu_seqlens, chunk_offsets, state,
-              vnew, h, has_state: Int32, hv_per_hk: Int32):
+              vnew, h, has_state: Int32, hv_per_hk: Int32, num_wg: cutlass.Constexpr):
     """Everything one CTA does for a sequence that is not padding.
 
     tidx: thread in the CTA (row data, coefficients, TMA issue); ltid = tidx % 128 and
-    wg = warpgroup: the per-warpgroup MMA / copy partitions and smem tiles.
+    wg = warpgroup (of num_wg): the per-warpgroup MMA / copy partitions and smem tiles.
     """
     bos = cu_seqlens[n]
     eos = cu_seqlens[n + 1]
     nch = (eos - bos + (CHUNK - 1)) // CHUNK
     coff = chunk_offsets[n]
     hk = hv // hv_per_hk
-    cta_col0 = vb * CTA_COLS                                   # first state column of the CTA
-    vblk = vb * WG + wg                                        # this warpgroup's VB-column block
+    cta_col0 = vb * (VB * num_wg)                              # first state column of the CTA
+    vblk = vb * num_wg + wg                                    # this warpgroup's VB-column block
     col0 = vblk * VB                                           # = cta_col0 + wg * VB
 
     # ---- per-thread MMA views (one-warpgroup tiled MMAs, sliced by the thread in its warpgroup)
@@ -296,7 +318,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         for p in cutlass.range_constexpr(NUM_STAGES - 1):
             if p < nch:
                 _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
-                             bos + p * CHUNK, cta_col0, Int32(p))
+                             bos + p * CHUNK, cta_col0, Int32(p), num_wg)
     # per-row data of the NEXT chunk to run, loaded one chunk ahead (off the dependency chain):
     # g_last of the chunk (all threads), gcum_j and rk_j of row j = tidx (threads j < L only)
     nx_glast = Float32(0.0)
@@ -336,7 +358,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
             nxt = i + (NUM_STAGES - 1)
             if nxt < nch:
                 _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
-                             bos + nxt * CHUNK, cta_col0, nxt % NUM_STAGES)
+                             bos + nxt * CHUNK, cta_col0, nxt % NUM_STAGES, num_wg)
         if i + 1 < nch:
             nx_glast, nx_g, nx_r = _row_data(gcum, rk, hv, t0 + CHUNK, eos, tidx, nx_g, nx_r)
 
@@ -345,7 +367,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         # partial chunk: zero K rows j >= L so that NaN/Inf there cannot reach S (NaN * 0 = NaN);
         # the shared tile is split between the warpgroups by row (thread ltid = column k)
         if L < CHUNK:
-            for j in cutlass.range(L + wg, CHUNK, WG, unroll=1):
+            for j in cutlass.range(L + wg, CHUNK, num_wg, unroll=1):
                 sK[ltid, j, stage] = BFloat16(0.0)
 
         # (2) wgmma 1: accV = W @ S; meanwhile U -> registers and bf16(S) -> h[c]
@@ -354,7 +376,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         for kb in cutlass.range_constexpr(num_kb1):
             cute.gemm(mma1, accV, tWr[None, None, kb, stage], tSr[None, None, kb, wg], accV)
         warpgroup.commit_group()
-        tVsU = thr1.partition_C(sU[None, None, stage * WG + wg])       # U[j, col0 + v] at accV[e]
+        tVsU = thr1.partition_C(sU[None, None, stage * num_wg + wg])   # U[j, col0 + v] at accV[e]
         for e in cutlass.range_constexpr(cute.size(rU)):
             rU[e] = Float32(tVsU[e])
         gH = cute.local_tile(h[c, hv, None, None], (DK, VB), (0, vblk))  # (k, v) -> h[c, hv, k, col0+v]
@@ -416,26 +438,26 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, hv: Int32, t0: Int32, eos: Int
 
 @cute.jit
 def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
-                 t0: Int32, cta_col0: Int32, stage: Int32):
+                 t0: Int32, cta_col0: Int32, stage: Int32, num_wg: cutlass.Constexpr):
     """Called by one whole (converged) warp: one elected lane arms the stage's mbarrier with the
-    byte count of all 2 + WG copies; each TMA copy is issued by one elected lane (cute.copy
-    elects internally).  U comes as WG tiles of (64, VB): warpgroup g's columns
-    cta_col0 + g*VB .. + VB land in sU[:, :, stage*WG + g]."""
+    byte count of all 2 + num_wg copies; each TMA copy is issued by one elected lane (cute.copy
+    elects internally).  U comes as num_wg tiles of (64, VB): warpgroup g's columns
+    cta_col0 + g*VB .. + VB land in sU[:, :, stage*num_wg + g]."""
     bar = full_bar + stage
     with cute.arch.elect_one():
-        cute.arch.mbarrier_arrive_and_expect_tx(bar, TMA_BYTES_PER_STAGE)
+        cute.arch.mbarrier_arrive_and_expect_tx(bar, _tma_bytes_per_stage(num_wg))
 
     gW = cute.zipped_divide(cute.domain_offset((t0, 0), mW_h), (CHUNK, DK))[((None, None), (0, 0))]
     tWs, tWg = cpasync.tma_partition(tma_w, 0, cute.make_layout(1),
                                      cute.group_modes(sW, 0, 2), cute.group_modes(gW, 0, 2))
     cute.copy(tma_w, tWg, tWs[None, stage], tma_bar_ptr=bar)
 
-    for g in cutlass.range_constexpr(WG):
+    for g in cutlass.range_constexpr(num_wg):
         gU = cute.zipped_divide(cute.domain_offset((t0, cta_col0 + g * VB), mU_h),
                                 (CHUNK, VB))[((None, None), (0, 0))]
         tUs, tUg = cpasync.tma_partition(tma_u, 0, cute.make_layout(1),
                                          cute.group_modes(sU, 0, 2), cute.group_modes(gU, 0, 2))
-        cute.copy(tma_u, tUg, tUs[None, stage * WG + g], tma_bar_ptr=bar)
+        cute.copy(tma_u, tUg, tUs[None, stage * num_wg + g], tma_bar_ptr=bar)
 
     gK = cute.zipped_divide(cute.domain_offset((0, t0), mK_h), (DK, CHUNK))[((None, None), (0, 0))]
     tKs, tKg = cpasync.tma_partition(tma_k, 0, cute.make_layout(1),
@@ -444,47 +466,68 @@ def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
 
 
 # --------------------------------------------------------------------------- launch
-@cute.jit
-def spine_wgmma(
-    k: cute.Tensor, w: cute.Tensor, u: cute.Tensor, gcum: cute.Tensor, rk: cute.Tensor,
-    cu_seqlens: cute.Tensor, chunk_offsets: cute.Tensor,
-    state: cute.Tensor, state_indices: cute.Tensor,
-    vnew: cute.Tensor, h: cute.Tensor,
-    has_state: Int32, use_state_indices: Int32,
-    stream: cuda.CUstream,
-):
-    lay_w, lay_k, lay_u, _, _ = _smem_layouts()
-    op = cpasync.CopyBulkTensorTileG2SOp()
-    # TMA views whose first two modes match the smem tiles: w, u -> (T, 128, Hv) for (rows, cols)
-    # tiles; k -> (128, T, Hk) so the K tile lands as K^T (the MN-major A operand of wgmma 2)
-    w_view = cute.make_tensor(w.iterator, cute.select(w.layout, mode=[0, 2, 1]))
-    u_view = cute.make_tensor(u.iterator, cute.select(u.layout, mode=[0, 2, 1]))
-    k_view = cute.make_tensor(k.iterator, cute.select(k.layout, mode=[2, 0, 1]))
-    tma_w, mW = cpasync.make_tiled_tma_atom(op, w_view, cute.slice_(lay_w, (None, None, 0)), (CHUNK, DK))
-    tma_u, mU = cpasync.make_tiled_tma_atom(op, u_view, cute.slice_(lay_u, (None, None, 0)), (CHUNK, VB))
-    tma_k, mK = cpasync.make_tiled_tma_atom(op, k_view, cute.slice_(lay_k, (None, None, 0)), (DK, CHUNK))
+def _make_launch(num_wg: int):
+    """The launch function of the num_wg-warpgroup build (parameter names: gdn_problem_t fields).
 
-    T = w.shape[0]
-    N = cu_seqlens.shape[0] - 1
-    Hv = w.shape[1]
-    hv_per_hk = Hv // k.shape[1]
-    spine_wgmma_kernel(
-        tma_w, mW, tma_u, mU, tma_k, mK, gcum, rk, cu_seqlens, chunk_offsets,
-        state, state_indices, vnew, h, has_state, use_state_indices, hv_per_hk,
-    ).launch(grid=plan.grid_spine_wgmma(T, N, Hv), block=[THREADS, 1, 1], stream=stream)
+    One kernel, one body: num_wg reaches the kernel as a compile-time constant."""
+    assert num_wg in WG_BUILDS, num_wg
+    threads = _threads(num_wg)
+
+    @cute.jit
+    def spine_wgmma(
+        k: cute.Tensor, w: cute.Tensor, u: cute.Tensor, gcum: cute.Tensor, rk: cute.Tensor,
+        cu_seqlens: cute.Tensor, chunk_offsets: cute.Tensor,
+        state: cute.Tensor, state_indices: cute.Tensor,
+        vnew: cute.Tensor, h: cute.Tensor,
+        has_state: Int32, use_state_indices: Int32,
+        stream: cuda.CUstream,
+    ):
+        lay_w, lay_k, lay_u, _, _ = _smem_layouts(num_wg)
+        op = cpasync.CopyBulkTensorTileG2SOp()
+        # TMA views whose first two modes match the smem tiles: w, u -> (T, 128, Hv) for (rows, cols)
+        # tiles; k -> (128, T, Hk) so the K tile lands as K^T (the MN-major A operand of wgmma 2)
+        w_view = cute.make_tensor(w.iterator, cute.select(w.layout, mode=[0, 2, 1]))
+        u_view = cute.make_tensor(u.iterator, cute.select(u.layout, mode=[0, 2, 1]))
+        k_view = cute.make_tensor(k.iterator, cute.select(k.layout, mode=[2, 0, 1]))
+        tma_w, mW = cpasync.make_tiled_tma_atom(op, w_view, cute.slice_(lay_w, (None, None, 0)), (CHUNK, DK))
+        tma_u, mU = cpasync.make_tiled_tma_atom(op, u_view, cute.slice_(lay_u, (None, None, 0)), (CHUNK, VB))
+        tma_k, mK = cpasync.make_tiled_tma_atom(op, k_view, cute.slice_(lay_k, (None, None, 0)), (DK, CHUNK))
+
+        T = w.shape[0]
+        N = cu_seqlens.shape[0] - 1
+        Hv = w.shape[1]
+        hv_per_hk = Hv // k.shape[1]
+        spine_wgmma_kernel(
+            tma_w, mW, tma_u, mU, tma_k, mK, gcum, rk, cu_seqlens, chunk_offsets,
+            state, state_indices, vnew, h, has_state, use_state_indices, hv_per_hk, num_wg,
+        ).launch(grid=plan.grid_spine_wgmma(T, N, Hv, num_wg), block=[threads, 1, 1], stream=stream)
+
+    return spine_wgmma
 
 
 # --------------------------------------------------------------------------- AOT variants
-LAUNCH = spine_wgmma
+_LAUNCHES: dict[int, object] = {}
+
+
+def launch_for(layout: str, warpgroups: int = 1):
+    """The launch function of a variant (cute_kernels/aot.py calls it with the variant kwargs);
+    the state layout is a property of the fake state tensor only."""
+    if warpgroups not in _LAUNCHES:
+        _LAUNCHES[warpgroups] = _make_launch(warpgroups)
+    return _LAUNCHES[warpgroups]
+
 
 VARIANTS: dict[str, dict] = {
-    "spine_wgmma_kv": {"layout": "kv"},
-    "spine_wgmma_vk": {"layout": "vk"},
+    "spine_wgmma_kv": {"layout": "kv", "warpgroups": 1},
+    "spine_wgmma_vk": {"layout": "vk", "warpgroups": 1},
+    "spine_wgmma_wg2_kv": {"layout": "kv", "warpgroups": 2},
+    "spine_wgmma_wg2_vk": {"layout": "vk", "warpgroups": 2},
 }
 
 
-def fake_args(dims, layout):
-    """Fake tensors/scalars for every parameter of spine_wgmma except stream, in order."""
+def fake_args(dims, layout, warpgroups=1):
+    """Fake tensors/scalars for every parameter of spine_wgmma except stream, in order
+    (the same for every warpgroup count)."""
     return [
         fake.qk(dims, stride_div=8, align=16),   # k: TMA source -> 16 B aligned base and strides
         fake.ws_tvd(dims, DK),                   # w

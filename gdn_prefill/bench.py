@@ -488,11 +488,12 @@ def _driver() -> str | None:
 def compiled_spines() -> list[str]:
     """Spines with a 'kv' variant in this build, from gdn_prefill.compiled_variants()."""
     import gdn_prefill
+    from gdn_prefill import _ext
     out = []
     for v in gdn_prefill.compiled_variants():
         if v.startswith("spine_") and v.endswith("_kv"):
             s = v[len("spine_"):-len("_kv")]
-            if s not in out:
+            if s in _ext.SPINES and s not in out:   # spine_wgmma_wg2_kv is a build of "wgmma"
                 out.append(s)
     return out
 

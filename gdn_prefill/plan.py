@@ -17,7 +17,18 @@ HEAD_DIM_V = _C["GDN_HEAD_DIM_V"]
 SCALAR_SPINE_VBLOCK = _C["GDN_SCALAR_SPINE_VBLOCK"]
 SCALAR_SPINE_THREADS = _C["GDN_SCALAR_SPINE_THREADS"]
 WGMMA_SPINE_VBLOCK = _C["GDN_WGMMA_SPINE_VBLOCK"]
-WGMMA_SPINE_WARPGROUPS = _C["GDN_WGMMA_SPINE_WARPGROUPS"]   # CTA = 128 * this threads
+SM_COUNT = _C["GDN_SM_COUNT"]   # H100/H200 SXM; a fixed constant, the device is never queried
+
+# The wgmma spine is built with 1 and with 2 warpgroups per CTA (CTA = 128 * warpgroups threads,
+# grid z = HEAD_DIM_V / (WGMMA_SPINE_VBLOCK * warpgroups)); the warpgroups of a CTA share one
+# TMA copy of the W and K tiles.  WG=1 has the shortest per-chunk chain, WG=2 half the W/K L2
+# traffic.  Rule: WG=2 once the WG=1 grid would exceed WGMMA_SPINE_WG1_MAX_CTAS = 2 * SM_COUNT
+# CTAs, i.e. more than one resident wave at 2 CTAs per SM.  Measured on the H200 (spine alone,
+# Hv=32, us per chunk): B=1 (128 CTAs at WG=1): WG=1 1.69, WG=2 2.69 -> WG=1 wins; B=8 (1024
+# CTAs): WG=1 17.9, WG=2 11.9 -> WG=2 wins.  The threshold sits between those two points and is
+# NOT yet measured in between.  The launcher (pyx/gdn_prefill/_ext.pyx, _wgmma_warpgroups)
+# applies the same rule in C; tests/test_guards.py checks that the two agree.
+WGMMA_SPINE_WG1_MAX_CTAS = 2 * SM_COUNT
 
 
 def chunk_slots(T, N):
@@ -46,8 +57,14 @@ def grid_spine_scalar(T, N, Hv):
     return (N, Hv, HEAD_DIM_V // SCALAR_SPINE_VBLOCK)
 
 
-def grid_spine_wgmma(T, N, Hv):
-    return (N, Hv, HEAD_DIM_V // (WGMMA_SPINE_VBLOCK * WGMMA_SPINE_WARPGROUPS))
+def spine_wgmma_warpgroups(N, Hv):
+    """Warpgroups per CTA of the wgmma spine build the launcher runs for N sequences, Hv heads."""
+    wg1_ctas = N * Hv * (HEAD_DIM_V // WGMMA_SPINE_VBLOCK)
+    return 2 if wg1_ctas > WGMMA_SPINE_WG1_MAX_CTAS else 1
+
+
+def grid_spine_wgmma(T, N, Hv, warpgroups=1):
+    return (N, Hv, HEAD_DIM_V // (WGMMA_SPINE_VBLOCK * warpgroups))
 
 
 def grid_fwd_o(T, N, Hv):

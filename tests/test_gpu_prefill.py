@@ -78,6 +78,9 @@ def spine_params():
             for s in SPINES]
 
 
+# 24 sequences of mixed length (empty, 1 token, chunk edges, several chunks)
+MANY_SEQS = [1, 63, 64, 65, 200, 0, 7, 128, 129, 300, 33, 64, 1, 500, 90, 17, 256, 3, 640, 70, 0, 191, 5, 1000]
+
 FORMS = {
     # name: (T_list, Hk, Hv, make_inputs kwargs, prefill kwargs)
     "gva1_single": ([300], 4, 4, dict(l2norm_inputs=True), {}),
@@ -92,7 +95,13 @@ FORMS = {
     "custom_scale": ([77], 2, 2, dict(l2norm_inputs=True, state="dense"), dict(scale=0.3)),
     "beta_bf16": ([150], 2, 4, dict(l2norm_inputs=True, beta_dtype=torch.bfloat16, state="dense"), {}),
     "no_state_many_seqs": ([3, 64, 17, 128, 1, 90, 33, 64], 2, 4, dict(l2norm_inputs=True), {}),
+    # many sequences x heads: N * Hv * 4 = 1536 > 2 * 132 CTAs, so spine="wgmma" runs the
+    # 2-warpgroup build (spine_wgmma_wg2_*); every other form above runs the 1-warpgroup build
+    "many_seqs_wg2_dense_kv": (MANY_SEQS, 4, 16, dict(l2norm_inputs=True, state="dense"), {}),
+    "many_seqs_wg2_pool_vk": (MANY_SEQS, 4, 16,
+                              dict(l2norm_inputs=True, state="pool", pad_every=5, state_layout="vk"), {}),
 }
+WG2_FORMS = [f for f in FORMS if f.startswith("many_seqs_wg2")]
 
 
 @pytest.mark.parametrize("spine", spine_params())
@@ -102,6 +111,27 @@ def test_form_against_oracle(form, spine):
     seed = int.from_bytes(os.urandom(4), "little")  # fresh inputs every run
     inp = ref.make_inputs(T_list, Hk, Hv, seed=seed, device="cuda", **mk)
     check(f"{form}(seed={seed})", inp, spine, **kw)
+
+
+def spine_build(inp, spine):
+    """The spine variant prefill(spine=...) runs for these inputs (explain's choice)."""
+    plan = gdn_prefill.explain(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], torch.empty_like(inp["v"]),
+                               inp["state"], cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"],
+                               state_layout=inp["state_layout"], spine=spine)
+    return plan["kernels"][2]["name"]
+
+
+@pytest.mark.parametrize("form", WG2_FORMS)
+def test_wg2_forms_run_the_two_warpgroup_build(form):
+    """The many-sequence forms really exercise spine_wgmma_wg2_* (and the small ones WG=1)."""
+    if not spine_compiled("wgmma"):
+        pytest.skip("wgmma spine not built")
+    T_list, Hk, Hv, mk, _ = FORMS[form]
+    inp = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
+    assert spine_build(inp, "wgmma") == f"spine_wgmma_wg2_{inp['state_layout']}"
+    T_list, Hk, Hv, mk, _ = FORMS["varlen_mix"]
+    small = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
+    assert spine_build(small, "wgmma") == "spine_wgmma_kv"
 
 
 def _odd_strides(inp, names=("q", "k", "v")):
@@ -130,9 +160,20 @@ def test_unaligned_strides(odd):
     check(f"odd_strides_{''.join(odd)}", inp, plan["chosen"])
 
 
-@pytest.mark.parametrize("spine", spine_params())
-def test_stages_against_oracle_intermediates(spine):
-    """chunk_index, recompute_wu, the spine and fwd_o each checked on their own outputs."""
+def stage_params():
+    """(spine, warpgroups): the scalar spine, and each wgmma build forced on the same problem."""
+    out = []
+    for spine, wg in (("scalar", 0), ("wgmma", 1), ("wgmma", 2)):
+        built = spine_compiled(spine) and (wg != 2 or "spine_wgmma_wg2_kv" in gdn_prefill.compiled_variants())
+        out.append(pytest.param(spine, wg, id=f"{spine}-wg{wg}" if wg else spine,
+                                marks=pytest.mark.skipif(not built, reason=f"{spine} wg{wg} not built")))
+    return out
+
+
+@pytest.mark.parametrize("spine, warpgroups", stage_params())
+def test_stages_against_oracle_intermediates(spine, warpgroups):
+    """chunk_index, recompute_wu, the spine and fwd_o each checked on their own outputs
+    (the wgmma spine in both builds: `warpgroups` forces one through the test hook)."""
     inp = ref.make_inputs([1, 65, 130, 64], 2, 4, seed=int.from_bytes(os.urandom(4), "little"), device="cuda",
                           state="pool", pad_every=0, l2norm_inputs=False)
     T, N, Hv = inp["q"].shape[0], 4, 4
@@ -152,7 +193,8 @@ def test_stages_against_oracle_intermediates(spine):
     from gdn_prefill import _ext
     _ext._launch_stages(("chunk_index", "recompute_wu", "spine", "fwd_o"), inp["q"], inp["k"], inp["v"],
                         inp["g"], inp["beta"], out, state, cu_seqlens=inp["cu_seqlens"],
-                        state_indices=inp["state_indices"], use_qk_l2norm=True, spine=spine, workspace=ws)
+                        state_indices=inp["state_indices"], use_qk_l2norm=True, spine=spine, workspace=ws,
+                        warpgroups=warpgroups)
     torch.cuda.synchronize()
     with torch.device("cuda"):
         mid = ref.chunked_intermediates(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"],
@@ -172,14 +214,19 @@ def test_stages_against_oracle_intermediates(spine):
         errs[name] = ref.rel_err(mine, want)
     errs["o"] = ref.rel_err(out.double(), mid["o"])
     errs["state"] = ref.rel_err(state.double(), mid["new_state"])
-    REPORT.append(dict(case="stages", spine=spine, **{f"err_{k}": v for k, v in errs.items()}))
+    REPORT.append(dict(case=f"stages_wg{warpgroups}" if warpgroups else "stages", spine=spine,
+                       **{f"err_{k}": v for k, v in errs.items()}))
     bad = {k: v for k, v in errs.items() if not v <= (1e-5 if k in ("gcum", "rq", "rk") else BOUND)}
     assert not bad, f"stage errors over bound: {bad} (all: {errs})"
 
 
+@pytest.mark.parametrize("many", [False, True], ids=["few_seqs", "many_seqs_wg2"])
 @pytest.mark.parametrize("spine", spine_params())
-def test_deterministic_bitwise(spine):
-    inp = ref.make_inputs([500, 300], 2, 4, seed=7, device="cuda", state="dense", l2norm_inputs=True)
+def test_deterministic_bitwise(spine, many):
+    if many:
+        inp = ref.make_inputs(MANY_SEQS, 4, 16, seed=7, device="cuda", state="dense", l2norm_inputs=True)
+    else:
+        inp = ref.make_inputs([500, 300], 2, 4, seed=7, device="cuda", state="dense", l2norm_inputs=True)
     outs = [run_ours(inp, spine=spine) for _ in range(10)]
     for o, s in outs[1:]:
         assert torch.equal(o.view(torch.int16), outs[0][0].view(torch.int16))

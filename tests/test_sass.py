@@ -25,7 +25,8 @@ def counts(variant: str) -> dict[str, int]:
 def test_every_stage_and_spine_is_built():
     for name in ("chunk_index", "recompute_wu_bf16_betaf32", "recompute_wu_bf16_betabf16",
                  "recompute_wu_bf16_betaf32_a16", "recompute_wu_bf16_betabf16_a16", "spine_scalar_kv",
-                 "spine_scalar_vk", "spine_wgmma_kv", "spine_wgmma_vk", "fwd_o_bf16", "fwd_o_bf16_a16"):
+                 "spine_scalar_vk", "spine_wgmma_kv", "spine_wgmma_vk", "spine_wgmma_wg2_kv", "spine_wgmma_wg2_vk",
+                 "fwd_o_bf16", "fwd_o_bf16_a16"):
         assert name in VARIANTS
 
 
@@ -46,10 +47,19 @@ def test_no_local_memory_traffic(variant):
 
 
 @needs_nvdisasm
-@pytest.mark.parametrize("variant", ["spine_wgmma_kv", "spine_wgmma_vk"])
+@pytest.mark.parametrize("variant", ["spine_wgmma_kv", "spine_wgmma_vk", "spine_wgmma_wg2_kv", "spine_wgmma_wg2_vk"])
 def test_wgmma_spine_uses_tensor_cores_and_tma(variant):
     c = counts(variant)
     assert c["HGMMA"] > 0 and c["UTMALDG"] > 0, c
+
+
+@pytest.mark.parametrize("layout", ["kv", "vk"])
+def test_wgmma_spine_builds_by_warpgroups(layout):
+    """One kernel compiled per warpgroup count: 128 * WG threads, the smem of WG tiles."""
+    one, two = _manifest.variant(f"spine_wgmma_{layout}"), _manifest.variant(f"spine_wgmma_wg2_{layout}")
+    assert (one["threads"], two["threads"]) == (128, 256)
+    assert (one["smem_bytes"], two["smem_bytes"]) == (87040, 107520)
+    assert one["kwargs"]["warpgroups"] == "1" and two["kwargs"]["warpgroups"] == "2"
 
 
 @needs_nvdisasm

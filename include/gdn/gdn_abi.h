@@ -17,7 +17,8 @@
 #define GDN_SCALAR_SPINE_VBLOCK 32   /* V columns of the state owned by one CTA     */
 #define GDN_SCALAR_SPINE_THREADS 128
 #define GDN_WGMMA_SPINE_VBLOCK 32    /* V columns of the state per warpgroup        */
-#define GDN_WGMMA_SPINE_WARPGROUPS 1 /* per CTA, sharing one W/K copy (1, 2 or 4 compile) */
+#define GDN_SM_COUNT 132             /* SMs of an H100/H200 SXM: sizes the wgmma spine's
+                                        warpgroups-per-CTA choice (never queried) */
 #define GDN_TMA_ALIGN_BYTES 16       /* TMA: base pointers and strides 16B aligned  */
 #define GDN_WORKSPACE_ALIGN_BYTES 256
 #define GDN_MAX_RANK 4

@@ -25,6 +25,7 @@ cdef enum:
     MSG_CAP = 512
     NUM_SPINES = 3          # index by GDN_SPINE_*; 0 (auto) unused
     NUM_LAYOUTS = 2
+    NUM_SPINE_WG = 2        # spine builds by warpgroups per CTA (index warpgroups - 1)
 
 # ----------------------------------------------------------------------------- variants
 # Variant ids in the launch table, looked up once at import (-1: not compiled in).
@@ -40,13 +41,20 @@ _v_wu[1][1] = gdn_variant_id(b"recompute_wu_bf16_betabf16_a16")
 cdef int _v_fwd_o[2]      # [aligned]
 _v_fwd_o[0] = gdn_variant_id(b"fwd_o_bf16")
 _v_fwd_o[1] = gdn_variant_id(b"fwd_o_bf16_a16")
-cdef int _v_spine[3][2]
-_v_spine[GDN_SPINE_AUTO][GDN_STATE_KV] = -1
-_v_spine[GDN_SPINE_AUTO][GDN_STATE_VK] = -1
-_v_spine[GDN_SPINE_SCALAR][GDN_STATE_KV] = gdn_variant_id(b"spine_scalar_kv")
-_v_spine[GDN_SPINE_SCALAR][GDN_STATE_VK] = gdn_variant_id(b"spine_scalar_vk")
-_v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV] = gdn_variant_id(b"spine_wgmma_kv")
-_v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK] = gdn_variant_id(b"spine_wgmma_vk")
+# The wgmma spine comes in two builds: 1 warpgroup per CTA (spine_wgmma_<layout>) and 2
+# warpgroups sharing one W/K copy (spine_wgmma_wg2_<layout>); _spine_warpgroups() picks one per
+# call from N and Hv.  The scalar spine has one build (both entries).
+cdef int _v_spine[NUM_SPINES][NUM_LAYOUTS][NUM_SPINE_WG]   # [GDN_SPINE_*][GDN_STATE_*][warpgroups - 1]
+cdef int _wgi
+for _wgi in range(NUM_SPINE_WG):
+    _v_spine[GDN_SPINE_AUTO][GDN_STATE_KV][_wgi] = -1
+    _v_spine[GDN_SPINE_AUTO][GDN_STATE_VK][_wgi] = -1
+    _v_spine[GDN_SPINE_SCALAR][GDN_STATE_KV][_wgi] = gdn_variant_id(b"spine_scalar_kv")
+    _v_spine[GDN_SPINE_SCALAR][GDN_STATE_VK][_wgi] = gdn_variant_id(b"spine_scalar_vk")
+_v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV][0] = gdn_variant_id(b"spine_wgmma_kv")
+_v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][0] = gdn_variant_id(b"spine_wgmma_vk")
+_v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV][1] = gdn_variant_id(b"spine_wgmma_wg2_kv")
+_v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_wg2_vk")
 
 SPINES = {"auto": GDN_SPINE_AUTO, "scalar": GDN_SPINE_SCALAR, "wgmma": GDN_SPINE_WGMMA}
 SPINE_NAMES = {GDN_SPINE_SCALAR: "scalar", GDN_SPINE_WGMMA: "wgmma"}
@@ -342,6 +350,45 @@ cdef int _device_major() noexcept nogil:
     return major
 
 
+cdef int _wgmma_warpgroups(int64_t N, int64_t Hv) noexcept nogil:
+    """Warpgroups per CTA of the wgmma spine build for N sequences and Hv value heads.
+
+    The one C copy of gdn_prefill.plan.spine_wgmma_warpgroups (plan.py has the measurements):
+    2 once the 1-warpgroup grid, N * Hv * (V / VBLOCK) CTAs, exceeds 2 * GDN_SM_COUNT (more than
+    one resident wave at 2 CTAs per SM: then halving the W/K L2 traffic pays), else 1 (few CTAs:
+    the shortest per-chunk chain wins).  Depends on the shapes only: no device query.
+    """
+    if N * Hv * (GDN_HEAD_DIM_V // GDN_WGMMA_SPINE_VBLOCK) > 2 * GDN_SM_COUNT:
+        return 2
+    return 1
+
+
+cdef int _spine_warpgroups(const gdn_problem_t *p, int spine) noexcept nogil:
+    """Warpgroups per CTA of the build of `spine` this (validated) problem runs."""
+    if spine == GDN_SPINE_WGMMA:
+        return _wgmma_warpgroups(p.cu_seqlens.shape[0] - 1, p.v.shape[1])
+    return 1
+
+
+cdef int _spine_variant(const gdn_problem_t *p, int spine, int state_layout, int warpgroups) noexcept nogil:
+    """Launch-table id of the spine build that runs (-1: not compiled in).  warpgroups 0: the
+    rule (_spine_warpgroups); 1 or 2 force a wgmma build (test / benchmark hook only)."""
+    if spine != GDN_SPINE_SCALAR and spine != GDN_SPINE_WGMMA:
+        return -1
+    if state_layout != GDN_STATE_KV and state_layout != GDN_STATE_VK:
+        return -1
+    if warpgroups == 0:
+        warpgroups = _spine_warpgroups(p, spine)
+    if warpgroups < 1 or warpgroups > NUM_SPINE_WG:
+        return -1
+    return _v_spine[spine][state_layout][warpgroups - 1]
+
+
+def _spine_wgmma_warpgroups(int64_t N, int64_t Hv):
+    """Test hook: the launcher's warpgroups-per-CTA rule for the wgmma spine."""
+    return _wgmma_warpgroups(N, Hv)
+
+
 cdef int _spine_guard(const gdn_problem_t *p, int spine, int state_layout, char *why) noexcept nogil:
     """0 if `spine` can serve this (already validated) problem, else a status and the reason."""
     if spine == GDN_SPINE_WGMMA:
@@ -356,9 +403,13 @@ cdef int _spine_guard(const gdn_problem_t *p, int spine, int state_layout, char 
             snprintf(why, MSG_CAP, "k: head stride %lld is not a multiple of 8 elements; TMA needs 16-byte "
                      "aligned rows", <long long>p.k.stride[1])
             return GDN_ERR_SPINE
-    if _v_spine[spine][state_layout] < 0:
-        snprintf(why, MSG_CAP, "variant: the %s spine for state_layout '%s' is not compiled into this build",
+    if _spine_variant(p, spine, state_layout, 0) < 0:
+        # the build this problem would run (the wgmma spine's warpgroups depend on N and Hv)
+        snprintf(why, MSG_CAP, "variant: the %s spine for state_layout '%s' (spine_%s%s_%s) is not compiled "
+                 "into this build", "scalar" if spine == GDN_SPINE_SCALAR else "wgmma",
+                 "kv" if state_layout == GDN_STATE_KV else "vk",
                  "scalar" if spine == GDN_SPINE_SCALAR else "wgmma",
+                 "_wg2" if _spine_warpgroups(p, spine) == 2 else "",
                  "kv" if state_layout == GDN_STATE_KV else "vk")
         return GDN_ERR_UNKNOWN_VARIANT
     return GDN_OK
@@ -484,7 +535,7 @@ cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int *i
     cdef int a16 = 1 if _aligned16(p) else 0
     ids[0] = _v_chunk_index
     ids[1] = _v_wu[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0][a16]
-    ids[2] = _v_spine[chosen][state_layout]
+    ids[2] = _spine_variant(p, chosen, state_layout, 0)
     ids[3] = _v_fwd_o[a16]
     for i in range(4):
         if ids[i] < 0:
@@ -680,14 +731,18 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         if _spine_guard(&p, GDN_SPINE_WGMMA, layout_code, msg) != GDN_OK:
             _log.debug("gdn_prefill: spine=auto ran %s; wgmma rejected: %s", name, msg.decode())
     if _SUMMARY:
-        _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s grid(spine)=%s", name, p.q.shape[0],
-                  p.cu_seqlens.shape[0] - 1, p.q.shape[1], p.v.shape[1], state_layout,
-                  _spine_grid(chosen, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]))
+        _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s grid(spine)=%s build=%s", name,
+                  p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.q.shape[1], p.v.shape[1], state_layout,
+                  _spine_grid(chosen, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]),
+                  gdn_variant_name(_spine_variant(&p, chosen, layout_code, 0)).decode())
     return name
 
 
-def _spine_grid(int chosen, T, N, Hv):
-    return (_plan.grid_spine_wgmma if chosen == GDN_SPINE_WGMMA else _plan.grid_spine_scalar)(T, N, Hv)
+def _spine_grid(int chosen, T, N, Hv, int warpgroups=0):
+    """Grid of the spine build that runs (warpgroups 0: the launcher's rule for N, Hv)."""
+    if chosen == GDN_SPINE_WGMMA:
+        return _plan.grid_spine_wgmma(T, N, Hv, warpgroups or _wgmma_warpgroups(N, Hv))
+    return _plan.grid_spine_scalar(T, N, Hv)
 
 
 def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
@@ -730,7 +785,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     kernels = [
         ("chunk_index", _plan.grid_chunk_index(T, N, Hv)),
         (f"recompute_wu_bf16_{beta_tag}{a16}", _plan.grid_recompute_wu(T, N, Hv)),
-        (f"spine_{spine_name}_{state_layout}", _spine_grid(chosen, T, N, Hv)),
+        (gdn_variant_name(_spine_variant(&p, chosen, layout_code, 0)).decode(), _spine_grid(chosen, T, N, Hv)),
         (f"fwd_o_bf16{a16}", _plan.grid_fwd_o(T, N, Hv)),
     ]
     from gdn_prefill import _manifest
@@ -760,11 +815,14 @@ def workspace_layout(int64_t T, int64_t N, int64_t Hv):
 
 
 def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None,
-                   str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto", workspace):
+                   str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto", workspace,
+                   int warpgroups=0):
     """Test hook: validate like prefill(), then launch only the named stages on the current stream.
 
     `stages` is a subset of ("chunk_index", "recompute_wu", "spine", "fwd_o"), run in that order,
-    so GPU tests can check each stage's workspace output against the fp64 oracle.
+    so GPU tests can check each stage's workspace output against the fp64 oracle.  The spine
+    build is the one prefill() picks; `warpgroups` 1 or 2 forces that wgmma build instead
+    (benchmarks of the warpgroups rule; 0: the rule).
     """
     cdef gdn_problem_t p
     cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, i, n = 0
@@ -773,8 +831,12 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     cdef char msg[MSG_CAP]
     import torch
     _codes(spine, state_layout, &spine_code, &layout_code)
+    if warpgroups < 0 or warpgroups > NUM_SPINE_WG:
+        raise _errors.GdnArgumentError(f"warpgroups: must be 0 (the rule), 1 or 2, got {warpgroups}")
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm)
     rc = _prepare(&p, spine_code, layout_code, &chosen, msg)
+    if rc == GDN_OK and warpgroups != 0 and chosen != GDN_SPINE_WGMMA:
+        raise _errors.GdnArgumentError("warpgroups: only the wgmma spine has builds by warpgroups")
     if rc == GDN_OK:
         rc = _bind_workspace(&p, <void *><uintptr_t>workspace.data_ptr(), workspace.numel(), msg)
     order = ("chunk_index", "recompute_wu", "spine", "fwd_o")
@@ -782,7 +844,7 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
         # look up ids leniently: only the requested stages must exist
         all_ids[0] = _v_chunk_index
         all_ids[1] = _v_wu[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0][1 if _aligned16(&p) else 0]
-        all_ids[2] = _v_spine[chosen][layout_code]
+        all_ids[2] = _spine_variant(&p, chosen, layout_code, warpgroups)
         all_ids[3] = _v_fwd_o[1 if _aligned16(&p) else 0]
         for i in range(4):
             if order[i] in stages:

@@ -1,0 +1,86 @@
+"""The wgmma spine's two builds (1 or 2 warpgroups per CTA) and the rule that picks one per call.
+
+WG=1 (spine_wgmma_<layout>) while the 1-warpgroup grid N * Hv * 4 has at most 2 * SM_COUNT
+CTAs, WG=2 (spine_wgmma_wg2_<layout>) above; `spine="wgmma"` means either build.  CPU only:
+explain() runs the launcher's own choice without launching.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gdn_prefill
+from gdn_prefill import _abi, _ext, plan
+
+D = 128
+
+
+def problem(n_seq, Hk, Hv, seq_len=64, state=True):
+    """Empty CPU tensors for n_seq sequences of seq_len tokens (explain reads no values)."""
+    T = n_seq * seq_len
+    bf = torch.bfloat16
+    q = torch.empty(T, Hk, D, dtype=bf)
+    v = torch.empty(T, Hv, D, dtype=bf)
+    args = (q, torch.empty_like(q), v, torch.empty(T, Hv), torch.empty(T, Hv), torch.empty_like(v))
+    st = torch.empty(n_seq, Hv, D, D) if state else None
+    cu = torch.arange(0, T + 1, seq_len, dtype=torch.int32)
+    return args, st, cu
+
+
+def spine_launch(plan_):
+    (k,) = [k for k in plan_["kernels"] if k["name"].startswith("spine_")]
+    return k
+
+
+def test_sm_count_comes_from_the_header():
+    assert _abi.CONSTANTS["GDN_SM_COUNT"] == plan.SM_COUNT == 132
+    assert plan.WGMMA_SPINE_WG1_MAX_CTAS == 2 * 132
+    assert "GDN_WGMMA_SPINE_WARPGROUPS" not in _abi.CONSTANTS
+
+
+@pytest.mark.parametrize("layout", ["kv", "vk"])
+@pytest.mark.parametrize("spine", ["auto", "wgmma"])
+def test_many_sequences_times_heads_pick_the_two_warpgroup_build(layout, spine):
+    """N = 16, Hv = 32: 2048 one-warpgroup CTAs > 264 -> spine_wgmma_wg2, grid z = 128 / 64 = 2."""
+    args, st, cu = problem(16, 16, 32)
+    p = gdn_prefill.explain(*args, st, cu_seqlens=cu, state_layout=layout, spine=spine)
+    assert p["chosen"] == "wgmma"
+    k = spine_launch(p)
+    assert k["name"] == f"spine_wgmma_wg2_{layout}"
+    assert k["grid"] == (16, 32, 2) == plan.grid_spine_wgmma(16 * 64, 16, 32, 2)
+    assert k["block"] == 256
+
+
+@pytest.mark.parametrize("layout", ["kv", "vk"])
+def test_one_sequence_picks_the_one_warpgroup_build(layout):
+    """N = 1, Hv = 32: 128 CTAs -> spine_wgmma (latency), grid z = 128 / 32 = 4."""
+    args, st, cu = problem(1, 16, 32, seq_len=4096)
+    p = gdn_prefill.explain(*args, st, cu_seqlens=cu, state_layout=layout)
+    assert p["chosen"] == "wgmma"
+    k = spine_launch(p)
+    assert k["name"] == f"spine_wgmma_{layout}"
+    assert k["grid"] == (1, 32, 4) == plan.grid_spine_wgmma(4096, 1, 32)
+    assert k["block"] == 128
+
+
+def test_scalar_spine_is_unaffected():
+    args, st, cu = problem(16, 16, 32)
+    k = spine_launch(gdn_prefill.explain(*args, st, cu_seqlens=cu, spine="scalar"))
+    assert k["name"] == "spine_scalar_kv" and k["grid"] == plan.grid_spine_scalar(16 * 64, 16, 32)
+
+
+@pytest.mark.parametrize("n_seq, Hv, wg", [(66, 1, 1), (67, 1, 2), (2, 32, 1), (3, 32, 2), (33, 2, 1), (34, 2, 2),
+                                           (1, 64, 1), (1, 128, 2)])
+def test_threshold_edges(n_seq, Hv, wg):
+    """The 1-warpgroup grid has 4 * N * Hv CTAs: up to 264 stays WG=1, 268 and up go WG=2."""
+    args, st, cu = problem(n_seq, 1, Hv, seq_len=1, state=False)
+    k = spine_launch(gdn_prefill.explain(*args, st, cu_seqlens=cu, spine="wgmma"))
+    assert k["name"] == ("spine_wgmma_wg2_kv" if wg == 2 else "spine_wgmma_kv")
+    assert k["grid"] == (n_seq, Hv, 4 // wg)
+
+
+def test_launcher_rule_matches_plan():
+    """_ext's C rule (what launches) and plan.spine_wgmma_warpgroups (Python) are one rule."""
+    for n in list(range(1, 70)) + [128, 1000, 4096]:
+        for hv in (1, 2, 3, 4, 8, 16, 32, 48, 64, 128):
+            assert _ext._spine_wgmma_warpgroups(n, hv) == plan.spine_wgmma_warpgroups(n, hv), (n, hv)
