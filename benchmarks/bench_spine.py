@@ -28,7 +28,7 @@ def spine_flops(T_total: int, Hv: int) -> float:
     return chunks * Hv * (2 * 64 * 128 * 128 * 2)
 
 
-def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int) -> dict:
+def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgroups: int = 0) -> dict:
     import torch
 
     import gdn_prefill
@@ -43,6 +43,8 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int) -> dict:
     args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
     kw = dict(cu_seqlens=inp["cu_seqlens"], spine=spine, workspace=ws)
     _ext._launch_stages(("chunk_index", "recompute_wu"), *args, **kw)
+    if warpgroups:
+        kw["warpgroups"] = warpgroups  # force one wgmma build (0: the launcher's rule)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -64,7 +66,7 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int) -> dict:
     us = statistics.median(times)
     chunks_per_seq = -(-T // CHUNK)
     tflops = spine_flops(Tt, Hv) / (us * 1e-6) / 1e12
-    return dict(spine=spine, B=B, T=T, Hv=Hv, Hk=Hk, us=us, us_per_chunk=us / chunks_per_seq,
+    return dict(spine=spine, warpgroups=warpgroups, B=B, T=T, Hv=Hv, Hk=Hk, us=us, us_per_chunk=us / chunks_per_seq,
                 tflops=tflops, pct_peak=100 * tflops / PEAK_TFLOPS, reps=reps)
 
 
@@ -73,6 +75,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="T in {1K, 4K} only, fewer repetitions")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--md", help="write a markdown table here")
+    ap.add_argument("--crossover", action="store_true",
+                    help="time the wgmma spine's WG=1 and WG=2 builds at B = 1..8 (T = 4096) to place the "
+                         "launcher's switch")
     a = ap.parse_args(argv)
     import torch
 
@@ -81,6 +86,15 @@ def main(argv=None) -> int:
         return 0
     import gdn_prefill
     spines = [s for s in ("scalar", "wgmma") if any(v.startswith(f"spine_{s}_") for v in gdn_prefill.compiled_variants())]
+    if a.crossover:
+        rows = [time_spine(B, 4096, 32, 16, "wgmma", 20, wg) for B in (1, 2, 3, 4, 6, 8) for wg in (1, 2)]
+        print("| B | N*Hv*4 (WG=1 CTAs) | WG=1 us/chunk | WG=2 us/chunk |\n|---|---|---|---|")
+        for r1, r2 in zip(rows[::2], rows[1::2]):
+            print(f"| {r1['B']} | {r1['B'] * 128} | {r1['us_per_chunk']:.3f} | {r2['us_per_chunk']:.3f} |")
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(rows, f, indent=1)
+        return 0
     Ts = (1024, 4096) if a.quick else (1024, 4096, 16384, 65536)
     rows = []
     for B in (1, 8):

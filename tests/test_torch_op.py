@@ -55,6 +55,12 @@ def test_op_registered_with_mutation_schema():
     assert sorted(op_params) == sorted(ext_params)
 
 
+def _all_args(args, state, kw):
+    """The op's 14 arguments in order: none has a default (see gdn_prefill/ops.py)."""
+    return (*args, state, kw.get("cu_seqlens"), kw.get("state_indices"), kw.get("state_layout", "kv"),
+            kw.get("scale"), kw.get("use_qk_l2norm", False), kw.get("spine", "auto"), kw.get("workspace"))
+
+
 @pytest.mark.parametrize("pool", [False, True], ids=["per_seq_state", "pool_vk"])
 def test_opcheck_on_meta_tensors(pool):
     """torch.library.opcheck's schema, fake-tensor and AOT-dispatch checks (they run the fake impl)."""
@@ -62,7 +68,7 @@ def test_opcheck_on_meta_tensors(pool):
     args, state, kw = _split(a)
     if pool:
         kw["state_layout"] = "vk"
-    result = torch.library.opcheck(torch.ops.gdn_prefill.prefill.default, (*args, state), kw)
+    result = torch.library.opcheck(torch.ops.gdn_prefill.prefill.default, _all_args(args, state, kw), {})
     assert set(result.values()) == {"SUCCESS"}, result
 
 
@@ -196,7 +202,7 @@ def _bits_equal(x, y):
 def test_gpu_opcheck():
     a = _fresh(1)
     args, state, kw = _split(a)
-    result = torch.library.opcheck(torch.ops.gdn_prefill.prefill.default, (*args, state), kw)
+    result = torch.library.opcheck(torch.ops.gdn_prefill.prefill.default, _all_args(args, state, kw), {})
     assert set(result.values()) == {"SUCCESS"}, result
 
 
