@@ -22,13 +22,10 @@ SM_COUNT = _C["GDN_SM_COUNT"]   # H100/H200 SXM; a fixed constant, the device is
 # The wgmma spine is built with 1 and with 2 warpgroups per CTA (CTA = 128 * warpgroups threads,
 # grid z = HEAD_DIM_V / (WGMMA_SPINE_VBLOCK * warpgroups)); the warpgroups of a CTA share one
 # TMA copy of the W and K tiles.  WG=1 has the shortest per-chunk chain, WG=2 half the W/K L2
-# traffic.  Rule: WG=2 once the WG=1 grid would exceed WGMMA_SPINE_WG1_MAX_CTAS = 2 * SM_COUNT
-# CTAs, i.e. more than one resident wave at 2 CTAs per SM.  Measured on the H200 (spine alone,
-# Hv=32, us per chunk): B=1 (128 CTAs at WG=1): WG=1 1.69, WG=2 2.69 -> WG=1 wins; B=8 (1024
-# CTAs): WG=1 17.9, WG=2 11.9 -> WG=2 wins.  The threshold sits between those two points and is
-# NOT yet measured in between.  The launcher (pyx/gdn_prefill/_ext.pyx, _wgmma_warpgroups)
-# applies the same rule in C; tests/test_guards.py checks that the two agree.
-WGMMA_SPINE_WG1_MAX_CTAS = 2 * SM_COUNT
+# traffic.  Rule: WG=2 once the WG=1 grid would exceed GDN_WGMMA_WG1_MAX_CTAS (gdn_abi.h, where
+# the crossover measurements are recorded: WG=2 already wins at 256 CTAs, WG=1 at 128).  The
+# launcher (pyx/gdn_prefill/_ext.pyx, _wgmma_warpgroups) applies the same header constant in C.
+WGMMA_SPINE_WG1_MAX_CTAS = _C["GDN_WGMMA_WG1_MAX_CTAS"]
 
 
 def chunk_slots(T, N):

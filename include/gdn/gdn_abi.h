@@ -17,8 +17,12 @@
 #define GDN_SCALAR_SPINE_VBLOCK 32   /* V columns of the state owned by one CTA     */
 #define GDN_SCALAR_SPINE_THREADS 128
 #define GDN_WGMMA_SPINE_VBLOCK 32    /* V columns of the state per warpgroup        */
-#define GDN_SM_COUNT 132             /* SMs of an H100/H200 SXM: sizes the wgmma spine's
-                                        warpgroups-per-CTA choice (never queried) */
+#define GDN_SM_COUNT 132             /* SMs of an H100/H200 SXM (never queried)      */
+/* wgmma spine: the 1-warpgroup build runs while its grid N*Hv*(V/VBLOCK) has at most this
+ * many CTAs (one per SM); beyond, the 2-warpgroup build whose warpgroups share one W/K copy.
+ * Measured on the H200, T=4096, Hv=32, us/chunk WG1/WG2: 128 CTAs 1.70/2.70, 256 CTAs
+ * 3.18/2.79, 512 6.95/5.77, 1024 18.1/12.0 (benchmarks/bench_spine.py --crossover). */
+#define GDN_WGMMA_WG1_MAX_CTAS 132
 #define GDN_TMA_ALIGN_BYTES 16       /* TMA: base pointers and strides 16B aligned  */
 #define GDN_WORKSPACE_ALIGN_BYTES 256
 #define GDN_MAX_RANK 4

@@ -354,11 +354,11 @@ cdef int _wgmma_warpgroups(int64_t N, int64_t Hv) noexcept nogil:
     """Warpgroups per CTA of the wgmma spine build for N sequences and Hv value heads.
 
     The one C copy of gdn_prefill.plan.spine_wgmma_warpgroups (plan.py has the measurements):
-    2 once the 1-warpgroup grid, N * Hv * (V / VBLOCK) CTAs, exceeds 2 * GDN_SM_COUNT (more than
-    one resident wave at 2 CTAs per SM: then halving the W/K L2 traffic pays), else 1 (few CTAs:
-    the shortest per-chunk chain wins).  Depends on the shapes only: no device query.
+    2 once the 1-warpgroup grid, N * Hv * (V / VBLOCK) CTAs, exceeds GDN_WGMMA_WG1_MAX_CTAS (more
+    than one CTA per SM: then halving the W/K L2 traffic pays), else 1 (the shortest per-chunk
+    chain wins).  The header records the measured crossover.  Shapes only: no device query.
     """
-    if N * Hv * (GDN_HEAD_DIM_V // GDN_WGMMA_SPINE_VBLOCK) > 2 * GDN_SM_COUNT:
+    if N * Hv * (GDN_HEAD_DIM_V // GDN_WGMMA_SPINE_VBLOCK) > GDN_WGMMA_WG1_MAX_CTAS:
         return 2
     return 1
 

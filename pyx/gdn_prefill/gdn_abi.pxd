@@ -20,6 +20,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_SCALAR_SPINE_VBLOCK
         GDN_WGMMA_SPINE_VBLOCK
         GDN_SM_COUNT
+        GDN_WGMMA_WG1_MAX_CTAS
         GDN_TMA_ALIGN_BYTES
         GDN_WORKSPACE_ALIGN_BYTES
         GDN_MAX_RANK
