@@ -80,12 +80,15 @@ def test_trace_time_rejection_is_logged(caplog):
         f"gdn_prefill: spine 'wgmma' cannot run: {REASON}"]
 
 
-def test_log_calls_env_switch():
+def test_log_calls_env_switch(tmp_path):
     """GDN_PREFILL_LOG_CALLS is read once at import; "0" and "" leave it off."""
     code = "import gdn_prefill._ext as e; print(e._SUMMARY)"
     for value, expect in (("1", "True"), ("0", "False"), ("", "False")):
         env = dict(os.environ, GDN_PREFILL_LOG_CALLS=value)
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        # an empty cwd: `python -c` puts the cwd first on sys.path, and a source checkout there
+        # (without the built extension) would shadow the installed package
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True,
+                             cwd=tmp_path)
         assert out.stdout.strip() == expect, (value, out.stdout, out.stderr)
 
 

@@ -71,10 +71,15 @@ def test_stubtest_agrees_with_the_extension(tmp_path):
     # run from the folder that holds the imported gdn_prefill (site-packages, or the source tree of
     # an editable install, which mypy cannot see through setuptools' import hook; elsewhere stubtest
     # would find no stub and pass vacuously): that stub is checked against that extension
+    # A folder holding only a link to that package: site-packages itself also holds modules
+    # mypy refuses to analyse as user code (typing_extensions.py "shadows library module").
     config = tmp_path / "mypy.ini"
     config.write_text(f"[mypy]\ncache_dir = {os.devnull}\n")
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "gdn_prefill").symlink_to(PKG, target_is_directory=True)
     r = subprocess.run([sys.executable, "-m", "mypy.stubtest", "--mypy-config-file", str(config),
-                        "gdn_prefill._ext"], cwd=os.path.dirname(PKG), capture_output=True, text=True, timeout=600)
+                        "gdn_prefill._ext"], cwd=root, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
