@@ -758,6 +758,17 @@ def _time_impl(calls: list, modes: tuple, budget_s: float, min_reps: int, max_re
     return out
 
 
+def _record_failure(row: dict, e: Exception) -> None:
+    """Keep a failed implementation's row with the first line of its error, and let any
+    asynchronous CUDA error surface now rather than in the next implementation's timing."""
+    import torch
+    row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    try:
+        torch.cuda.synchronize()
+    except Exception:
+        pass
+
+
 def host_overhead(impls: list[str], Hk: int = 16, Hv: int = 32, T: int = 64, calls: int = HOST_OVERHEAD_CALLS,
                   use_l2: bool = False) -> list[dict]:
     """Wall-clock µs per Python call on a tiny problem (one sequence of T tokens), per implementation."""
@@ -858,11 +869,7 @@ def run_timing(cases: list[Case], args, log=print) -> dict:
                     row.update({k: v for k, v in t.items()})
                     del calls
                 except Exception as e:
-                    row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                    try:
-                        torch.cuda.synchronize()
-                    except Exception:
-                        pass
+                    _record_failure(row, e)
                 result["rows"].append(row)
                 torch.cuda.empty_cache()
             del sets
@@ -1004,11 +1011,7 @@ def run_numerics(args, log=print) -> dict:
                         if impl == "flashinfer":
                             r["note"] = "alpha=exp(g), state [N,Hv,V,K]"
                     except Exception as e:
-                        r["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                        try:
-                            torch.cuda.synchronize()
-                        except Exception:
-                            pass
+                        _record_failure(r, e)
                     num["rows"].append(r)
                     log(f"  T={T} {hk}/{hv} {impl}: " + (r.get("error") or
                         f"err o {r['err_o']:.3e}, state {r['err_state']:.3e}, bitwise {r['bitwise_identical']}"))
