@@ -529,14 +529,22 @@ cdef bint _aligned16(const gdn_problem_t *p) noexcept nogil:
     return _row_aligned16(&p.q) and _row_aligned16(&p.k) and _row_aligned16(&p.v) and _row_aligned16(&p.out)
 
 
-cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int *ids, char *msg) noexcept nogil:
-    """The four launches of one prefill, in order."""
-    cdef int i
+cdef void _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int warpgroups,
+                      int *ids) noexcept nogil:
+    """The build of each of the four launches (-1 where it is not compiled in).  The one place
+    that picks the beta dtype, the _a16 and the warpgroups builds: prefill, explain and the
+    stage test hook all read their launches from here."""
     cdef int a16 = 1 if _aligned16(p) else 0
     ids[0] = _v_chunk_index
     ids[1] = _v_wu[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0][a16]
-    ids[2] = _spine_variant(p, chosen, state_layout, 0)
+    ids[2] = _spine_variant(p, chosen, state_layout, warpgroups)
     ids[3] = _v_fwd_o[a16]
+
+
+cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int *ids, char *msg) noexcept nogil:
+    """The four launches of one prefill, in order; every one must be compiled in."""
+    cdef int i
+    _select_ids(p, chosen, state_layout, 0, ids)
     for i in range(4):
         if ids[i] < 0:
             snprintf(msg, MSG_CAP, "build: stage %d of 4 (%s) is not compiled into this build", i + 1,
@@ -758,6 +766,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     """
     cdef gdn_problem_t p
     cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s
+    cdef int ids[4]
     cdef char msg[MSG_CAP]
     cdef char why[MSG_CAP]
     import torch
@@ -778,16 +787,14 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         if rc == GDN_ERR_SPINE:
             _log.warning("gdn_prefill: %s", msg.decode())
         _raise(rc, msg)
+    rc = _stage_ids(&p, chosen, layout_code, ids, msg)
+    if rc != GDN_OK:
+        _raise(rc, msg)
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
-    beta_tag = "betaf32" if p.beta.dtype == GDN_DTYPE_F32 else "betabf16"
-    a16 = "_a16" if _aligned16(&p) else ""
     spine_name = SPINE_NAMES[chosen]
-    kernels = [
-        ("chunk_index", _plan.grid_chunk_index(T, N, Hv)),
-        (f"recompute_wu_bf16_{beta_tag}{a16}", _plan.grid_recompute_wu(T, N, Hv)),
-        (gdn_variant_name(_spine_variant(&p, chosen, layout_code, 0)).decode(), _spine_grid(chosen, T, N, Hv)),
-        (f"fwd_o_bf16{a16}", _plan.grid_fwd_o(T, N, Hv)),
-    ]
+    grids = (_plan.grid_chunk_index(T, N, Hv), _plan.grid_recompute_wu(T, N, Hv),
+             _spine_grid(chosen, T, N, Hv), _plan.grid_fwd_o(T, N, Hv))
+    kernels = [(gdn_variant_name(ids[i]).decode(), grids[i]) for i in range(4)]
     from gdn_prefill import _manifest
     return {
         "spines": spines,
@@ -841,11 +848,8 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
         rc = _bind_workspace(&p, <void *><uintptr_t>workspace.data_ptr(), workspace.numel(), msg)
     order = ("chunk_index", "recompute_wu", "spine", "fwd_o")
     if rc == GDN_OK:
-        # look up ids leniently: only the requested stages must exist
-        all_ids[0] = _v_chunk_index
-        all_ids[1] = _v_wu[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0][1 if _aligned16(&p) else 0]
-        all_ids[2] = _spine_variant(&p, chosen, layout_code, warpgroups)
-        all_ids[3] = _v_fwd_o[1 if _aligned16(&p) else 0]
+        # only the requested stages must be compiled in
+        _select_ids(&p, chosen, layout_code, warpgroups, all_ids)
         for i in range(4):
             if order[i] in stages:
                 if all_ids[i] < 0:
