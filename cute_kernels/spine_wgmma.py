@@ -29,29 +29,33 @@ Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
     i + NUM_STAGES - 1 right after the first CTA barrier of chunk i, i.e. once
     every warp of every warpgroup has finished (wgmma waited) with chunk i - 1,
     whose stage it reuses; all threads wait on the full barrier.  No "empty"
-    barriers are needed: the CTA barrier is the release.  gcum / rk of chunk
-    i + 1 are loaded into registers during chunk i, so no global-load latency
-    sits on the chunk-to-chunk chain.
-  * wgmma 1 runs while the CTA copies bf16(S) from smem to h[c] (16-byte
-    vectors) and loads U into registers; accumulators go to smem with stmatrix.
+    barriers are needed: the CTA barrier is the release.
+  * The chunk-to-chunk chain is kept to what the recurrence needs, because with one
+    warp per scheduler every instruction on it is exposed (ncu, run 9: the per-row
+    coefficients read from smem, 16 LDS per thread per chunk, held 28 % of the stall
+    samples).  So: each thread computes the coefficients of its own two accumulator
+    rows in registers from gcum / rk loaded one chunk ahead; U comes in by ldmatrix
+    (2 instructions); h[c] and vnew leave by TMA stores issued by one warp per
+    warpgroup (h during wgmma 1, vnew during wgmma 2), not by thread stores.
   * Per warpgroup (index g = warp // 4, thread ltid = tid % 128): its accumulators,
-    its bf16(S) tile sS[..., g], its P tile sP[..., g], its U tile sU[..., stage*WG + g],
-    the tiled MMAs / copies sliced with ltid (exactly the one-warpgroup kernel).
-    Shared by the CTA: the W/K ring, the per-row coefficients (written by warps
-    0-1), the full mbarriers.
+    its bf16(S) tile sS[..., g], its P tile sP[..., g], its bf16(Vnew) tile sVn[..., g],
+    its U tile sU[..., stage*WG + g], the tiled MMAs / copies sliced with ltid (exactly
+    the one-warpgroup kernel).  Shared by the CTA: the W/K ring, the full mbarriers.
   * Per chunk: two CTA barriers (all warpgroups in lockstep).  A: publishes
-    bf16(S) (B operand of wgmma 1) and the per-row coefficients; B: publishes P
-    (B operand of wgmma 2) and the zeroed tail rows of the K tile.  Each is
-    preceded by fence.proxy.async so the ordinary st.shared are visible to the
-    tensor cores (async proxy); the fence before A also orders chunk i - 1's
-    ordinary reads/writes of its stage (U loads, K tail zeroing) before the TMA
-    that refills that stage.
+    bf16(S) (B operand of wgmma 1, TMA source of h); B: publishes P (B operand of
+    wgmma 2), bf16(Vnew) (TMA source of vnew) and the zeroed tail rows of the K tile.
+    Each is preceded by fence.proxy.async so the ordinary st.shared are visible to the
+    async proxy (tensor cores, TMA); the fence before A also orders chunk i - 1's
+    ordinary reads/writes of its stage (K tail zeroing) before the TMA that refills
+    it.  Before each barrier the storing warp waits until its TMA stores have read
+    the tiles the next steps rewrite (sS in (1), sVn in (3)).
   * Masking: rows j >= L of the W/U/K tiles may hold another sequence's rows or
     uninitialised workspace (NaN/Inf).  Rows of Vnew depend only on the same
-    rows of W and U, so rows j >= L of Vnew are dropped with a select (never
-    stored, P = 0).  Because NaN * 0 = NaN inside the MMA, the tail rows of the
-    K tile are also overwritten with zeros in smem (only in a partial chunk;
-    warpgroup g zeroes rows L + g, L + g + WG, ...).
+    rows of W and U, so rows j >= L of Vnew are dropped with a select (P = 0;
+    the last, partial chunk of a sequence stores rows j < L with 16-byte thread
+    stores instead of the TMA box).  Because NaN * 0 = NaN inside the MMA, the tail
+    rows of the K tile are also overwritten with zeros in smem (only in a partial
+    chunk; warpgroup g zeroes rows L + g, L + g + WG, ...).
   * Accumulator element coordinates come from partitioning identity tensors with
     the tiled MMAs (never hand-derived).
 
@@ -103,14 +107,14 @@ def _smem_bytes(num_wg: int) -> int:
     def up(x, a):
         return (x + a - 1) // a * a
     off = 8 * NUM_STAGES                                   # full mbarriers
-    off = up(off, 16) + 4 * CHUNK                          # coef
     for nbytes in (NUM_STAGES * _W_BYTES, NUM_STAGES * _K_BYTES, NUM_STAGES * num_wg * _U_BYTES,
-                   num_wg * DK * VB * 2, num_wg * CHUNK * VB * 2):  # sW, sK, sU, sS, sP (1024-aligned)
+                   num_wg * DK * VB * 2, num_wg * CHUNK * VB * 2,
+                   num_wg * CHUNK * VB * 2):  # sW, sK, sU, sS, sP, sVn (1024-aligned)
         off = up(off, 1024) + nbytes
     return off
 
 
-# VB = 32, 2 stages: 87,040 B (WG 1), 107,520 B (WG 2), 148,480 B (WG 4)
+# VB = 32, 2 stages: 91,136 B (WG 1), 115,712 B (WG 2), 164,864 B (WG 4)
 assert all(_smem_bytes(wg) <= 227 * 1024 for wg in WG_BUILDS)
 
 
@@ -139,10 +143,11 @@ def _smem_layouts(num_wg: int):
 
     sW : (64 rows, 128 k, stage)   K-major A operand of wgmma 1 (the W tile as stored in HBM)
     sK : (128 k, 64 rows, stage)   MN-major A operand of wgmma 2 (the K tile [64 x 128] seen as K^T)
-    sU : (64 rows, VB, stage*WG + g)  plain TMA destination, read with ordinary loads
-    sS : (VB v, 128 k, g)          MN-major B operand of wgmma 1: bf16(S)[k, v]
+    sU : (64 rows, VB, stage*WG + g)  TMA destination, read into registers with ldmatrix
+    sS : (VB v, 128 k, g)          MN-major B operand of wgmma 1: bf16(S)[k, v]; TMA source of h
     sP : (VB v, 64 rows, g)        MN-major B operand of wgmma 2: P[j, v]
-    (g = warpgroup; each warpgroup's sS / sP / sU tile is exactly the one-warpgroup tile)
+    sVn: (64 rows, VB, g)          bf16(Vnew), written with stmatrix; TMA source of vnew
+    (g = warpgroup; each warpgroup's sS / sP / sU / sVn tile is exactly the one-warpgroup tile)
     """
     tiler1 = (CHUNK, VB, DK)     # wgmma 1 (M, N, K)
     tiler2 = (DK, VB, CHUNK)     # wgmma 2 (M, N, K)
@@ -152,7 +157,8 @@ def _smem_layouts(num_wg: int):
     sP = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, tiler2, BFloat16, num_wg)
     atom_u = warpgroup.make_smem_layout_atom(_k_atom_kind_for(VB), BFloat16)
     sU = cute.tile_to_shape(atom_u, (CHUNK, VB, NUM_STAGES * num_wg), order=(0, 1, 2))
-    return sW, sK, sU, sS, sP
+    sVn = cute.tile_to_shape(atom_u, (CHUNK, VB, num_wg), order=(0, 1, 2))
+    return sW, sK, sU, sS, sP, sVn
 
 
 def _tiled_mmas():
@@ -173,10 +179,12 @@ def spine_wgmma_kernel(
     tma_w: cute.CopyAtom, mW: cute.Tensor,
     tma_u: cute.CopyAtom, mU: cute.Tensor,
     tma_k: cute.CopyAtom, mK: cute.Tensor,
+    tma_h: cute.CopyAtom, mH: cute.Tensor,
+    tma_vn: cute.CopyAtom, mVn: cute.Tensor,
     gcum: cute.Tensor, rk: cute.Tensor,
     cu_seqlens: cute.Tensor, chunk_offsets: cute.Tensor,
     state: cute.Tensor, state_indices: cute.Tensor,
-    vnew: cute.Tensor, h: cute.Tensor,
+    vnew: cute.Tensor,
     has_state: Int32, use_state_indices: Int32, hv_per_hk: Int32,
     num_wg: cutlass.Constexpr,
 ):
@@ -187,24 +195,23 @@ def spine_wgmma_kernel(
     wg = warp_idx // 4                     # this thread's warpgroup (warp-uniform)
     ltid = tidx % 128                      # thread index within the warpgroup
 
-    lay_w, lay_k, lay_u, lay_s, lay_p = _smem_layouts(num_wg)
+    lay_w, lay_k, lay_u, lay_s, lay_p, lay_vn = _smem_layouts(num_wg)
     mma1, mma2 = _tiled_mmas()
 
     @cute.struct
     class SharedStorage:
         full: cute.struct.MemRange[cutlass.Int64, NUM_STAGES]
-        coef: cute.struct.Align[cute.struct.MemRange[Float32, CHUNK], 16]
         sW: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_w)], 1024]
         sK: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_k)], 1024]
         sU: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_u)], 1024]
         sS: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_s)], 1024]
         sP: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_p)], 1024]
+        sVn: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_vn)], 1024]
 
     assert SharedStorage.size_in_bytes() == _smem_bytes(num_wg), (SharedStorage.size_in_bytes(), num_wg)
     smem = cutlass.utils.SmemAllocator()
     storage = smem.allocate(SharedStorage)
     full_bar = storage.full.data_ptr()
-    sCoef = storage.coef.get_tensor(cute.make_layout(CHUNK))
     sW = storage.sW.get_tensor(lay_w.outer, swizzle=lay_w.inner)        # (64, 128, NS)
     sK = storage.sK.get_tensor(lay_k.outer, swizzle=lay_k.inner)        # (128, 64, NS)
     sU = storage.sU.get_tensor(lay_u.outer, swizzle=lay_u.inner)        # (64, VB, NS*WG)
@@ -214,11 +221,14 @@ def spine_wgmma_kernel(
     sP = storage.sP.get_tensor(lay_p.outer, swizzle=lay_p.inner)        # (VB, 64, WG)    B operand
     lay_p_jv = cute.select(lay_p, mode=[1, 0, 2])
     sP_jv = storage.sP.get_tensor(lay_p_jv.outer, swizzle=lay_p_jv.inner)  # (64, VB, WG) same bytes
+    sVn = storage.sVn.get_tensor(lay_vn.outer, swizzle=lay_vn.inner)    # (64, VB, WG)
 
     if warp_idx == 0:
         cpasync.prefetch_descriptor(tma_w)
         cpasync.prefetch_descriptor(tma_u)
         cpasync.prefetch_descriptor(tma_k)
+        cpasync.prefetch_descriptor(tma_h)
+        cpasync.prefetch_descriptor(tma_vn)
     if tidx == 0:
         for s in cutlass.range_constexpr(NUM_STAGES):
             cute.arch.mbarrier_init(full_bar + s, 1)
@@ -235,21 +245,23 @@ def spine_wgmma_kernel(
 
     if run != 0:
         _sequence(mma1, mma2, tidx, ltid, wg, warp_idx, n, hv, vb, slot,
-                  sW, sK, sU, sS, sS_kv, sP, sP_jv, sCoef, full_bar,
-                  tma_w, mW, tma_u, mU, tma_k, mK, gcum, rk, cu_seqlens, chunk_offsets, state,
-                  vnew, h, has_state, hv_per_hk, num_wg)
+                  sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, full_bar,
+                  tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
+                  gcum, rk, cu_seqlens, chunk_offsets, state,
+                  vnew, has_state, hv_per_hk, num_wg)
 
 
 @cute.jit
 def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32, wg: Int32, warp_idx: Int32,
               n: Int32, hv: Int32, vb: Int32,
-              slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sCoef, full_bar,
-              tma_w, mW, tma_u, mU, tma_k, mK, gcum, rk, cu_seqlens, chunk_offsets, state,
-              vnew, h, has_state: Int32, hv_per_hk: Int32, num_wg: cutlass.Constexpr):
+              slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, full_bar,
+              tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
+              gcum, rk, cu_seqlens, chunk_offsets, state,
+              vnew, has_state: Int32, hv_per_hk: Int32, num_wg: cutlass.Constexpr):
     """Everything one CTA does for a sequence that is not padding.
 
-    tidx: thread in the CTA (row data, coefficients, TMA issue); ltid = tidx % 128 and
-    wg = warpgroup (of num_wg): the per-warpgroup MMA / copy partitions and smem tiles.
+    tidx: thread in the CTA (TMA issue); ltid = tidx % 128 and wg = warpgroup (of num_wg):
+    the per-warpgroup MMA / copy partitions and smem tiles.
     """
     bos = cu_seqlens[n]
     eos = cu_seqlens[n + 1]
@@ -259,6 +271,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     cta_col0 = vb * (VB * num_wg)                              # first state column of the CTA
     vblk = vb * num_wg + wg                                    # this warpgroup's VB-column block
     col0 = vblk * VB                                           # = cta_col0 + wg * VB
+    store_warp = warp_idx == wg * 4                            # issues this warpgroup's TMA stores
 
     # ---- per-thread MMA views (one-warpgroup tiled MMAs, sliced by the thread in its warpgroup)
     thr1 = mma1.get_slice(ltid)
@@ -271,30 +284,41 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     num_kb2 = cute.size(tKr, mode=[2])
 
     accS = cute.make_rmem_tensor(thr2.partition_shape_C((DK, VB)), Float32)    # S[k, v]
-    accV = cute.make_rmem_tensor(thr1.partition_shape_C((CHUNK, VB)), Float32)  # W S, then Vnew
+    accV = cute.make_rmem_tensor(thr1.partition_shape_C((CHUNK, VB)), Float32)  # W S, then Vnew, then P
     rU = cute.make_rmem_tensor(thr1.partition_shape_C((CHUNK, VB)), Float32)    # U[j, v]
     tScS = thr2.partition_C(cute.make_identity_tensor((DK, VB)))       # (k, v) of accS[e]
     tVcV = thr1.partition_C(cute.make_identity_tensor((CHUNK, VB)))    # (j, v) of accV[e]
+    # a warpgroup accumulator of 64 rows gives each thread two rows: row_a, and row_b = row_a + 8
+    # (element e holds row tVcV[e][0]; the row test below picks the coefficient per element)
+    row_a = tVcV[0][0]
+    row_b = row_a + 8
 
-    # accumulator -> smem (bf16) with stmatrix: S into sS (wgmma 1 B), P into sP (wgmma 2 B)
+    # accumulator <-> smem (bf16): stmatrix S into sS (wgmma 1 B), P into sP (wgmma 2 B), Vnew
+    # into sVn; ldmatrix U from sU (the inverse map, 4 matrices per instruction)
     stsm = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16)
+    ldsm = cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(False, 4), BFloat16)
     st_S = cute.make_tiled_copy_C(stsm, mma2).get_slice(ltid)
-    st_P = cute.make_tiled_copy_C(stsm, mma1).get_slice(ltid)
+    st_V = cute.make_tiled_copy_C(stsm, mma1).get_slice(ltid)
+    ld_U = cute.make_tiled_copy_C(ldsm, mma1).get_slice(ltid)
     tSsS = st_S.partition_D(sS_kv[None, None, wg])
-    tPsP = st_P.partition_D(sP_jv[None, None, wg])
+    tPsP = st_V.partition_D(sP_jv[None, None, wg])
+    tVsVn = st_V.partition_D(sVn[None, None, wg])
     accS_cv = st_S.retile(accS)                                        # accS in stmatrix order
     rS_bf = cute.make_rmem_tensor_like(accS_cv, BFloat16)
-    accV_cv = st_P.retile(accV)
-    rP_bf = cute.make_rmem_tensor_like(accV_cv, BFloat16)
+    accV_cv = st_V.retile(accV)
+    rV_bf = cute.make_rmem_tensor_like(accV_cv, BFloat16)
+    rU_cv = ld_U.retile(rU)                                            # rU in ldmatrix order
+    rU_bf = cute.make_rmem_tensor_like(rU_cv, BFloat16)
 
-    # bf16(S) smem -> h[c] with 16-byte vectors: a warpgroup's 128 threads = 32 rows x 4 groups
-    # of 8 columns, over its own (128, VB) tile
-    cp_h = cute.make_tiled_copy_tv(
+    # partial chunks: bf16(Vnew) rows j < L from sVn to vnew with 16-byte vectors (a warpgroup's
+    # 128 threads = 32 rows x 4 groups of 8 columns; 2 row passes over the 64-row tile)
+    cp_v = cute.make_tiled_copy_tv(
         cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128),
         cute.make_layout((128 // (VB // 8), VB // 8), stride=(VB // 8, 1)),
         cute.make_layout((1, 8)))
-    thr_h = cp_h.get_slice(ltid)
-    tHsS = thr_h.partition_S(sS_kv[None, None, wg])
+    thr_v = cp_v.get_slice(ltid)
+    tVnS = thr_v.partition_S(sVn[None, None, wg])
+    tVnC = thr_v.partition_S(cute.make_identity_tensor((CHUNK, VB)))
 
     mma1.set(warpgroup.Field.ACCUMULATE, True)
     mma2.set(warpgroup.Field.ACCUMULATE, True)
@@ -308,10 +332,11 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     else:
         accS.fill(0.0)
 
-    # TMA views of this (sequence, head); the chunk offset is applied per load
+    # TMA views of this (sequence, head); the chunk offset is applied per copy
     mW_h = mW[None, None, hv]                                          # (T, 128) rows, k
     mU_h = mU[None, None, hv]                                          # (T, 128) rows, v
     mK_h = mK[None, None, hk]                                          # (128, T) k, rows
+    mVn_h = mVn[None, None, hv]                                        # (T, 128) rows, v
 
     # ---- prologue: TMA for the first NUM_STAGES - 1 chunks; row data of chunk 0 into registers
     if warp_idx == 0:
@@ -320,14 +345,16 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                 _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
                              bos + p * CHUNK, cta_col0, Int32(p), num_wg)
     # per-row data of the NEXT chunk to run, loaded one chunk ahead (off the dependency chain):
-    # g_last of the chunk (all threads), gcum_j and rk_j of row j = tidx (threads j < L only)
+    # g_last of the chunk, and gcum_j, rk_j of this thread's rows row_a, row_b (if < L)
     nx_glast = Float32(0.0)
-    nx_g = Float32(0.0)
-    nx_r = Float32(0.0)
+    nx_ga = Float32(0.0)
+    nx_ra = Float32(0.0)
+    nx_gb = Float32(0.0)
+    nx_rb = Float32(0.0)
     if nch > 0:
-        nx_glast, nx_g, nx_r = _row_data(gcum, rk, hv, bos, eos, tidx, nx_g, nx_r)
+        nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, bos, eos, row_a, row_b,
+                                                         nx_ga, nx_ra, nx_gb, nx_rb)
 
-    pval = Float32(0.0)
     for i in cutlass.range(nch, unroll=1):
         stage = i % NUM_STAGES
         phase = (i // NUM_STAGES) % 2
@@ -335,22 +362,28 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         L = cutlass.min(eos - t0, CHUNK)
         c = coff + i
 
-        # (0) coef_j = exp(g_last - gcum_j) * rk_j for j < L, exactly 0 otherwise; decay = exp(g_last)
+        # (0) coef_j = exp(g_last - gcum_j) * rk_j for this thread's rows j < L, exactly 0 for
+        # j >= L; decay = exp(g_last).  In registers: no shared-memory round trip on the chain
         decay = cute.math.exp(nx_glast)
-        if tidx < CHUNK:
-            coef = Float32(0.0)
-            if tidx < L:
-                coef = cute.math.exp(nx_glast - nx_g) * nx_r
-            sCoef[tidx] = coef
+        coef_a = Float32(0.0)
+        coef_b = Float32(0.0)
+        if row_a < L:
+            coef_a = cute.math.exp(nx_glast - nx_ga) * nx_ra
+        if row_b < L:
+            coef_b = cute.math.exp(nx_glast - nx_gb) * nx_rb
 
-        # (1) bf16(S) into smem (wgmma 1's B operand; also the source of h[c])
+        # (1) bf16(S) into smem (wgmma 1's B operand; also the TMA source of h[c]).  The TMA
+        # store of h[c - 1] finished reading sS before barrier B of chunk i - 1
         for e in cutlass.range_constexpr(cute.size(accS_cv)):
             rS_bf[e] = BFloat16(accS_cv[e])
         cute.copy(st_S, rS_bf, tSsS)
+        # the TMA store of vnew of chunk i - 1 must have read sVn before it is rewritten in (3)
+        if store_warp:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
 
-        # barrier A (CTA-wide): sS, sCoef visible to all (and to the tensor cores); every warp
-        # of every warpgroup is done with chunk i - 1 (its wgmma 2 waited, its U loads and K
-        # tail zeroing done), so chunk i - 1's stage may be refilled
+        # barrier A (CTA-wide): sS visible to all (and to the async proxy: tensor cores, TMA);
+        # every warp of every warpgroup is done with chunk i - 1 (its wgmma 2 waited, its K tail
+        # zeroing and sVn reads done), so chunk i - 1's stage may be refilled
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
 
@@ -359,8 +392,17 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
             if nxt < nch:
                 _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
                              bos + nxt * CHUNK, cta_col0, nxt % NUM_STAGES, num_wg)
+        # h[c, hv, :, cols] = bf16(S): one TMA store per warpgroup, off the chain
+        if store_warp:
+            gH = cute.zipped_divide(mH[None, None, c, hv], (DK, VB))[((None, None), (0, vblk))]
+            tHs, tHg = cpasync.tma_partition(tma_h, 0, cute.make_layout(1),
+                                             cute.group_modes(sS_kv[None, None, wg], 0, 2),
+                                             cute.group_modes(gH, 0, 2))
+            cute.copy(tma_h, tHs, tHg)
+            cute.arch.cp_async_bulk_commit_group()
         if i + 1 < nch:
-            nx_glast, nx_g, nx_r = _row_data(gcum, rk, hv, t0 + CHUNK, eos, tidx, nx_g, nx_r)
+            nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, t0 + CHUNK, eos, row_a, row_b,
+                                                             nx_ga, nx_ra, nx_gb, nx_rb)
 
         cute.arch.mbarrier_wait(full_bar + stage, phase)
 
@@ -370,70 +412,100 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
             for j in cutlass.range(L + wg, CHUNK, num_wg, unroll=1):
                 sK[ltid, j, stage] = BFloat16(0.0)
 
-        # (2) wgmma 1: accV = W @ S; meanwhile U -> registers and bf16(S) -> h[c]
+        # (2) wgmma 1: accV = W @ S (S read from sS); meanwhile U -> registers (ldmatrix)
+        # and the decay of S
         accV.fill(0.0)
         warpgroup.fence()
         for kb in cutlass.range_constexpr(num_kb1):
             cute.gemm(mma1, accV, tWr[None, None, kb, stage], tSr[None, None, kb, wg], accV)
         warpgroup.commit_group()
-        tVsU = thr1.partition_C(sU[None, None, stage * num_wg + wg])   # U[j, col0 + v] at accV[e]
-        for e in cutlass.range_constexpr(cute.size(rU)):
-            rU[e] = Float32(tVsU[e])
-        gH = cute.local_tile(h[c, hv, None, None], (DK, VB), (0, vblk))  # (k, v) -> h[c, hv, k, col0+v]
-        cute.copy(cp_h, tHsS, thr_h.partition_D(gH))
-        warpgroup.wait_group(0)
-
-        # (3) Vnew = U - W S; store rows j < L; P = select(j < L, Vnew * coef_j, 0) -> smem
-        gV = cute.domain_offset((t0, col0), vnew[None, hv, None])      # (j, v) -> vnew[t0+j, hv, col0+v]
-        for e in cutlass.range_constexpr(cute.size(accV)):
-            jj, vv = tVcV[e]
-            vn = rU[e] - accV[e]
-            pval = Float32(0.0)
-            if jj < L:
-                gV[jj, vv] = BFloat16(vn)
-                pval = vn * sCoef[jj]
-            accV[e] = pval
-        for e in cutlass.range_constexpr(cute.size(accV_cv)):
-            rP_bf[e] = BFloat16(accV_cv[e])
-        cute.copy(st_P, rP_bf, tPsP)
-
-        # (4) S *= exp(g_last)
+        cute.copy(ld_U, ld_U.partition_S(sU[None, None, stage * num_wg + wg]), rU_bf)
+        for e in cutlass.range_constexpr(cute.size(rU_cv)):
+            rU_cv[e] = Float32(rU_bf[e])
+        # (4) S *= exp(g_last), also under wgmma 1 (it reads sS, not these registers)
         for e in cutlass.range_constexpr(cute.size(accS)):
             accS[e] = accS[e] * decay
+        warpgroup.wait_group(0)
 
-        # barrier B: sP and the zeroed K rows visible to the tensor cores
+        # (3) Vnew = U - W S -> sVn (bf16); P = Vnew * coef_j (0 for rows j >= L) -> sP
+        for e in cutlass.range_constexpr(cute.size(accV)):
+            accV[e] = rU[e] - accV[e]
+        for e in cutlass.range_constexpr(cute.size(accV_cv)):
+            rV_bf[e] = BFloat16(accV_cv[e])
+        cute.copy(st_V, rV_bf, tVsVn)
+        if L == CHUNK:
+            for e in cutlass.range_constexpr(cute.size(accV)):
+                cf = coef_b
+                if tVcV[e][0] == row_a:
+                    cf = coef_a
+                accV[e] = accV[e] * cf
+        else:
+            for e in cutlass.range_constexpr(cute.size(accV)):
+                jj = tVcV[e][0]
+                cf = coef_b
+                if jj == row_a:
+                    cf = coef_a
+                pval = Float32(0.0)       # a select, not a product: Vnew of rows j >= L may be NaN
+                if jj < L:
+                    pval = accV[e] * cf
+                accV[e] = pval
+        for e in cutlass.range_constexpr(cute.size(accV_cv)):
+            rV_bf[e] = BFloat16(accV_cv[e])
+        cute.copy(st_V, rV_bf, tPsP)
+
+        # the TMA store of h[c] must have read sS before (1) of chunk i + 1 rewrites it
+        if store_warp:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
+        # barrier B: sP, sVn and the zeroed K rows visible to the tensor cores / TMA
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
 
-        # (5) wgmma 2: S += K^T P
+        # (5) wgmma 2: S += K^T P; meanwhile vnew[t0 + j, cols] = bf16(Vnew_j), j < L
         warpgroup.fence()
         for kb in cutlass.range_constexpr(num_kb2):
             cute.gemm(mma2, accS, tKr[None, None, kb, stage], tPr[None, None, kb, wg], accS)
         warpgroup.commit_group()
+        if L == CHUNK:
+            if store_warp:
+                gVn = cute.zipped_divide(cute.domain_offset((t0, col0), mVn_h), (CHUNK, VB))[((None, None), (0, 0))]
+                tVs, tVg = cpasync.tma_partition(tma_vn, 0, cute.make_layout(1),
+                                                 cute.group_modes(sVn[None, None, wg], 0, 2),
+                                                 cute.group_modes(gVn, 0, 2))
+                cute.copy(tma_vn, tVs, tVg)
+                cute.arch.cp_async_bulk_commit_group()
+        else:
+            # a sequence's last, partial chunk: rows >= L belong to the next sequence
+            gV = cute.domain_offset((t0, col0), vnew[None, hv, None])  # (j, v) -> vnew[t0+j, hv, col0+v]
+            tVnG = thr_v.partition_D(cute.local_tile(gV, (CHUNK, VB), (0, 0)))
+            for m in cutlass.range_constexpr(cute.size(tVnS, mode=[1])):
+                if tVnC[0, m, 0][0] < L:
+                    cute.copy(cp_v, tVnS[None, m, None], tVnG[None, m, None])
         warpgroup.wait_group(0)
 
-    # ---- final state
+    # ---- final state; every TMA store of this CTA complete before its shared memory is released
     if has_state != 0:
         for e in cutlass.range_constexpr(cute.size(accS)):
             kk, vv = tScS[e]
             gS[kk, vv] = accS[e]
+    if store_warp:
+        cute.arch.cp_async_bulk_wait_group(0)
 
 
 @cute.jit
-def _row_data(gcum: cute.Tensor, rk: cute.Tensor, hv: Int32, t0: Int32, eos: Int32, tidx: Int32,
-              g_old: Float32, r_old: Float32):
-    """Row data of the chunk starting at token t0 (< eos): (gcum[last row], gcum[t0+tidx], rk[t0+tidx]).
-
-    Rows at or past eos are never read (their values stay g_old / r_old, which are unused).
-    """
+def _row_data(gcum: cute.Tensor, rk: cute.Tensor, hv: Int32, t0: Int32, eos: Int32,
+              row_a: Int32, row_b: Int32, ga: Float32, ra: Float32, gb: Float32, rb: Float32):
+    """Row data of the chunk starting at token t0 (< eos): gcum of its last row, and gcum, rk
+    of rows row_a and row_b.  Rows at or past eos are never read (their values stay as given,
+    and are unused: their coefficients are 0)."""
     L = cutlass.min(eos - t0, CHUNK)
     g_last = gcum[t0 + L - 1, hv]
-    g = g_old
-    r = r_old
-    if tidx < L:
-        g = gcum[t0 + tidx, hv]
-        r = rk[t0 + tidx, hv]
-    return g_last, g, r
+    if row_a < L:
+        ga = gcum[t0 + row_a, hv]
+        ra = rk[t0 + row_a, hv]
+    if row_b < L:
+        gb = gcum[t0 + row_b, hv]
+        rb = rk[t0 + row_b, hv]
+    return g_last, ga, ra, gb, rb
 
 
 @cute.jit
@@ -482,24 +554,30 @@ def _make_launch(num_wg: int):
         has_state: Int32, use_state_indices: Int32,
         stream: cuda.CUstream,
     ):
-        lay_w, lay_k, lay_u, _, _ = _smem_layouts(num_wg)
-        op = cpasync.CopyBulkTensorTileG2SOp()
-        # TMA views whose first two modes match the smem tiles: w, u -> (T, 128, Hv) for (rows, cols)
-        # tiles; k -> (128, T, Hk) so the K tile lands as K^T (the MN-major A operand of wgmma 2)
+        lay_w, lay_k, lay_u, lay_s, _, lay_vn = _smem_layouts(num_wg)
+        load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
+        # TMA views whose first two modes match the smem tiles: w, u, vnew -> (T, 128, Hv) for
+        # (rows, cols) tiles; k -> (128, T, Hk) so the K tile lands as K^T (the MN-major A operand
+        # of wgmma 2); h -> (128 k, 128 v, C, Hv) stored from the (k, v) view of bf16(S)
         w_view = cute.make_tensor(w.iterator, cute.select(w.layout, mode=[0, 2, 1]))
         u_view = cute.make_tensor(u.iterator, cute.select(u.layout, mode=[0, 2, 1]))
         k_view = cute.make_tensor(k.iterator, cute.select(k.layout, mode=[2, 0, 1]))
-        tma_w, mW = cpasync.make_tiled_tma_atom(op, w_view, cute.slice_(lay_w, (None, None, 0)), (CHUNK, DK))
-        tma_u, mU = cpasync.make_tiled_tma_atom(op, u_view, cute.slice_(lay_u, (None, None, 0)), (CHUNK, VB))
-        tma_k, mK = cpasync.make_tiled_tma_atom(op, k_view, cute.slice_(lay_k, (None, None, 0)), (DK, CHUNK))
+        vn_view = cute.make_tensor(vnew.iterator, cute.select(vnew.layout, mode=[0, 2, 1]))
+        h_view = cute.make_tensor(h.iterator, cute.select(h.layout, mode=[2, 3, 0, 1]))
+        lay_s_kv = cute.select(lay_s, mode=[1, 0, 2])
+        tma_w, mW = cpasync.make_tiled_tma_atom(load, w_view, cute.slice_(lay_w, (None, None, 0)), (CHUNK, DK))
+        tma_u, mU = cpasync.make_tiled_tma_atom(load, u_view, cute.slice_(lay_u, (None, None, 0)), (CHUNK, VB))
+        tma_k, mK = cpasync.make_tiled_tma_atom(load, k_view, cute.slice_(lay_k, (None, None, 0)), (DK, CHUNK))
+        tma_h, mH = cpasync.make_tiled_tma_atom(store, h_view, cute.slice_(lay_s_kv, (None, None, 0)), (DK, VB))
+        tma_vn, mVn = cpasync.make_tiled_tma_atom(store, vn_view, cute.slice_(lay_vn, (None, None, 0)), (CHUNK, VB))
 
         T = w.shape[0]
         N = cu_seqlens.shape[0] - 1
         Hv = w.shape[1]
         hv_per_hk = Hv // k.shape[1]
         spine_wgmma_kernel(
-            tma_w, mW, tma_u, mU, tma_k, mK, gcum, rk, cu_seqlens, chunk_offsets,
-            state, state_indices, vnew, h, has_state, use_state_indices, hv_per_hk, num_wg,
+            tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn, gcum, rk, cu_seqlens, chunk_offsets,
+            state, state_indices, vnew, has_state, use_state_indices, hv_per_hk, num_wg,
         ).launch(grid=plan.grid_spine_wgmma(T, N, Hv, num_wg), block=[threads, 1, 1], stream=stream)
 
     return spine_wgmma

@@ -1,30 +1,94 @@
-"""Host cost of one prefill() call: a tiny problem (64 tokens, 16/32 heads), wall clock.
+"""Host cost of one prefill() call, and where it goes: a tiny problem (64 tokens, 16/32 heads).
 
-Bursts of 100 calls (400 launches, within the driver's launch queue, so the host never waits
-for the GPU inside a burst), synchronised between bursts outside the timed region.
+The host cost is measured while the GPU is held busy by a long sleep kernel queued first, so
+every launch only enters the queue and the loop never waits for the GPU; after the loop the
+sleep must still be running (checked), else the sample is thrown away.  (Run 8 timed bursts of
+calls on an idle GPU: that measured how fast the GPU drains 4 tiny kernels per call, not the host.)
+
+Rows: prefill(); the _launch_stages hook with 0..4 stages (the same validation, then only the
+named launches: the difference between rows is the cost of one DSL launch wrapper); and the
+pieces of prefill()'s Python side on their own.
 """
+import statistics
 import time
 
 import torch
 
 import gdn_prefill
+from gdn_prefill import _ext
 from gdn_prefill import reference as ref
+
+CALLS = 20          # calls per sample: 80 launches, far below the launch queue's depth
+SAMPLES = 15
+SLEEP_CYCLES = int(3e8)   # ~150 ms of GPU time, far longer than CALLS host calls
 
 inp = ref.make_inputs([64], 16, 32, seed=0, device="cuda", state="dense", l2norm_inputs=True)
 out = torch.empty_like(inp["v"])
 ws = torch.empty(gdn_prefill.workspace_bytes(64, 1, 32), dtype=torch.uint8, device="cuda")
 args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, inp["state"])
 kw = dict(cu_seqlens=inp["cu_seqlens"], workspace=ws)
-for _ in range(50):
-    gdn_prefill.prefill(*args, **kw)
-torch.cuda.synchronize()
-per_call = []
-for _ in range(21):
+dev = inp["q"].device
+named = (("q", inp["q"]), ("k", inp["k"]), ("v", inp["v"]), ("g", inp["g"]), ("beta", inp["beta"]),
+         ("out", out), ("state", inp["state"]), ("cu_seqlens", inp["cu_seqlens"]), ("workspace", ws))
+STAGES = ("chunk_index", "recompute_wu", "spine", "fwd_o")
+
+
+def host_us(fn) -> float:
+    """Median host microseconds per fn() call with the GPU busy (the queue never drains)."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    per_call = []
+    while len(per_call) < SAMPLES:
+        torch.cuda._sleep(SLEEP_CYCLES)
+        busy = torch.cuda.Event()
+        busy.record()
+        t0 = time.perf_counter()
+        for _ in range(CALLS):
+            fn()
+        dt = time.perf_counter() - t0
+        still_busy = not busy.query()
+        torch.cuda.synchronize()
+        if still_busy:
+            per_call.append(dt / CALLS * 1e6)
+    return statistics.median(per_call)
+
+
+def gpu_us_idle_burst() -> float:
+    """Run 8's measure: wall time per call of 100 back-to-back calls on an idle GPU."""
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(100):
         gdn_prefill.prefill(*args, **kw)
-    per_call.append((time.perf_counter() - t0) * 1e4)  # us per call
-per_call.sort()
-print(f"prefill() host cost: median {per_call[10]:.1f} us per call, min {per_call[0]:.1f} "
-      "(21 bursts of 100 calls, synchronised between bursts)")
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / 100 * 1e6
+
+
+def _ctx():
+    with torch.cuda.device(dev):
+        pass
+
+
+def _tensor_reads():
+    for _, x in named:
+        x.dim(), x.dtype, x.data_ptr(), x.shape, x.stride()
+
+
+rows = [("prefill() (4 launches)", host_us(lambda: gdn_prefill.prefill(*args, **kw)))]
+for n in range(5):
+    st = STAGES[:n]
+    rows.append((f"_launch_stages, {n} launches", host_us(lambda st=st: _ext._launch_stages(st, *args, **kw))))
+rows += [
+    ("  _check_devices (10 tensors)", host_us(lambda: _ext._check_devices(named))),
+    ("  torch.cuda.current_stream(dev)", host_us(lambda: torch.cuda.current_stream(dev))),
+    ("  with torch.cuda.device(dev)", host_us(_ctx)),
+    ("  dim/dtype/data_ptr/shape/stride x9", host_us(_tensor_reads)),
+]
+idle = statistics.median(gpu_us_idle_burst() for _ in range(11))
+print(f"| host cost, GPU kept busy ({CALLS} calls x {SAMPLES} samples, median) | us/call |")
+print("|---|---|")
+for name, us in rows:
+    print(f"| {name} | {us:.1f} |")
+per_launch = (rows[5][1] - rows[1][1]) / 4
+print(f"| one DSL launch wrapper (4 launches - 0 launches) / 4 | {per_launch:.1f} |")
+print(f"| (run 8's measure: idle GPU, 100-call bursts; GPU-bound) | {idle:.1f} |")

@@ -1,0 +1,56 @@
+"""Where a kernel's warps stall, per SASS instruction, from an ncu report's source page.
+
+    ncu --clock-control none --set full --import-source no -k regex:spine -c 1 -o rep python3 tools/profile_one.py
+    ncu -i rep.ncu-rep --page source --csv --print-source sass > src.csv
+    python3 tools/ncu_hot.py src.csv [--top 40]
+
+Prints the instructions with the most warp-stall samples, each with its share of all samples
+and the stall reason columns that are non-zero for it, then the totals per reason.
+"""
+import argparse
+import csv
+import io
+import sys
+
+
+def _num(s: str) -> float:
+    try:
+        return float(s.replace(",", ""))
+    except ValueError:
+        return 0.0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("csv")
+    ap.add_argument("--top", type=int, default=40)
+    a = ap.parse_args()
+    text = open(a.csv, errors="replace").read()
+    start = text.find('"#"') if '"#"' in text else text.find('"Address"')
+    rows = list(csv.reader(io.StringIO(text[max(start, 0):])))
+    head, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
+    col = {h: i for i, h in enumerate(head)}
+    samp = next((h for h in head if h.startswith("Warp Stall Sampling (All")), None)
+    if samp is None:
+        print("no stall-sampling column; columns:", head)
+        sys.exit(1)
+    src = next(h for h in head if h == "Source")
+    reasons = [h for h in head if h.startswith("stall_") or h.lower().startswith("stall ")]
+    total = sum(_num(r[col[samp]]) for r in body) or 1.0
+    print(f"{len(body)} SASS lines, {total:.0f} stall samples; reason columns: {len(reasons)}")
+    hot = sorted(body, key=lambda r: -_num(r[col[samp]]))[: a.top]
+    for r in hot:
+        n = _num(r[col[samp]])
+        why = sorted(((_num(r[col[h]]), h) for h in reasons), reverse=True)
+        why_s = " ".join(f"{h}={v:.0f}" for v, h in why[:3] if v > 0)
+        addr = r[col["Address"]] if "Address" in col else r[0]
+        print(f"{100 * n / total:5.1f}%  {addr:>6}  {r[col[src]][:60]:<60}  {why_s}")
+    if reasons:
+        print("\nper reason:")
+        tot = sorted(((sum(_num(r[col[h]]) for r in body), h) for h in reasons), reverse=True)
+        for v, h in tot[:12]:
+            print(f"  {h:<40} {100 * v / total:5.1f}%")
+
+
+if __name__ == "__main__":
+    main()
