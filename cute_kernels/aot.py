@@ -96,6 +96,7 @@ def compile_one(module_name: str, variant: str, out_dir: str) -> dict:
     cubins = sorted(f for f in os.listdir(cubin_dir) if f.endswith(".cubin"))
     info = {"variant": variant, "module": module_name, "kwargs": {k: str(v) for k, v in kwargs.items()},
             "threads": _per_variant(module, "THREADS", kwargs), "smem_bytes": _smem_bytes(module, kwargs),
+            "cluster": _per_variant(module, "CLUSTER", kwargs) or 1,
             "params": described, "cubins": [os.path.join("cubin", variant, c) for c in cubins],
             "compile_seconds": round(time.time() - start, 2)}
     _check_header(os.path.join(out_dir, variant + ".h"), variant, described)
@@ -112,7 +113,8 @@ def _launch(module, kwargs):
 
 
 def _per_variant(module, name, kwargs):
-    """A module constant that may also be a function of the variant kwargs (THREADS, SMEM_BYTES)."""
+    """A module constant that may also be a function of the variant kwargs (THREADS, SMEM_BYTES,
+    CLUSTER: CTAs per cluster, 1 when absent)."""
     value = getattr(module, name, None)
     return value(**kwargs) if callable(value) else value
 

@@ -5,7 +5,9 @@ One CTA owns (sequence n, value head hv, V-block vb): the state columns
 code), a compile-time parameter of each variant (1: spine_wgmma_<layout>, 2:
 spine_wgmma_wg2_<layout>; 4 also compiles).  The launcher picks the build per call
 (plan.spine_wgmma_warpgroups): WG=1 has the shortest per-chunk chain (few CTAs: latency),
-WG=2 halves the W/K L2 traffic (many CTAs).
+WG=2 halves the W/K L2 traffic and, built with `multicast`, its 2 CTAs of one (sequence,
+head) form a cluster in which each TMA-loads half of W and K and multicasts it to both
+(a quarter of the one-warpgroup traffic; many CTAs: throughput).
 Warpgroup g of the CTA owns the VB columns cols = [col0, col0 + VB),
 col0 = (vb*WG + g)*VB, and keeps them in its fp32 accumulator registers for the
 whole sequence.  Every warpgroup runs the same per-VB-column algorithm; they
@@ -28,8 +30,13 @@ Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
     2 + WG copies).  Warp 0 (one elected lane) issues the loads of chunk
     i + NUM_STAGES - 1 right after the first CTA barrier of chunk i, i.e. once
     every warp of every warpgroup has finished (wgmma waited) with chunk i - 1,
-    whose stage it reuses; all threads wait on the full barrier.  No "empty"
-    barriers are needed: the CTA barrier is the release.
+    whose stage it reuses; all threads wait on the full barrier.  Without a cluster
+    no "empty" barriers are needed: the CTA barrier is the release.  With one, every
+    CTA writes into its peers' stages, so after barrier A thread 0 arrives on the
+    stage's "empty" mbarrier in every CTA of the cluster (count = cluster size), and
+    warp 0 waits on its own before refilling the stage; cluster barriers bracket the
+    kernel (barriers initialised before any peer traffic; nobody exits while a peer
+    may still arrive).
   * The chunk-to-chunk chain is kept to what the recurrence needs, because with one
     warp per scheduler every instruction on it is exposed (ncu, run 9: the per-row
     coefficients read from smem, 16 LDS per thread per chunk, held 28 % of the stall
@@ -82,7 +89,7 @@ DK = plan.HEAD_DIM_K                  # 128
 DV = plan.HEAD_DIM_V                  # 128
 VB = plan.WGMMA_SPINE_VBLOCK          # 32 state columns per warpgroup
 WG_BUILDS = (1, 2, 4)                 # warpgroups per CTA that compile (VARIANTS builds 1 and 2)
-NUM_STAGES = 2                        # TMA ring depth (prefetch distance NUM_STAGES - 1)
+NUM_STAGES = 2     # TMA ring depth; 3 measured slower (runs 3 and 10: 1.33 -> 2.39 us/chunk at B=1)
 
 assert CHUNK == 64 and DK == 128
 assert VB in (16, 32, 64)             # wgmma N; MN-major B needs VB * 2 bytes in {32, 64, 128}
@@ -102,11 +109,17 @@ def _threads(num_wg: int) -> int:
     return 128 * num_wg
 
 
+def _cluster(num_wg: int, multicast: bool) -> int:
+    """CTAs per cluster.  With multicast, all the V-block CTAs of one (sequence, head), which
+    load the same W and K tiles: each loads 1/cluster of them and multicasts it to the others."""
+    return DV // (VB * num_wg) if multicast else 1
+
+
 def _smem_bytes(num_wg: int) -> int:
     """Dynamic shared memory of SharedStorage below (checked against the struct at trace time)."""
     def up(x, a):
         return (x + a - 1) // a * a
-    off = 8 * NUM_STAGES                                   # full mbarriers
+    off = 8 * NUM_STAGES * 2                               # full and empty mbarriers
     for nbytes in (NUM_STAGES * _W_BYTES, NUM_STAGES * _K_BYTES, NUM_STAGES * num_wg * _U_BYTES,
                    num_wg * DK * VB * 2, num_wg * CHUNK * VB * 2,
                    num_wg * CHUNK * VB * 2):  # sW, sK, sU, sS, sP, sVn (1024-aligned)
@@ -119,12 +132,16 @@ assert all(_smem_bytes(wg) <= 227 * 1024 for wg in WG_BUILDS)
 
 
 # Per-variant launch facts for the AOT build (cute_kernels/aot.py calls these with the variant kwargs)
-def THREADS(layout: str, warpgroups: int = 1) -> int:  # noqa: N802  (the module convention's name)
+def THREADS(layout: str, warpgroups: int = 1, multicast: bool = False) -> int:  # noqa: N802  (module convention)
     return _threads(warpgroups)
 
 
-def SMEM_BYTES(layout: str, warpgroups: int = 1) -> int:  # noqa: N802
+def SMEM_BYTES(layout: str, warpgroups: int = 1, multicast: bool = False) -> int:  # noqa: N802
     return _smem_bytes(warpgroups)
+
+
+def CLUSTER(layout: str, warpgroups: int = 1, multicast: bool = False) -> int:  # noqa: N802
+    return _cluster(warpgroups, multicast)
 
 
 # --------------------------------------------------------------------------- layouts
@@ -186,9 +203,10 @@ def spine_wgmma_kernel(
     state: cute.Tensor, state_indices: cute.Tensor,
     vnew: cute.Tensor,
     has_state: Int32, use_state_indices: Int32, hv_per_hk: Int32,
-    num_wg: cutlass.Constexpr,
+    num_wg: cutlass.Constexpr, cz: cutlass.Constexpr,
 ):
-    """num_wg: warpgroups of the CTA (compile time: 1, 2 or 4)."""
+    """num_wg: warpgroups of the CTA (compile time: 1, 2 or 4); cz: CTAs per cluster (1: no
+    multicast, the CTA barrier releases a stage; else W/K multicast, empty mbarriers release)."""
     tidx, _, _ = cute.arch.thread_idx()
     n, hv, vb = cute.arch.block_idx()
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -201,6 +219,7 @@ def spine_wgmma_kernel(
     @cute.struct
     class SharedStorage:
         full: cute.struct.MemRange[cutlass.Int64, NUM_STAGES]
+        empty: cute.struct.MemRange[cutlass.Int64, NUM_STAGES]
         sW: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_w)], 1024]
         sK: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_k)], 1024]
         sU: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_u)], 1024]
@@ -212,6 +231,7 @@ def spine_wgmma_kernel(
     smem = cutlass.utils.SmemAllocator()
     storage = smem.allocate(SharedStorage)
     full_bar = storage.full.data_ptr()
+    empty_bar = storage.empty.data_ptr()
     sW = storage.sW.get_tensor(lay_w.outer, swizzle=lay_w.inner)        # (64, 128, NS)
     sK = storage.sK.get_tensor(lay_k.outer, swizzle=lay_k.inner)        # (128, 64, NS)
     sU = storage.sU.get_tensor(lay_u.outer, swizzle=lay_u.inner)        # (64, VB, NS*WG)
@@ -232,8 +252,14 @@ def spine_wgmma_kernel(
     if tidx == 0:
         for s in cutlass.range_constexpr(NUM_STAGES):
             cute.arch.mbarrier_init(full_bar + s, 1)
+            cute.arch.mbarrier_init(empty_bar + s, cz)
     cute.arch.mbarrier_init_fence()
-    cute.arch.sync_threads()
+    if cutlass.const_expr(cz > 1):
+        # every CTA of the cluster has initialised its barriers before a peer multicasts or arrives
+        cute.arch.cluster_arrive_relaxed()
+        cute.arch.cluster_wait()
+    else:
+        cute.arch.sync_threads()
 
     # ---- which sequence / slot; PADDING: state_indices[n] == -1 skips everything
     run = Int32(1)
@@ -245,19 +271,23 @@ def spine_wgmma_kernel(
 
     if run != 0:
         _sequence(mma1, mma2, tidx, ltid, wg, warp_idx, n, hv, vb, slot,
-                  sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, full_bar,
+                  sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, full_bar, empty_bar,
                   tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
                   gcum, rk, cu_seqlens, chunk_offsets, state,
-                  vnew, has_state, hv_per_hk, num_wg)
+                  vnew, has_state, hv_per_hk, num_wg, cz)
+    if cutlass.const_expr(cz > 1):
+        # no CTA leaves while a peer may still arrive on its barriers (one chunk count per cluster)
+        cute.arch.cluster_arrive()
+        cute.arch.cluster_wait()
 
 
 @cute.jit
 def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32, wg: Int32, warp_idx: Int32,
               n: Int32, hv: Int32, vb: Int32,
-              slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, full_bar,
+              slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, full_bar, empty_bar,
               tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
               gcum, rk, cu_seqlens, chunk_offsets, state,
-              vnew, has_state: Int32, hv_per_hk: Int32, num_wg: cutlass.Constexpr):
+              vnew, has_state: Int32, hv_per_hk: Int32, num_wg: cutlass.Constexpr, cz: cutlass.Constexpr):
     """Everything one CTA does for a sequence that is not padding.
 
     tidx: thread in the CTA (TMA issue); ltid = tidx % 128 and wg = warpgroup (of num_wg):
@@ -272,6 +302,9 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     vblk = vb * num_wg + wg                                    # this warpgroup's VB-column block
     col0 = vblk * VB                                           # = cta_col0 + wg * VB
     store_warp = warp_idx == wg * 4                            # issues this warpgroup's TMA stores
+    rank = Int32(0)
+    if cutlass.const_expr(cz > 1):
+        rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())  # = vb: grid z is one cluster
 
     # ---- per-thread MMA views (one-warpgroup tiled MMAs, sliced by the thread in its warpgroup)
     thr1 = mma1.get_slice(ltid)
@@ -343,7 +376,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         for p in cutlass.range_constexpr(NUM_STAGES - 1):
             if p < nch:
                 _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
-                             bos + p * CHUNK, cta_col0, Int32(p), num_wg)
+                             bos + p * CHUNK, cta_col0, Int32(p), rank, num_wg, cz)
     # per-row data of the NEXT chunk to run, loaded one chunk ahead (off the dependency chain):
     # g_last of the chunk, and gcum_j, rk_j of this thread's rows row_a, row_b (if < L)
     nx_glast = Float32(0.0)
@@ -387,11 +420,20 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
 
+        if cutlass.const_expr(cz > 1):
+            # release chunk i - 1's stage to every CTA of the cluster (each multicasts into it)
+            if tidx == 0:
+                if i > 0:
+                    for r in cutlass.range_constexpr(cz):
+                        cute.arch.mbarrier_arrive(empty_bar + (i - 1) % NUM_STAGES, r)
         if warp_idx == 0:
             nxt = i + (NUM_STAGES - 1)
             if nxt < nch:
+                if cutlass.const_expr(cz > 1):
+                    if nxt >= NUM_STAGES:     # the stage's previous chunk released by every CTA
+                        cute.arch.mbarrier_wait(empty_bar + nxt % NUM_STAGES, (nxt // NUM_STAGES + 1) % 2)
                 _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
-                             bos + nxt * CHUNK, cta_col0, nxt % NUM_STAGES, num_wg)
+                             bos + nxt * CHUNK, cta_col0, nxt % NUM_STAGES, rank, num_wg, cz)
         # h[c, hv, :, cols] = bf16(S): one TMA store per warpgroup, off the chain
         if store_warp:
             gH = cute.zipped_divide(mH[None, None, c, hv], (DK, VB))[((None, None), (0, vblk))]
@@ -510,7 +552,8 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, hv: Int32, t0: Int32, eos: Int
 
 @cute.jit
 def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
-                 t0: Int32, cta_col0: Int32, stage: Int32, num_wg: cutlass.Constexpr):
+                 t0: Int32, cta_col0: Int32, stage: Int32, rank: Int32, num_wg: cutlass.Constexpr,
+                 cz: cutlass.Constexpr):
     """Called by one whole (converged) warp: one elected lane arms the stage's mbarrier with the
     byte count of all 2 + num_wg copies; each TMA copy is issued by one elected lane (cute.copy
     elects internally).  U comes as num_wg tiles of (64, VB): warpgroup g's columns
@@ -520,9 +563,13 @@ def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
         cute.arch.mbarrier_arrive_and_expect_tx(bar, _tma_bytes_per_stage(num_wg))
 
     gW = cute.zipped_divide(cute.domain_offset((t0, 0), mW_h), (CHUNK, DK))[((None, None), (0, 0))]
-    tWs, tWg = cpasync.tma_partition(tma_w, 0, cute.make_layout(1),
+    mask = cutlass.Int16((1 << cz) - 1)           # every CTA of the cluster
+    tWs, tWg = cpasync.tma_partition(tma_w, rank, cute.make_layout(cz),
                                      cute.group_modes(sW, 0, 2), cute.group_modes(gW, 0, 2))
-    cute.copy(tma_w, tWg, tWs[None, stage], tma_bar_ptr=bar)
+    if cutlass.const_expr(cz > 1):
+        cute.copy(tma_w, tWg, tWs[None, stage], tma_bar_ptr=bar, mcast_mask=mask)
+    else:
+        cute.copy(tma_w, tWg, tWs[None, stage], tma_bar_ptr=bar)
 
     for g in cutlass.range_constexpr(num_wg):
         gU = cute.zipped_divide(cute.domain_offset((t0, cta_col0 + g * VB), mU_h),
@@ -532,16 +579,20 @@ def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
         cute.copy(tma_u, tUg, tUs[None, stage * num_wg + g], tma_bar_ptr=bar)
 
     gK = cute.zipped_divide(cute.domain_offset((0, t0), mK_h), (DK, CHUNK))[((None, None), (0, 0))]
-    tKs, tKg = cpasync.tma_partition(tma_k, 0, cute.make_layout(1),
+    tKs, tKg = cpasync.tma_partition(tma_k, rank, cute.make_layout(cz),
                                      cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2))
-    cute.copy(tma_k, tKg, tKs[None, stage], tma_bar_ptr=bar)
+    if cutlass.const_expr(cz > 1):
+        cute.copy(tma_k, tKg, tKs[None, stage], tma_bar_ptr=bar, mcast_mask=mask)
+    else:
+        cute.copy(tma_k, tKg, tKs[None, stage], tma_bar_ptr=bar)
 
 
 # --------------------------------------------------------------------------- launch
-def _make_launch(num_wg: int):
-    """The launch function of the num_wg-warpgroup build (parameter names: gdn_problem_t fields).
+def _make_launch(num_wg: int, multicast: bool):
+    """The launch function of the num_wg-warpgroup build, W/K multicast across a cluster or not
+    (parameter names: gdn_problem_t fields).
 
-    One kernel, one body: num_wg reaches the kernel as a compile-time constant."""
+    One kernel, one body: num_wg and the cluster size reach the kernel as compile-time constants."""
     assert num_wg in WG_BUILDS, num_wg
     threads = _threads(num_wg)
 
@@ -556,6 +607,8 @@ def _make_launch(num_wg: int):
     ):
         lay_w, lay_k, lay_u, lay_s, _, lay_vn = _smem_layouts(num_wg)
         load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
+        cz = _cluster(num_wg, multicast)
+        wk_load = cpasync.CopyBulkTensorTileG2SMulticastOp() if cz > 1 else load
         # TMA views whose first two modes match the smem tiles: w, u, vnew -> (T, 128, Hv) for
         # (rows, cols) tiles; k -> (128, T, Hk) so the K tile lands as K^T (the MN-major A operand
         # of wgmma 2); h -> (128 k, 128 v, C, Hv) stored from the (k, v) view of bf16(S)
@@ -565,9 +618,9 @@ def _make_launch(num_wg: int):
         vn_view = cute.make_tensor(vnew.iterator, cute.select(vnew.layout, mode=[0, 2, 1]))
         h_view = cute.make_tensor(h.iterator, cute.select(h.layout, mode=[2, 3, 0, 1]))
         lay_s_kv = cute.select(lay_s, mode=[1, 0, 2])
-        tma_w, mW = cpasync.make_tiled_tma_atom(load, w_view, cute.slice_(lay_w, (None, None, 0)), (CHUNK, DK))
+        tma_w, mW = cpasync.make_tiled_tma_atom(wk_load, w_view, cute.slice_(lay_w, (None, None, 0)), (CHUNK, DK), cz)
         tma_u, mU = cpasync.make_tiled_tma_atom(load, u_view, cute.slice_(lay_u, (None, None, 0)), (CHUNK, VB))
-        tma_k, mK = cpasync.make_tiled_tma_atom(load, k_view, cute.slice_(lay_k, (None, None, 0)), (DK, CHUNK))
+        tma_k, mK = cpasync.make_tiled_tma_atom(wk_load, k_view, cute.slice_(lay_k, (None, None, 0)), (DK, CHUNK), cz)
         tma_h, mH = cpasync.make_tiled_tma_atom(store, h_view, cute.slice_(lay_s_kv, (None, None, 0)), (DK, VB))
         tma_vn, mVn = cpasync.make_tiled_tma_atom(store, vn_view, cute.slice_(lay_vn, (None, None, 0)), (CHUNK, VB))
 
@@ -577,33 +630,40 @@ def _make_launch(num_wg: int):
         hv_per_hk = Hv // k.shape[1]
         spine_wgmma_kernel(
             tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn, gcum, rk, cu_seqlens, chunk_offsets,
-            state, state_indices, vnew, has_state, use_state_indices, hv_per_hk, num_wg,
-        ).launch(grid=plan.grid_spine_wgmma(T, N, Hv, num_wg), block=[threads, 1, 1], stream=stream)
+            state, state_indices, vnew, has_state, use_state_indices, hv_per_hk, num_wg, cz,
+        ).launch(grid=plan.grid_spine_wgmma(T, N, Hv, num_wg), block=[threads, 1, 1],
+                 cluster=[1, 1, cz], stream=stream)
 
     return spine_wgmma
 
 
 # --------------------------------------------------------------------------- AOT variants
-_LAUNCHES: dict[int, object] = {}
+_LAUNCHES: dict[tuple[int, bool], object] = {}
 
 
-def launch_for(layout: str, warpgroups: int = 1):
+def launch_for(layout: str, warpgroups: int = 1, multicast: bool = False):
     """The launch function of a variant (cute_kernels/aot.py calls it with the variant kwargs);
     the state layout is a property of the fake state tensor only."""
-    if warpgroups not in _LAUNCHES:
-        _LAUNCHES[warpgroups] = _make_launch(warpgroups)
-    return _LAUNCHES[warpgroups]
+    key = (warpgroups, multicast)
+    if key not in _LAUNCHES:
+        _LAUNCHES[key] = _make_launch(warpgroups, multicast)
+    return _LAUNCHES[key]
 
 
+# Two builds (bench_spine.py --crossover, run 10, T=4096, us/chunk, multicast off / on):
+#   WG=1:  B=1 1.37 / 1.44,  B=8 16.7 / 8.7   -- few CTAs: the cluster's lockstep costs more
+#   WG=2:  B=1 1.55 / 1.53,  B=8  9.1 / 6.8   -- than the L2 traffic it saves; many CTAs: less
+# so the latency build (WG=1, <= GDN_WGMMA_WG1_MAX_CTAS CTAs) runs without clusters and the
+# throughput build (WG=2) multicasts W and K to the 2 CTAs of a (sequence, head).
 VARIANTS: dict[str, dict] = {
-    "spine_wgmma_kv": {"layout": "kv", "warpgroups": 1},
-    "spine_wgmma_vk": {"layout": "vk", "warpgroups": 1},
-    "spine_wgmma_wg2_kv": {"layout": "kv", "warpgroups": 2},
-    "spine_wgmma_wg2_vk": {"layout": "vk", "warpgroups": 2},
+    "spine_wgmma_kv": {"layout": "kv", "warpgroups": 1, "multicast": False},
+    "spine_wgmma_vk": {"layout": "vk", "warpgroups": 1, "multicast": False},
+    "spine_wgmma_wg2_kv": {"layout": "kv", "warpgroups": 2, "multicast": True},
+    "spine_wgmma_wg2_vk": {"layout": "vk", "warpgroups": 2, "multicast": True},
 }
 
 
-def fake_args(dims, layout, warpgroups=1):
+def fake_args(dims, layout, warpgroups=1, multicast=False):
     """Fake tensors/scalars for every parameter of spine_wgmma except stream, in order
     (the same for every warpgroup count)."""
     return [

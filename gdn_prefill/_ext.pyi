@@ -28,6 +28,7 @@ class KernelLaunch(TypedDict):
     name: str
     grid: tuple[int, ...]
     block: int | None
+    cluster: int
     smem_bytes: int | None
 
 @type_check_only

@@ -25,9 +25,9 @@ def variant(name: str) -> dict[str, Any]:
 
 
 def launch_info(name: str) -> dict[str, Any]:
-    """Block size and dynamic shared memory bytes of a compiled variant."""
+    """Block size, CTAs per cluster and dynamic shared memory bytes of a compiled variant."""
     v = variant(name)
-    return {"block": v.get("threads"), "smem_bytes": v.get("smem_bytes")}
+    return {"block": v.get("threads"), "cluster": v.get("cluster", 1), "smem_bytes": v.get("smem_bytes")}
 
 
 def cubins(name: str) -> list[str]:

@@ -21,7 +21,8 @@ SM_COUNT = _C["GDN_SM_COUNT"]   # H100/H200 SXM; a fixed constant, the device is
 
 # The wgmma spine is built with 1 and with 2 warpgroups per CTA (CTA = 128 * warpgroups threads,
 # grid z = HEAD_DIM_V / (WGMMA_SPINE_VBLOCK * warpgroups)); the warpgroups of a CTA share one
-# TMA copy of the W and K tiles.  WG=1 has the shortest per-chunk chain, WG=2 half the W/K L2
+# TMA copy of the W and K tiles, and the WG=2 build's 2 CTAs of a (sequence, head) form a cluster
+# that multicasts it.  WG=1 has the shortest per-chunk chain, WG=2 a quarter of the W/K L2
 # traffic.  Rule: WG=2 once the WG=1 grid would exceed GDN_WGMMA_WG1_MAX_CTAS (gdn_abi.h, where
 # the crossover measurements are recorded: WG=2 already wins at 256 CTAs, WG=1 at 128).  The
 # launcher (pyx/gdn_prefill/_ext.pyx, _wgmma_warpgroups) applies the same header constant in C.

@@ -49,6 +49,7 @@ def test_many_sequences_times_heads_pick_the_two_warpgroup_build(layout, spine):
     assert k["name"] == f"spine_wgmma_wg2_{layout}"
     assert k["grid"] == (16, 32, 2) == plan.grid_spine_wgmma(16 * 64, 16, 32, 2)
     assert k["block"] == 256
+    assert k["cluster"] == 2     # the 2 CTAs of a (sequence, head) share W/K by TMA multicast
 
 
 @pytest.mark.parametrize("layout", ["kv", "vk"])
@@ -61,6 +62,7 @@ def test_one_sequence_picks_the_one_warpgroup_build(layout):
     assert k["name"] == f"spine_wgmma_{layout}"
     assert k["grid"] == (1, 32, 4) == plan.grid_spine_wgmma(4096, 1, 32)
     assert k["block"] == 128
+    assert k["cluster"] == 1     # latency build: no cluster lockstep
 
 
 def test_scalar_spine_is_unaffected():

@@ -15,6 +15,8 @@ timeout 170 python3 benchmarks/bench_prefill.py --heads 16/32 --budget-s 110 --n
 grep -E "^\| (1x|8x|32x|varlen)" /tmp/bench.txt
 timeout 100 python3 benchmarks/bench_spine.py --json "$OUT/spine.json" --md "$OUT/spine.md" >/tmp/spine.txt 2>&1
 echo "spine rc=$?"; grep -E "^\| (scalar|wgmma)" /tmp/spine.txt
+timeout 100 python3 tools/host_overhead.py >"$OUT/host_overhead.md" 2>&1; echo "host rc=$?"
+grep -E "prefill\(\)|one DSL" "$OUT/host_overhead.md"
 # the wheel, installed on its own (the editable install is removed first so it cannot shadow it)
 python3 -m pip uninstall -y -q gdn-prefill >/dev/null 2>&1
 GDN_PREFILL_PREBUILT=build/aot python3 -m build --wheel --no-isolation --skip-dependency-check --outdir /tmp/dist . \

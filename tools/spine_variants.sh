@@ -10,7 +10,7 @@ for d in "$@"; do
   GDN_PREFILL_PREBUILT=$d python3 -m pip install -q --no-build-isolation --no-deps -e . >"$OUT/build_$tag.log" 2>&1 \
     || { echo "$tag: build failed"; tail -20 "$OUT/build_$tag.log"; continue; }
   echo "== $tag"
-  timeout 150 python3 -m pytest -m gpu tests/test_gpu_prefill.py -q -p no:cacheprovider \
-    -k "wgmma and (varlen_mix or pool_pad_vk or stages or gva4 or long)" 2>&1 | tail -2
+  timeout 150 python3 -m pytest -m gpu tests/test_gpu_prefill.py tests/test_gpu_sanitizer.py -q \
+    -p no:cacheprovider -k "wgmma or wg2 or sanitizer" 2>&1 | tail -2
   timeout 120 python3 benchmarks/bench_spine.py --quick --json "$OUT/spine_$tag.json" 2>&1 | grep -E "^\| wgmma"
 done

@@ -19,9 +19,10 @@
 #define GDN_WGMMA_SPINE_VBLOCK 32    /* V columns of the state per warpgroup        */
 #define GDN_SM_COUNT 132             /* SMs of an H100/H200 SXM (never queried)      */
 /* wgmma spine: the 1-warpgroup build runs while its grid N*Hv*(V/VBLOCK) has at most this
- * many CTAs (one per SM); beyond, the 2-warpgroup build whose warpgroups share one W/K copy.
- * Measured on the H200, T=4096, Hv=32, us/chunk WG1/WG2: 128 CTAs 1.70/2.70, 256 CTAs
- * 3.18/2.79, 512 6.95/5.77, 1024 18.1/12.0 (benchmarks/bench_spine.py --crossover). */
+ * many CTAs (one per SM); beyond, the 2-warpgroup build whose warpgroups share one W/K copy
+ * and whose 2 CTAs per (sequence, head) form a cluster that multicasts it.
+ * Measured on the H200, T=4096, Hv=32, us/chunk WG1/WG2 (benchmarks/bench_spine.py --crossover,
+ * run 10): 128 CTAs 1.37/1.53, 256 1.91/1.88, 384 3.84/2.57, 512 4.73/3.33, 1024 16.7/6.85. */
 #define GDN_WGMMA_WG1_MAX_CTAS 132
 #define GDN_TMA_ALIGN_BYTES 16       /* TMA: base pointers and strides 16B aligned  */
 #define GDN_WORKSPACE_ALIGN_BYTES 256
