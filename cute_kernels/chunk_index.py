@@ -74,6 +74,31 @@ def chunk_index_kernel(cu_seqlens: cute.Tensor, chunk_offsets: cute.Tensor, chun
 
 
 @cute.jit
+def chunk_slot(c: Int32, chunk_seq: cute.Tensor, chunk_token: cute.Tensor, cu_seqlens: cute.Tensor,
+               state_indices: cute.Tensor, use_state_indices: Int32):
+    """What a per-chunk CTA (recompute_wu, fwd_o) needs to know of its slot c: (live, n, t0, L).
+
+    live: 1 if slot c holds a chunk of sequence n whose state slot is not padding
+    (state_indices[n] == -1 skips the sequence); t0: its first token; L = min(64, eos - t0)
+    its rows.  chunk_token[c] is read beside chunk_seq[c], and cu_seqlens[n + 1] beside
+    state_indices[n], so the CTA waits on two dependent loads, not three."""
+    n = Int32(-1)
+    t0 = Int32(0)
+    if c < chunk_seq.shape[0]:
+        n = chunk_seq[c]
+        t0 = chunk_token[c]
+    live = Int32(0)
+    L = Int32(0)
+    if n >= 0:
+        live = Int32(1)
+        L = cutlass.min(cu_seqlens[n + 1] - t0, plan.CHUNK)
+        if use_state_indices != 0:
+            if state_indices[n] < 0:
+                live = Int32(0)
+    return live, n, t0, L
+
+
+@cute.jit
 def chunk_index(cu_seqlens: cute.Tensor, chunk_offsets: cute.Tensor, chunk_seq: cute.Tensor,
                 chunk_token: cute.Tensor, stream: cuda.CUstream):
     chunk_index_kernel(cu_seqlens, chunk_offsets, chunk_seq, chunk_token).launch(

@@ -69,6 +69,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import fake
+from cute_kernels.chunk_index import chunk_slot
 from gdn_prefill import plan
 
 # ---- tile geometry (static) ----------------------------------------------------
@@ -271,21 +272,9 @@ def _fwd_o_kernel(
     sV_jv = storage.sV.get_tensor(lay_v_jv.outer, swizzle=lay_v_jv.inner)    # (64 j, 64 v, 2) same bytes
 
     # ---- which chunk, and is it live? -------------------------------------------
-    live = Int32(0)
-    n = Int32(-1)
-    if c < chunk_seq.shape[0]:
-        n = chunk_seq[c]
-    if n >= 0:
-        live = Int32(1)
-        if use_state_indices != 0:
-            if state_indices[n] < 0:
-                live = Int32(0)
+    live, n, t0, L = chunk_slot(c, chunk_seq, chunk_token, cu_seqlens, state_indices, use_state_indices)
 
     if live != 0:
-        t0 = chunk_token[c]
-        L = cu_seqlens[n + 1] - t0
-        if L > _C:
-            L = Int32(_C)
         Hv = gcum.shape[1]
         Hk = q.shape[1]
         hk = hv // (Hv // Hk)

@@ -77,6 +77,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import fake
+from cute_kernels.chunk_index import chunk_slot
 from gdn_prefill import plan
 
 C = plan.CHUNK                    # 64 tokens per chunk
@@ -215,17 +216,9 @@ def recompute_wu_kernel(
     sR = storage.rr.get_tensor(cute.make_layout(C))     # rk
 
     # ---- which chunk, which sequence -------------------------------------------
-    n = chunk_seq[c]
-    active = Int32(0)
-    if n >= 0:
-        active = Int32(1)
-        if use_state_indices != 0:
-            if state_indices[n] < 0:
-                active = Int32(0)
+    active, n, t0, L = chunk_slot(c, chunk_seq, chunk_token, cu_seqlens, state_indices, use_state_indices)
 
     if active != 0:
-        t0 = chunk_token[c]
-        L = cutlass.min(cu_seqlens[n + 1] - t0, C)
         hk = hv // (v.shape[1] // k.shape[1])
 
         if cutlass.const_expr(aligned):

@@ -407,18 +407,13 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
 
         # (1) bf16(S) into smem (wgmma 1's B operand; also the TMA source of h[c]).  The TMA
         # store of h[c - 1] finished reading sS before barrier B of chunk i - 1
-        for e in cutlass.range_constexpr(cute.size(accS_cv)):
-            rS_bf[e] = BFloat16(accS_cv[e])
-        cute.copy(st_S, rS_bf, tSsS)
-        # the TMA store of vnew of chunk i - 1 must have read sVn before it is rewritten in (3)
-        if store_warp:
-            cute.arch.cp_async_bulk_wait_group(0, read=True)
+        _stmatrix_bf16(st_S, accS_cv, rS_bf, tSsS)
 
         # barrier A (CTA-wide): sS visible to all (and to the async proxy: tensor cores, TMA);
         # every warp of every warpgroup is done with chunk i - 1 (its wgmma 2 waited, its K tail
-        # zeroing and sVn reads done), so chunk i - 1's stage may be refilled
-        cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.sync_threads()
+        # zeroing and sVn reads done), so chunk i - 1's stage may be refilled; the TMA store of
+        # vnew of chunk i - 1 has read sVn, which (3) rewrites
+        _barrier(store_warp)
 
         if cutlass.const_expr(cz > 1):
             # release chunk i - 1's stage to every CTA of the cluster (each multicasts into it)
@@ -472,9 +467,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         # (3) Vnew = U - W S -> sVn (bf16); P = Vnew * coef_j (0 for rows j >= L) -> sP
         for e in cutlass.range_constexpr(cute.size(accV)):
             accV[e] = rU[e] - accV[e]
-        for e in cutlass.range_constexpr(cute.size(accV_cv)):
-            rV_bf[e] = BFloat16(accV_cv[e])
-        cute.copy(st_V, rV_bf, tVsVn)
+        _stmatrix_bf16(st_V, accV_cv, rV_bf, tVsVn)
         if L == CHUNK:
             for e in cutlass.range_constexpr(cute.size(accV)):
                 cf = coef_b
@@ -491,16 +484,11 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                 if jj < L:
                     pval = accV[e] * cf
                 accV[e] = pval
-        for e in cutlass.range_constexpr(cute.size(accV_cv)):
-            rV_bf[e] = BFloat16(accV_cv[e])
-        cute.copy(st_V, rV_bf, tPsP)
+        _stmatrix_bf16(st_V, accV_cv, rV_bf, tPsP)
 
-        # the TMA store of h[c] must have read sS before (1) of chunk i + 1 rewrites it
-        if store_warp:
-            cute.arch.cp_async_bulk_wait_group(0, read=True)
-        # barrier B: sP, sVn and the zeroed K rows visible to the tensor cores / TMA
-        cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.sync_threads()
+        # barrier B: sP, sVn and the zeroed K rows visible to the tensor cores / TMA; the TMA
+        # store of h[c] has read sS, which (1) of chunk i + 1 rewrites
+        _barrier(store_warp)
 
         # (5) wgmma 2: S += K^T P; meanwhile vnew[t0 + j, cols] = bf16(Vnew_j), j < L
         warpgroup.fence()
@@ -531,6 +519,25 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
             gS[kk, vv] = accS[e]
     if store_warp:
         cute.arch.cp_async_bulk_wait_group(0)
+
+
+@cute.jit
+def _stmatrix_bf16(st: cute.TiledCopy, acc_cv: cute.Tensor, r_bf: cute.Tensor, dst: cute.Tensor):
+    """fp32 accumulators (viewed in stmatrix order) -> bf16 registers -> a shared-memory tile."""
+    for e in cutlass.range_constexpr(cute.size(acc_cv)):
+        r_bf[e] = BFloat16(acc_cv[e])
+    cute.copy(st, r_bf, dst)
+
+
+@cute.jit
+def _barrier(store_warp):
+    """The CTA barrier of a chunk: the storing warp first waits until its TMA stores have read
+    their shared-memory tiles; fence.proxy.async makes this thread's ordinary shared-memory
+    writes visible to the async proxy (tensor cores, TMA) before the barrier publishes them."""
+    if store_warp:
+        cute.arch.cp_async_bulk_wait_group(0, read=True)
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.sync_threads()
 
 
 @cute.jit

@@ -83,7 +83,8 @@ CHUNK = 64
 PEAK_TFLOPS = 790.0            # bf16 dense, measured on H200
 PEAK_TBPS = 4.3                # copy bandwidth, measured on H200
 L2_FALLBACK_BYTES = 60 << 20   # when the device does not report its L2 size
-HOST_OVERHEAD_CALLS = 1000
+HOST_OVERHEAD_CALLS = 20      # calls per sample of host_cost_us (80 launches: far below the queue depth)
+HOST_OVERHEAD_SAMPLES = 15
 
 HEADS = ((16, 32), (16, 64), (8, 8))
 SHAPES = ("1x1K", "1x8K", "1x64K", "8x4K", "32x2K", "varlen16")
@@ -295,9 +296,10 @@ def markdown_report(result: dict) -> str:
             f"{_fmt(r.get('pct_hbm_floor'), '.1f')} | {r.get('n_sets', '')} | {_note(r)} |")
     host = result.get("host_overhead") or []
     if host:
-        lines += ["", f"Host overhead of one Python call (tiny problem: {host[0].get('problem', '')}; "
-                      f"{HOST_OVERHEAD_CALLS} calls, wall clock / calls; GPU time of the same call in a graph beside it):",
-                  "", "| impl | µs per call (wall) | GPU µs (graph) | note |", "|---|---|---|---|"]
+        lines += ["", f"Host overhead of one Python call (tiny problem: {host[0].get('problem', '')}; host "
+                      f"time per call while a sleep kernel keeps the GPU busy, median of {HOST_OVERHEAD_SAMPLES} "
+                      f"samples of {HOST_OVERHEAD_CALLS} calls; GPU time of the same call in a graph beside it):",
+                  "", "| impl | host µs per call | GPU µs (graph) | note |", "|---|---|---|---|"]
         for h in host:
             lines.append(f"| {h['impl']} | {_fmt(h.get('us_per_call'), '.1f')} | {_fmt(h.get('gpu_us'), '.1f')} | "
                          f"{h.get('error') or h.get('note') or ''} |")
@@ -812,23 +814,46 @@ def host_overhead(impls: list[str], Hk: int = 16, Hv: int = 32, T: int = 64, cal
     return rows
 
 
-def _host_loop(fn, calls: int) -> dict:
+def host_cost_us(fn, calls: int = HOST_OVERHEAD_CALLS, samples: int = HOST_OVERHEAD_SAMPLES,
+                 sleep_cycles: int = 300_000_000) -> float:
+    """Median host microseconds per fn() call while the GPU is kept busy by a sleep kernel
+    queued first (~150 ms), so launches only enter the queue and the host never waits for the
+    GPU; a sample in which the sleep had already ended is discarded.  (Timing back-to-back
+    calls on an idle GPU measures how fast the GPU drains tiny kernels, not the host.)"""
     import torch
-    for _ in range(20):
+    for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    wall = (time.perf_counter() - t0) / calls * 1e6
+    per_call: list[float] = []
+    for _ in range(4 * samples):
+        torch.cuda._sleep(sleep_cycles)
+        busy = torch.cuda.Event()
+        busy.record()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        dt = time.perf_counter() - t0
+        still_busy = not busy.query()
+        torch.cuda.synchronize()
+        if still_busy:
+            per_call.append(dt / calls * 1e6)
+        if len(per_call) == samples:
+            break
+    if not per_call:
+        raise RuntimeError("every sample outlived the GPU's sleep kernel: the call waits for the GPU "
+                           "(a host sync inside it?)")
+    return statistics.median(per_call)
+
+
+def _host_loop(fn, calls: int) -> dict:
+    host = host_cost_us(fn, calls)
     gpu = None
     try:
         st = _time_impl([fn], ("graph",), 0.05, 20, 200)
         gpu = st.get("graph_us")
     except Exception:
         pass
-    return dict(us_per_call=wall, gpu_us=gpu, calls=calls)
+    return dict(us_per_call=host, gpu_us=gpu, calls=calls)
 
 
 def run_timing(cases: list[Case], args, log=print) -> dict:

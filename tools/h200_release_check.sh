@@ -13,8 +13,8 @@ timeout 100 python3 -m gdn_prefill >"$OUT/main_job.txt" 2>&1; echo "main job rc=
 timeout 170 python3 benchmarks/bench_prefill.py --heads 16/32 --budget-s 110 --no-progress \
   --out "$OUT/bench" >/tmp/bench.txt 2>&1; echo "bench rc=$?"
 grep -E "^\| (1x|8x|32x|varlen)" /tmp/bench.txt
-timeout 100 python3 benchmarks/bench_spine.py --json "$OUT/spine.json" --md "$OUT/spine.md" >/tmp/spine.txt 2>&1
-echo "spine rc=$?"; grep -E "^\| (scalar|wgmma)" /tmp/spine.txt
+timeout 240 python3 benchmarks/bench_spine.py --json "$OUT/spine.json" --md "$OUT/spine.md" >/tmp/spine.txt 2>&1
+echo "spine rc=$?"; grep -E "^\| (scalar|wgmma)|B=" /tmp/spine.txt | tail -16
 timeout 100 python3 tools/host_overhead.py >"$OUT/host_overhead.md" 2>&1; echo "host rc=$?"
 grep -E "prefill\(\)|one DSL" "$OUT/host_overhead.md"
 # the wheel, installed on its own (the editable install is removed first so it cannot shadow it)

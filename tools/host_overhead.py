@@ -15,12 +15,8 @@ import time
 import torch
 
 import gdn_prefill
-from gdn_prefill import _ext
+from gdn_prefill import _ext, bench
 from gdn_prefill import reference as ref
-
-CALLS = 20          # calls per sample: 80 launches, far below the launch queue's depth
-SAMPLES = 15
-SLEEP_CYCLES = int(3e8)   # ~150 ms of GPU time, far longer than CALLS host calls
 
 inp = ref.make_inputs([64], 16, 32, seed=0, device="cuda", state="dense", l2norm_inputs=True)
 out = torch.empty_like(inp["v"])
@@ -31,27 +27,7 @@ dev = inp["q"].device
 named = (("q", inp["q"]), ("k", inp["k"]), ("v", inp["v"]), ("g", inp["g"]), ("beta", inp["beta"]),
          ("out", out), ("state", inp["state"]), ("cu_seqlens", inp["cu_seqlens"]), ("workspace", ws))
 STAGES = ("chunk_index", "recompute_wu", "spine", "fwd_o")
-
-
-def host_us(fn) -> float:
-    """Median host microseconds per fn() call with the GPU busy (the queue never drains)."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    per_call = []
-    while len(per_call) < SAMPLES:
-        torch.cuda._sleep(SLEEP_CYCLES)
-        busy = torch.cuda.Event()
-        busy.record()
-        t0 = time.perf_counter()
-        for _ in range(CALLS):
-            fn()
-        dt = time.perf_counter() - t0
-        still_busy = not busy.query()
-        torch.cuda.synchronize()
-        if still_busy:
-            per_call.append(dt / CALLS * 1e6)
-    return statistics.median(per_call)
+host_us = bench.host_cost_us   # median host us per call, the GPU kept busy
 
 
 def gpu_us_idle_burst() -> float:
@@ -85,7 +61,7 @@ rows += [
     ("  dim/dtype/data_ptr/shape/stride x9", host_us(_tensor_reads)),
 ]
 idle = statistics.median(gpu_us_idle_burst() for _ in range(11))
-print(f"| host cost, GPU kept busy ({CALLS} calls x {SAMPLES} samples, median) | us/call |")
+print(f"| host cost, GPU kept busy ({bench.HOST_OVERHEAD_CALLS} calls x {bench.HOST_OVERHEAD_SAMPLES} samples, median) | us/call |")
 print("|---|---|")
 for name, us in rows:
     print(f"| {name} | {us:.1f} |")

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# ncu's view of one kernel of a 1x8K prefill (tools/profile_one.py) on the H200: its key
+# metrics and the SASS instructions with the most warp-stall samples (tools/ncu_hot.py).
+#   bash tools/ncu_kernel.sh REGEX TAG       (e.g. spine spine; recompute_wu wu; fwd_o fwd_o)
+# Needs an installed gdn_prefill; writes $OUT/ncu_TAG_{source.csv,hot.txt,details.txt}.
+set -u
+OUT=${OUT:-/tmp/gdn_out}; mkdir -p "$OUT"
+re=$1; tag=$2
+timeout 200 ncu --clock-control none --set full --import-source no -k "regex:$re" -c 1 -o "/tmp/ncu_$tag" \
+  python3 tools/profile_one.py >"$OUT/ncu_$tag.log" 2>&1 || tail -5 "$OUT/ncu_$tag.log"
+ncu -i "/tmp/ncu_$tag.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu_${tag}_source.csv" 2>/dev/null
+ncu -i "/tmp/ncu_$tag.ncu-rep" --page details >"$OUT/ncu_${tag}_details.txt" 2>&1
+echo "== $tag"
+grep -E "^ +Duration|Registers Per|Warp Cycles Per Issued|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Dynamic Shared" \
+  "$OUT/ncu_${tag}_details.txt"
+python3 tools/ncu_hot.py "$OUT/ncu_${tag}_source.csv" --top 25 >"$OUT/ncu_${tag}_hot.txt"; head -27 "$OUT/ncu_${tag}_hot.txt"
