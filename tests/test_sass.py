@@ -93,3 +93,17 @@ def test_aligned_builds_move_rows_in_16_byte_vectors(variant):
     assert counts(variant)["LDGSTS"] > 0
     # only the bf16 beta (two values per thread) may still come in 2-byte loads
     assert len(re.findall(r"LDG\.E\.U16", text)) <= 2
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("layout", ["kv", "vk"])
+def test_only_the_throughput_build_multicasts(layout):
+    """The 2-warpgroup build loads W/K with cluster multicast (each CTA half, both receive it);
+    the 1-warpgroup latency build has no cluster and no multicast copy."""
+    def multicast_loads(variant):
+        (cubin,) = _manifest.cubins(variant)
+        return len(re.findall(r"\bUTMALDG\.[0-9]D\.MULTICAST\b", sass.disassemble(cubin)))
+    assert multicast_loads(f"spine_wgmma_wg2_{layout}") > 0
+    assert multicast_loads(f"spine_wgmma_{layout}") == 0
+    assert _manifest.variant(f"spine_wgmma_wg2_{layout}")["cluster"] == 2
+    assert _manifest.variant(f"spine_wgmma_{layout}")["cluster"] == 1
