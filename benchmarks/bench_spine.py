@@ -43,6 +43,10 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
     args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
     kw = dict(cu_seqlens=inp["cu_seqlens"], spine=spine, workspace=ws)
     _ext._launch_stages(("chunk_index", "recompute_wu"), *args, **kw)
+    spine_kernel = gdn_prefill.explain(*args, **kw)["kernels"][2]   # the build the rule picks
+    build = spine_kernel["name"]
+    if warpgroups:
+        build = f"spine_wgmma_{'wg2_' if warpgroups == 2 else ''}kv"
     if warpgroups:
         kw["warpgroups"] = warpgroups  # force one wgmma build (0: the launcher's rule)
     side = torch.cuda.Stream()
@@ -66,7 +70,8 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
     us = statistics.median(times)
     chunks_per_seq = -(-T // CHUNK)
     tflops = spine_flops(Tt, Hv) / (us * 1e-6) / 1e12
-    return dict(spine=spine, warpgroups=warpgroups, B=B, T=T, Hv=Hv, Hk=Hk, us=us, us_per_chunk=us / chunks_per_seq,
+    return dict(spine=spine, build=build, warpgroups=warpgroups, B=B, T=T, Hv=Hv, Hk=Hk, us=us,
+                us_per_chunk=us / chunks_per_seq,
                 tflops=tflops, pct_peak=100 * tflops / PEAK_TFLOPS, reps=reps)
 
 
@@ -112,13 +117,13 @@ def main(argv=None) -> int:
         with open(a.json, "w") as f:
             json.dump(dict(meta=meta, rows=rows), f, indent=1)
     lines = [f"Spine microbenchmark — {meta['card']}, {meta['date']}, {meta['shapes']}, {meta['method']}", "",
-             "| spine | B | T | µs | µs/chunk | TFLOP/s | % bf16 peak | wgmma speed-up |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| spine | build | B | T | µs | µs/chunk | TFLOP/s | % bf16 peak | wgmma speed-up |",
+             "|---|---|---|---|---|---|---|---|---|"]
     by = {(r["spine"], r["B"], r["T"]): r for r in rows}
     for r in rows:
         sc = by.get(("scalar", r["B"], r["T"]))
         speed = f"{sc['us'] / r['us']:.1f}x" if (r["spine"] == "wgmma" and sc) else ""
-        lines.append(f"| {r['spine']} | {r['B']} | {r['T']} | {r['us']:.1f} | {r['us_per_chunk']:.3f} | "
+        lines.append(f"| {r['spine']} | {r['build']} | {r['B']} | {r['T']} | {r['us']:.1f} | {r['us_per_chunk']:.3f} | "
                      f"{r['tflops']:.2f} | {r['pct_peak']:.2f} | {speed} |")
     table = "\n".join(lines)
     print(table)
