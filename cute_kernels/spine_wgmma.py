@@ -252,7 +252,8 @@ def spine_wgmma_kernel(
     if tidx == 0:
         for s in cutlass.range_constexpr(NUM_STAGES):
             cute.arch.mbarrier_init(full_bar + s, 1)
-            cute.arch.mbarrier_init(empty_bar + s, cz)
+            if cutlass.const_expr(cz > 1):
+                cute.arch.mbarrier_init(empty_bar + s, cz)
     cute.arch.mbarrier_init_fence()
     if cutlass.const_expr(cz > 1):
         # every CTA of the cluster has initialised its barriers before a peer multicasts or arrives
@@ -431,12 +432,8 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                              bos + nxt * CHUNK, cta_col0, nxt % NUM_STAGES, rank, num_wg, cz)
         # h[c, hv, :, cols] = bf16(S): one TMA store per warpgroup, off the chain
         if store_warp:
-            gH = cute.zipped_divide(mH[None, None, c, hv], (DK, VB))[((None, None), (0, vblk))]
-            tHs, tHg = cpasync.tma_partition(tma_h, 0, cute.make_layout(1),
-                                             cute.group_modes(sS_kv[None, None, wg], 0, 2),
-                                             cute.group_modes(gH, 0, 2))
-            cute.copy(tma_h, tHs, tHg)
-            cute.arch.cp_async_bulk_commit_group()
+            _tma_store(tma_h, sS_kv[None, None, wg],
+                       cute.zipped_divide(mH[None, None, c, hv], (DK, VB))[((None, None), (0, vblk))])
         if i + 1 < nch:
             nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, t0 + CHUNK, eos, row_a, row_b,
                                                              nx_ga, nx_ra, nx_gb, nx_rb)
@@ -497,12 +494,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         warpgroup.commit_group()
         if L == CHUNK:
             if store_warp:
-                gVn = cute.zipped_divide(cute.domain_offset((t0, col0), mVn_h), (CHUNK, VB))[((None, None), (0, 0))]
-                tVs, tVg = cpasync.tma_partition(tma_vn, 0, cute.make_layout(1),
-                                                 cute.group_modes(sVn[None, None, wg], 0, 2),
-                                                 cute.group_modes(gVn, 0, 2))
-                cute.copy(tma_vn, tVs, tVg)
-                cute.arch.cp_async_bulk_commit_group()
+                _tma_store(tma_vn, sVn[None, None, wg], _gmem_tile(mVn_h, (t0, col0), (CHUNK, VB)))
         else:
             # a sequence's last, partial chunk: rows >= L belong to the next sequence
             gV = cute.domain_offset((t0, col0), vnew[None, hv, None])  # (j, v) -> vnew[t0+j, hv, col0+v]
@@ -568,30 +560,39 @@ def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
     bar = full_bar + stage
     with cute.arch.elect_one():
         cute.arch.mbarrier_arrive_and_expect_tx(bar, _tma_bytes_per_stage(num_wg))
-
-    gW = cute.zipped_divide(cute.domain_offset((t0, 0), mW_h), (CHUNK, DK))[((None, None), (0, 0))]
-    mask = cutlass.Int16((1 << cz) - 1)           # every CTA of the cluster
-    tWs, tWg = cpasync.tma_partition(tma_w, rank, cute.make_layout(cz),
-                                     cute.group_modes(sW, 0, 2), cute.group_modes(gW, 0, 2))
-    if cutlass.const_expr(cz > 1):
-        cute.copy(tma_w, tWg, tWs[None, stage], tma_bar_ptr=bar, mcast_mask=mask)
-    else:
-        cute.copy(tma_w, tWg, tWs[None, stage], tma_bar_ptr=bar)
-
+    _tma_load(tma_w, _gmem_tile(mW_h, (t0, 0), (CHUNK, DK)), sW[None, None, stage], bar, rank, cz)
     for g in cutlass.range_constexpr(num_wg):
-        gU = cute.zipped_divide(cute.domain_offset((t0, cta_col0 + g * VB), mU_h),
-                                (CHUNK, VB))[((None, None), (0, 0))]
-        tUs, tUg = cpasync.tma_partition(tma_u, 0, cute.make_layout(1),
-                                         cute.group_modes(sU, 0, 2), cute.group_modes(gU, 0, 2))
-        cute.copy(tma_u, tUg, tUs[None, stage * num_wg + g], tma_bar_ptr=bar)
+        _tma_load(tma_u, _gmem_tile(mU_h, (t0, cta_col0 + g * VB), (CHUNK, VB)),
+                  sU[None, None, stage * num_wg + g], bar, Int32(0), 1)
+    _tma_load(tma_k, _gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, stage], bar, rank, cz)
 
-    gK = cute.zipped_divide(cute.domain_offset((0, t0), mK_h), (DK, CHUNK))[((None, None), (0, 0))]
-    tKs, tKg = cpasync.tma_partition(tma_k, rank, cute.make_layout(cz),
-                                     cute.group_modes(sK, 0, 2), cute.group_modes(gK, 0, 2))
+
+def _gmem_tile(g_view, origin, tile):
+    """The tile-shaped window of a TMA coordinate tensor that starts at element `origin`."""
+    return cute.zipped_divide(cute.domain_offset(origin, g_view), tile)[((None, None), (0, 0))]
+
+
+@cute.jit
+def _tma_load(atom: cute.CopyAtom, g_tile: cute.Tensor, s_tile: cute.Tensor, bar, rank: Int32,
+              cz: cutlass.Constexpr):
+    """TMA-load g_tile into the shared-memory tile s_tile, completing on mbarrier `bar`; with
+    cz > 1 this CTA loads its 1/cz slice (`rank`) and multicasts it to every CTA of the cluster."""
+    ts, tg = cpasync.tma_partition(atom, rank, cute.make_layout(cz),
+                                   cute.group_modes(s_tile, 0, 2), cute.group_modes(g_tile, 0, 2))
     if cutlass.const_expr(cz > 1):
-        cute.copy(tma_k, tKg, tKs[None, stage], tma_bar_ptr=bar, mcast_mask=mask)
+        cute.copy(atom, tg, ts, tma_bar_ptr=bar, mcast_mask=cutlass.Int16((1 << cz) - 1))
     else:
-        cute.copy(tma_k, tKg, tKs[None, stage], tma_bar_ptr=bar)
+        cute.copy(atom, tg, ts, tma_bar_ptr=bar)
+
+
+@cute.jit
+def _tma_store(atom: cute.CopyAtom, s_tile: cute.Tensor, g_tile: cute.Tensor):
+    """TMA-store the shared-memory tile s_tile to g_tile as one bulk async-group of the calling
+    warp (its cp_async_bulk_wait_group calls track it)."""
+    ts, tg = cpasync.tma_partition(atom, 0, cute.make_layout(1),
+                                   cute.group_modes(s_tile, 0, 2), cute.group_modes(g_tile, 0, 2))
+    cute.copy(atom, ts, tg)
+    cute.arch.cp_async_bulk_commit_group()
 
 
 # --------------------------------------------------------------------------- launch
