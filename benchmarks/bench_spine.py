@@ -43,10 +43,8 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
     args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
     kw = dict(cu_seqlens=inp["cu_seqlens"], spine=spine, workspace=ws)
     _ext._launch_stages(("chunk_index", "recompute_wu"), *args, **kw)
-    spine_kernel = gdn_prefill.explain(*args, **kw)["kernels"][2]   # the build the rule picks
-    build = spine_kernel["name"]
-    if warpgroups:
-        build = f"spine_wgmma_{'wg2_' if warpgroups == 2 else ''}kv"
+    # the build the launcher's rule picks (explain); a forced build is named by its warpgroups
+    build = gdn_prefill.explain(*args, **kw)["kernels"][2]["name"] if not warpgroups else f"wg{warpgroups} (forced)"
     if warpgroups:
         kw["warpgroups"] = warpgroups  # force one wgmma build (0: the launcher's rule)
     side = torch.cuda.Stream()
