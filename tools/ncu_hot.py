@@ -24,6 +24,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--phases", action="store_true",
+                    help="also sum the samples between consecutive CTA barriers (BAR.SYNC), in SASS order")
     a = ap.parse_args()
     text = open(a.csv, errors="replace").read()
     start = text.find('"#"') if '"#"' in text else text.find('"Address"')
@@ -45,11 +47,37 @@ def main() -> None:
         why_s = " ".join(f"{h}={v:.0f}" for v, h in why[:3] if v > 0)
         addr = r[col["Address"]] if "Address" in col else r[0]
         print(f"{100 * n / total:5.1f}%  {addr:>6}  {r[col[src]][:60]:<60}  {why_s}")
+    if a.phases:
+        _phases(body, col, samp, src, total)
     if reasons:
         print("\nper reason:")
         tot = sorted(((sum(_num(r[col[h]]) for r in body), h) for h in reasons), reverse=True)
         for v, h in tot[:12]:
             print(f"  {h:<40} {100 * v / total:5.1f}%")
+
+
+def _phases(body, col, samp, src, total) -> None:
+    """A kernel written as phases separated by CTA barriers: where its warps stall, per phase.
+    A segment ends at a BAR.SYNC (the barrier's own wait counts to the segment it closes)."""
+    marks = ("HGMMA", "UTMALDG", "UTMASTG", "LDGSTS", "LDG", "STG", "MUFU", "LDSM", "STSM", "SYNCS")
+    print("\nper barrier-delimited segment (SASS order):")
+    seg, n, kinds, start = 0.0, 0, {}, None
+    idx = 0
+    for r in body:
+        text = r[col[src]].strip()
+        op = text.split()[1] if text.startswith("@") and len(text.split()) > 1 else (text.split() or [""])[0]
+        start = start or (r[col["Address"]] if "Address" in col else r[0])
+        seg += _num(r[col[samp]])
+        n += 1
+        for m in marks:
+            if op.startswith(m):
+                kinds[m] = kinds.get(m, 0) + 1
+                break
+        if op.startswith("BAR.SYNC") or r is body[-1]:
+            k = " ".join(f"{m}x{c}" for m, c in kinds.items())
+            print(f"  seg {idx:2d} @{start:>14}  {n:4d} instr  {100 * seg / total:5.1f}%  {k}")
+            seg, n, kinds, start = 0.0, 0, {}, None
+            idx += 1
 
 
 if __name__ == "__main__":

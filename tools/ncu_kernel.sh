@@ -13,4 +13,4 @@ ncu -i "/tmp/ncu_$tag.ncu-rep" --page details >"$OUT/ncu_${tag}_details.txt" 2>&
 echo "== $tag"
 grep -E "^ +Duration|Registers Per|Warp Cycles Per Issued|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Dynamic Shared" \
   "$OUT/ncu_${tag}_details.txt"
-python3 tools/ncu_hot.py "$OUT/ncu_${tag}_source.csv" --top 25 >"$OUT/ncu_${tag}_hot.txt"; head -27 "$OUT/ncu_${tag}_hot.txt"
+python3 tools/ncu_hot.py "$OUT/ncu_${tag}_source.csv" --top 25 --phases >"$OUT/ncu_${tag}_hot.txt"; cat "$OUT/ncu_${tag}_hot.txt"
