@@ -7,9 +7,14 @@ spine is captured in a CUDA graph and replayed (launch gaps removed), timed with
 events, median of many replays.  Shapes: T in {1K, 4K, 16K, 64K}, B in {1, 8},
 Hv = 32 (Hk = 16), K = V = 128, bf16 operands, fp32 state.
 
+The spine is the one of the four-kernel plan (it writes h and vnew for fwd_o), for both
+spines.  Row "wgmma-o" is the spine with the chunk output fused (spine_wgmma_o*: it also
+computes and writes O, and writes no h / vnew), the kernel the fused plan runs instead of
+spine + fwd_o.
+
 FLOPs counted per chunk and head: W.S (2*64*128*128) + K^T.Vnew (2*128*64*128)
-= 4.19 MFLOP, i.e. 65.5 KFLOP per token and value head; % of peak uses 989 TFLOP/s
-(H200 dense bf16, datasheet).
+= 4.19 MFLOP, i.e. 65.5 KFLOP per token and value head (wgmma-o adds Q.S 2*64*128*128 and
+P.Vnew 2*64*64*128: 7.34 MFLOP); % of peak uses 989 TFLOP/s (H200 dense bf16, datasheet).
 """
 from __future__ import annotations
 
@@ -23,12 +28,14 @@ PEAK_TFLOPS = 989.0
 CHUNK = 64
 
 
-def spine_flops(T_total: int, Hv: int) -> float:
+def spine_flops(T_total: int, Hv: int, fused: bool = False) -> float:
     chunks = T_total / CHUNK
-    return chunks * Hv * (2 * 64 * 128 * 128 * 2)
+    per_chunk = 2 * 64 * 128 * 128 * 2 + (2 * 64 * 128 * 128 + 2 * 64 * 64 * 128 if fused else 0)
+    return chunks * Hv * per_chunk
 
 
 def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgroups: int = 0) -> dict:
+    """spine: "scalar", "wgmma" (both as in the four-kernel plan) or "wgmma-o" (output fused)."""
     import torch
 
     import gdn_prefill
@@ -41,12 +48,14 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
     ws = torch.empty(gdn_prefill.workspace_bytes(Tt, N, Hv), dtype=torch.uint8, device="cuda")
     state = inp["state"].clone()
     args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
-    kw = dict(cu_seqlens=inp["cu_seqlens"], spine=spine, workspace=ws)
+    fused = 1 if spine == "wgmma-o" else 0
+    kw = dict(cu_seqlens=inp["cu_seqlens"], spine=spine.split("-")[0], workspace=ws,
+              fused=fused if spine != "scalar" else -1)
     _ext._launch_stages(("chunk_index", "recompute_wu"), *args, **kw)
-    # the build the launcher's rule picks (explain); a forced build is named by its warpgroups
-    build = gdn_prefill.explain(*args, **kw)["kernels"][2]["name"] if not warpgroups else f"wg{warpgroups} (forced)"
     if warpgroups:
         kw["warpgroups"] = warpgroups  # force one wgmma build (0: the launcher's rule)
+    build = _ext._builds(*args, cu_seqlens=inp["cu_seqlens"], spine=kw["spine"], warpgroups=warpgroups,
+                         fused=kw["fused"])[2]
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -67,7 +76,7 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
         times.append(a.elapsed_time(b) * 1e3)
     us = statistics.median(times)
     chunks_per_seq = -(-T // CHUNK)
-    tflops = spine_flops(Tt, Hv) / (us * 1e-6) / 1e12
+    tflops = spine_flops(Tt, Hv, fused=bool(fused)) / (us * 1e-6) / 1e12
     return dict(spine=spine, build=build, warpgroups=warpgroups, B=B, T=T, Hv=Hv, Hk=Hk, us=us,
                 us_per_chunk=us / chunks_per_seq,
                 tflops=tflops, pct_peak=100 * tflops / PEAK_TFLOPS, reps=reps)
@@ -89,6 +98,8 @@ def main(argv=None) -> int:
         return 0
     import gdn_prefill
     spines = [s for s in ("scalar", "wgmma") if any(v.startswith(f"spine_{s}_") for v in gdn_prefill.compiled_variants())]
+    if "spine_wgmma_o_kv" in gdn_prefill.compiled_variants():
+        spines.append("wgmma-o")
     if a.crossover:
         rows = [time_spine(B, 4096, 32, 16, "wgmma", 20, wg) for B in (1, 2, 3, 4, 6, 8) for wg in (1, 2)]
         print("| B | N*Hv*4 (WG=1 CTAs) | WG=1 us/chunk | WG=2 us/chunk |\n|---|---|---|---|")

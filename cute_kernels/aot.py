@@ -54,7 +54,8 @@ def _problem_fields() -> dict[str, str]:
 def compile_one(module_name: str, variant: str, out_dir: str) -> dict:
     """Compile and export one variant (runs in its own process)."""
     cubin_dir = os.path.join(out_dir, "cubin", variant)
-    os.makedirs(cubin_dir, exist_ok=True)
+    shutil.rmtree(cubin_dir, ignore_errors=True)    # a cubin of an older signature must not linger
+    os.makedirs(cubin_dir)
     os.environ["CUTE_DSL_ARCH"] = ARCH
     os.environ["CUTE_DSL_DUMP_DIR"] = cubin_dir
     sys.path.insert(0, ROOT)

@@ -101,18 +101,43 @@ def _up(x: int, a: int) -> int:
     return (x + a - 1) // a * a
 
 
-def _smem_bytes() -> int:
-    """Dynamic shared memory of SharedStorage below (checked against the struct at trace time)."""
+def _smem_bytes(with_pqk: bool = False) -> int:
+    """Dynamic shared memory of _shared_storage(with_pqk) (checked against the struct at trace time)."""
     off = 2 * C * DK * 2                     # kv: K and V tiles, bf16 (offset 0, 1024-aligned)
     off = _up(off, 1024) + 2 * C * C * 2     # t2: Tw and Tu, bf16
+    if with_pqk:
+        off = _up(off, 1024) + C * DK * 2    # qq: the q tile, bf16 (A operand of Q K^T)
     off = _up(off, 16) + 4 * C * AS          # a: A, then Tm, fp32
     off = _up(off, 16) + 4 * HALF * XS       # x: solve scratch
     off = _up(off, 16) + 4 * 4 * C           # gcum, beta, beta*exp(gcum), rk
+    if with_pqk:
+        off = _up(off, 16) + 4 * C           # rq
     return _up(off, 1024)                    # the struct's size is a multiple of its alignment
 
 
-SMEM_BYTES = _smem_bytes()
-assert SMEM_BYTES == 72704
+assert _smem_bytes() == 72704 and _smem_bytes(True) == 89088
+
+
+def SMEM_BYTES(beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False) -> int:  # noqa: N802
+    return _smem_bytes(with_pqk)
+
+
+def _shared_storage(with_pqk: bool):
+    """The CTA's shared memory, in the order _smem_bytes counts it (built from an explicit
+    annotation dict: this module's annotations are strings, `from __future__ import annotations`)."""
+    def bf16(n):
+        return cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024]
+
+    def f32(n):
+        return cute.struct.Align[cute.struct.MemRange[Float32, n], 16]
+
+    fields = {"kv": bf16(2 * C * DK), "t2": bf16(2 * C * C)}
+    if with_pqk:
+        fields["qq"] = bf16(C * DK)
+    fields.update(a=f32(C * AS), x=f32(HALF * XS), gc=f32(C), be=f32(C), ee=f32(C), rr=f32(C))
+    if with_pqk:
+        fields["rq"] = f32(C)
+    return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
 
 # --------------------------------------------------------------------------- layouts / MMAs
@@ -174,8 +199,8 @@ def recompute_wu_kernel(
     cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
     chunk_seq: cute.Tensor, chunk_token: cute.Tensor,
     gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
-    use_qk_l2norm: Int32, use_state_indices: Int32,
-    aligned: cutlass.Constexpr,
+    pqk: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32,
+    aligned: cutlass.Constexpr, with_pqk: cutlass.Constexpr,
 ):
     tidx, _, _ = cute.arch.thread_idx()
     c, hv, _ = cute.arch.block_idx()
@@ -188,18 +213,9 @@ def recompute_wu_kernel(
     mma_g, mma_o = _tiled_mmas()
 
     # ---- shared memory ---------------------------------------------------------
-    @cute.struct
-    class SharedStorage:
-        kv: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_kv)], 1024]
-        t2: cute.struct.Align[cute.struct.MemRange[BFloat16, cute.cosize(lay_t2)], 1024]
-        a: cute.struct.Align[cute.struct.MemRange[Float32, C * AS], 16]
-        x: cute.struct.Align[cute.struct.MemRange[Float32, HALF * XS], 16]
-        gc: cute.struct.Align[cute.struct.MemRange[Float32, C], 16]
-        be: cute.struct.Align[cute.struct.MemRange[Float32, C], 16]
-        ee: cute.struct.Align[cute.struct.MemRange[Float32, C], 16]
-        rr: cute.struct.Align[cute.struct.MemRange[Float32, C], 16]
-
-    assert SharedStorage.size_in_bytes() == SMEM_BYTES, (SharedStorage.size_in_bytes(), SMEM_BYTES)
+    SharedStorage = _shared_storage(with_pqk)
+    assert cute.cosize(lay_kv) == 2 * C * DK and cute.cosize(lay_t2) == 2 * C * C
+    assert SharedStorage.size_in_bytes() == _smem_bytes(with_pqk), (SharedStorage.size_in_bytes(), with_pqk)
     smem = cutlass.utils.SmemAllocator()
     storage = smem.allocate(SharedStorage)
     sKV = storage.kv.get_tensor(lay_kv.outer, swizzle=lay_kv.inner)           # (128, 64, 2) B of phase 4
@@ -214,6 +230,9 @@ def recompute_wu_kernel(
     sB = storage.be.get_tensor(cute.make_layout(C))     # beta
     sE = storage.ee.get_tensor(cute.make_layout(C))     # beta * exp(gcum)
     sR = storage.rr.get_tensor(cute.make_layout(C))     # rk
+    if cutlass.const_expr(with_pqk):
+        sQK = storage.qq.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)    # (64, 128, 1) q tile, K-major
+        sRq = storage.rq.get_tensor(cute.make_layout(C))                  # rq
 
     # ---- which chunk, which sequence -------------------------------------------
     active, n, t0, L = chunk_slot(c, chunk_seq, chunk_token, cu_seqlens, state_indices, use_state_indices)
@@ -228,8 +247,11 @@ def recompute_wu_kernel(
             # global memory: the thread zeroes its own smem vector instead.  Issued before phase 1a
             # so the loads are in flight during the g scan.
             # the raw q tile (64 rows x 128 cols, row-major: conflict-free for this mapping) borrows
-            # the Tw/Tu region, first written in phase 3.4, CTA barriers after the norms read it
+            # the Tw/Tu region, first written in phase 3.4, CTA barriers after the norms read it;
+            # with_pqk: its own swizzled tile, the A operand of Q K^T
             sQ = storage.t2.get_tensor(cute.make_layout((C, DK), stride=(DK, 1)))
+            if cutlass.const_expr(with_pqk):
+                sQ = sQK[None, None, 0]
             cp_g2s = _row_copy_g2s()
             thr_l = cp_g2s.get_slice(tidx)
             tLc = thr_l.partition_S(cute.make_identity_tensor((C, DK)))       # (row, col) of each vector
@@ -250,8 +272,11 @@ def recompute_wu_kernel(
                 if row < L:
                     cute.copy(cp_g2s, tLgk[None, m, None], tLk[None, m, None])
                     cute.copy(cp_g2s, tLgv[None, m, None], tLv[None, m, None])
-                    if use_qk_l2norm != 0:
+                    if cutlass.const_expr(with_pqk):
                         cute.copy(cp_g2s, tLgq[None, m, None], tLq[None, m, None])
+                    else:
+                        if use_qk_l2norm != 0:
+                            cute.copy(cp_g2s, tLgq[None, m, None], tLq[None, m, None])
                 else:
                     cute.copy(st16, zero8, tLk[(None, m, 0)])
                     cute.copy(st16, zero8, tLv[(None, m, 0)])
@@ -313,6 +338,8 @@ def recompute_wu_kernel(
                     rqv = cute.math.rsqrt(ssq + L2_EPS)
                 if tidx % (DK // 8) == 0:
                     sR[row] = rkv
+                    if cutlass.const_expr(with_pqk):
+                        sRq[row] = rqv
                     if row < L:
                         rk[t0 + row, hv] = rkv
                         rq[t0 + row, hv] = rqv
@@ -372,9 +399,15 @@ def recompute_wu_kernel(
         tGb = thr_g.make_fragment_B(thr_g.partition_B(sKw))          # (MMA, 1, 8)
         accG = cute.make_rmem_tensor(thr_g.partition_shape_C((C, HALF)), Float32)
         accG.fill(0.0)
+        accQ = cute.make_rmem_tensor(thr_g.partition_shape_C((C, HALF)), Float32)   # Q K^T (with_pqk)
         warpgroup.fence()
         for kb in cutlass.range_constexpr(cute.size(tGa, mode=[2])):
             cute.gemm(mma_g, accG, tGa[None, None, kb], tGb[None, None, kb], accG)
+        if cutlass.const_expr(with_pqk):
+            accQ.fill(0.0)
+            tQa = thr_g.make_fragment_A(thr_g.partition_A(sQK[None, None, 0]))
+            for kb in cutlass.range_constexpr(cute.size(tQa, mode=[2])):
+                cute.gemm(mma_g, accQ, tQa[None, None, kb], tGb[None, None, kb], accQ)
         warpgroup.commit_group()
         warpgroup.wait_group(0)
         tGc = thr_g.partition_C(cute.make_identity_tensor((C, HALF)))   # (i, j - 32w) of accG[e]
@@ -382,10 +415,35 @@ def recompute_wu_kernel(
             i, jj = tGc[e]
             j = jj + HALF * wg
             val = Float32(0.0)
-            if i > j:
-                val = (accG[e] * (sB[i] * sR[i]) * sR[j]) * cute.math.exp(sG[i] - sG[j])
+            pval = Float32(0.0)
+            if i >= j:
+                ex = cute.math.exp(sG[i] - sG[j])
+                if i > j:
+                    val = (accG[e] * (sB[i] * sR[i]) * sR[j]) * ex
+                if cutlass.const_expr(with_pqk):
+                    # the in-chunk attention of fwd_o: scale rq_i rk_j (q_i . k_j) exp(gcum_i - gcum_j)
+                    pval = (accQ[e] * (scale * sRq[i]) * sR[j]) * ex
             sA[i, j] = val
+            if cutlass.const_expr(with_pqk):
+                accQ[e] = pval
+        if cutlass.const_expr(with_pqk):
+            # P (bf16, exactly 0 above the diagonal) -> the Tw slot of t2 (free until phase 3.4)
+            stsm_g = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16)
+            st_g = cute.make_tiled_copy_C(stsm_g, mma_g).get_slice(wtid)
+            accQ_cv = st_g.retile(accQ)
+            rP = cute.make_rmem_tensor_like(accQ_cv, BFloat16)
+            for e in cutlass.range_constexpr(cute.size(accQ_cv)):
+                rP[e] = BFloat16(accQ_cv[e])
+            cute.copy(st_g, rP, st_g.partition_D(cute.local_tile(sT2[None, None, 0], (C, HALF), (0, wg))))
         cute.arch.sync_threads()
+
+        if cutlass.const_expr(with_pqk):
+            # pqk[t0 + i, hv, :] = P row i, rows i < L (16-byte vectors; 8 threads per 128-byte row)
+            cp_p = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((NTHREADS // 8, 8), stride=(8, 1)),
+                                           cute.make_layout((1, 8)))
+            thr_p = cp_p.get_slice(tidx)
+            _store_rows(cp_p, thr_p, thr_p.partition_S(sT2[None, None, 0]),
+                        thr_p.partition_S(cute.make_identity_tensor((C, C))), pqk, t0, hv, L, C)
 
         # ---- phase 3: Tm = (I + A)^-1 in fp32, in place over sA (16x16 blocks) ----
         # 3.1 diagonal blocks: thread (b, jj) = (tidx // 16, tidx % 16) < 64 solves column jj of
@@ -526,16 +584,16 @@ def recompute_wu_kernel(
         tSs = thr_s.partition_S(sO)                                  # (CPY, 8 row groups, 1)
         tSc = thr_s.partition_S(cute.make_identity_tensor((C, DK)))
         if wg == 0:
-            _store_rows(cp_o, thr_s, tSs, tSc, w, t0, hv, L)
+            _store_rows(cp_o, thr_s, tSs, tSc, w, t0, hv, L, DK)
         else:
-            _store_rows(cp_o, thr_s, tSs, tSc, u, t0, hv, L)
+            _store_rows(cp_o, thr_s, tSs, tSc, u, t0, hv, L, DV)
 
 
 @cute.jit
 def _store_rows(cp_o: cute.TiledCopy, thr_s, tSs: cute.Tensor, tSc: cute.Tensor, out: cute.Tensor,
-                t0: Int32, hv: Int32, L: Int32):
-    """out[t0 + i, hv, :] = staged row i, for the rows i < L this thread holds."""
-    gO = cute.local_tile(cute.domain_offset((t0, 0), out[None, hv, None]), (C, DK), (0, 0))
+                t0: Int32, hv: Int32, L: Int32, cols: cutlass.Constexpr):
+    """out[t0 + i, hv, :cols] = staged row i, for the rows i < L this thread holds."""
+    gO = cute.local_tile(cute.domain_offset((t0, 0), out[None, hv, None]), (C, cols), (0, 0))
     tSg = thr_s.partition_D(gO)
     for m in cutlass.range_constexpr(cute.size(tSs, mode=[1])):
         row, _ = tSc[0, m, 0]
@@ -544,26 +602,41 @@ def _store_rows(cp_o: cute.TiledCopy, thr_s, tSs: cute.Tensor, tSc: cute.Tensor,
 
 
 # --------------------------------------------------------------------------- launch
-@cute.jit
-def recompute_wu(
-    q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
-    cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
-    chunk_seq: cute.Tensor, chunk_token: cute.Tensor,
-    gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
-    use_qk_l2norm: Int32, use_state_indices: Int32,
-    stream: cuda.CUstream,
-):
-    T = q.shape[0]
-    N = cu_seqlens.shape[0] - 1
-    Hv = v.shape[1]
-    aligned = _aligned16(q) and _aligned16(k) and _aligned16(v)     # a Python bool at trace time
-    recompute_wu_kernel(
-        q, k, v, g, beta, cu_seqlens, state_indices, chunk_seq, chunk_token,
-        gcum, rq, rk, w, u, use_qk_l2norm, use_state_indices, aligned,
-    ).launch(grid=plan.grid_recompute_wu(T, N, Hv), block=[NTHREADS, 1, 1], stream=stream)
+def _make_launch(with_pqk: bool):
+    """The launch function; with_pqk (compile time): also the in-chunk attention P -> pqk, for
+    the fused spine + output (spine_wgmma_o).  Parameter names: gdn_problem_t fields."""
+
+    @cute.jit
+    def recompute_wu(
+        q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
+        cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
+        chunk_seq: cute.Tensor, chunk_token: cute.Tensor,
+        gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
+        pqk: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32,
+        stream: cuda.CUstream,
+    ):
+        T = q.shape[0]
+        N = cu_seqlens.shape[0] - 1
+        Hv = v.shape[1]
+        aligned = _aligned16(q) and _aligned16(k) and _aligned16(v)     # a Python bool at trace time
+        assert aligned or not with_pqk, "the pqk build is written for the aligned (cp.async) loads"
+        recompute_wu_kernel(
+            q, k, v, g, beta, cu_seqlens, state_indices, chunk_seq, chunk_token,
+            gcum, rq, rk, w, u, pqk, scale, use_qk_l2norm, use_state_indices, aligned, with_pqk,
+        ).launch(grid=plan.grid_recompute_wu(T, N, Hv), block=[NTHREADS, 1, 1], stream=stream)
+
+    return recompute_wu
 
 
-LAUNCH = recompute_wu
+_LAUNCHES: dict[bool, object] = {}
+
+
+def launch_for(beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False):
+    if with_pqk not in _LAUNCHES:
+        _LAUNCHES[with_pqk] = _make_launch(with_pqk)
+    return _LAUNCHES[with_pqk]
+
+
 THREADS = NTHREADS
 
 VARIANTS: dict[str, dict] = {
@@ -572,10 +645,13 @@ VARIANTS: dict[str, dict] = {
     # q/k/v with 16-byte aligned bases and token/head strides that are multiples of 8 elements
     "recompute_wu_bf16_betaf32_a16": {"beta_dtype": Float32, "aligned": True},
     "recompute_wu_bf16_betabf16_a16": {"beta_dtype": BFloat16, "aligned": True},
+    # ... that also write the in-chunk attention P for the fused spine + output (spine_wgmma_o)
+    "recompute_wu_bf16_betaf32_a16_pqk": {"beta_dtype": Float32, "aligned": True, "with_pqk": True},
+    "recompute_wu_bf16_betabf16_a16_pqk": {"beta_dtype": BFloat16, "aligned": True, "with_pqk": True},
 }
 
 
-def fake_args(dims: fake.Dims, beta_dtype=Float32, aligned: bool = False) -> list:
+def fake_args(dims: fake.Dims, beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False) -> list:
     qkv = {"stride_div": 8, "align": 16} if aligned else {}
     return [
         fake.qk(dims, **qkv),             # q
@@ -592,6 +668,8 @@ def fake_args(dims: fake.Dims, beta_dtype=Float32, aligned: bool = False) -> lis
         fake.ws_th(dims),                 # rk
         fake.ws_tvd(dims, DK),            # w
         fake.ws_tvd(dims, DV),            # u
+        fake.ws_tvd(dims, C),             # pqk
+        fake.f32(1.0),                    # scale
         fake.i32(1),                      # use_qk_l2norm
         fake.i32(0),                      # use_state_indices
     ]

@@ -36,6 +36,8 @@ class Plan(TypedDict):
     spines: dict[str, str]
     """spine name -> "runs" or the guard that rejects it"""
     chosen: _RanSpineName
+    fused_output: str
+    """"runs" (three launches: the spine computes the output) or why the four-kernel plan runs"""
     kernels: list[KernelLaunch]
     workspace_bytes: int
     chunk_slots: int

@@ -11,7 +11,9 @@ What is timed
 -------------
 Every implementation runs in this one process, on the same inputs, one after another:
 ``gdn:<spine>`` (gdn_prefill.prefill with ``spine=<spine>``, one row per spine compiled
-into the build), ``fla`` (fla.ops.gated_delta_rule.chunk_gated_delta_rule) and
+into the build; ``gdn:wgmma`` fuses the output into the spine where the inputs allow it,
+and ``gdn:wgmma-4k`` runs the same spine in the four-kernel plan, spine then fwd_o,
+through the stage hook, so each table shows what the fusion gains), ``fla`` (fla.ops.gated_delta_rule.chunk_gated_delta_rule) and
 ``flashinfer`` (flashinfer.gdn_prefill.chunk_gated_delta_rule, skipped when it does
 not import).  Inputs are bf16 q/k/v, fp32 g (log decay) and beta, a dense fp32 initial
 state that every implementation reads and whose final value it writes, K = V = 128,
@@ -591,6 +593,12 @@ def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
     for s in spines:
         names.append(f"gdn:{s}")
     try:
+        import gdn_prefill
+        if "wgmma" in spines and "spine_wgmma_o_kv" in gdn_prefill.compiled_variants():
+            names.append("gdn:wgmma-4k")
+    except Exception:
+        pass
+    try:
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule  # noqa: F401
         names.append("fla")
     except Exception as e:
@@ -623,6 +631,20 @@ def _filter_kwargs(fn, kw: dict) -> dict:
     return {k: v for k, v in kw.items() if k in params}
 
 
+def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws) -> str:
+    """One gdn call of `impl` ("gdn:<spine>" -> prefill(spine=<spine>); "gdn:wgmma-4k" -> the
+    four-kernel plan with the wgmma spine, through the stage hook); returns what ran."""
+    import gdn_prefill
+    spine = impl.split(":", 1)[1]
+    if spine == "wgmma-4k":
+        from gdn_prefill import _ext
+        _ext._launch_stages(("chunk_index", "recompute_wu", "spine", "fwd_o"), s.q, s.k, s.v, s.g, s.beta, out,
+                            state, cu_seqlens=cu32, spine="wgmma", use_qk_l2norm=use_l2, workspace=ws, fused=0)
+        return spine
+    return gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, spine=spine,
+                               use_qk_l2norm=use_l2, workspace=ws)
+
+
 def _calls(impl: str, case: Case, sets: list, cu: dict, use_l2: bool) -> tuple[list, str]:
     """One zero-argument callable per buffer set, and a note (what was passed)."""
     import torch
@@ -634,9 +656,7 @@ def _calls(impl: str, case: Case, sets: list, cu: dict, use_l2: bool) -> tuple[l
 
         def mk(s):
             def call():
-                ran = gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, s.out, s.state, cu_seqlens=cu["cu32"],
-                                          spine=spine, use_qk_l2norm=use_l2, workspace=ws)
-                return ran
+                return _gdn_call(impl, s, s.out, s.state, cu["cu32"], use_l2, ws)
             return call
         calls = [mk(s) for s in sets]
         ran = calls[0]()
@@ -939,8 +959,9 @@ def _run_once(impl: str, case: Case, s, cu, use_l2: bool):
         import gdn_prefill
         out = torch.full_like(s.out, float("nan"))
         state = s.state.clone()
-        gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu["cu32"], spine=impl[4:],
-                            use_qk_l2norm=use_l2)
+        ws = torch.empty(max(gdn_prefill.workspace_bytes(case.T, case.N, case.Hv), 1), dtype=torch.uint8,
+                         device="cuda")
+        _gdn_call(impl, s, out, state, cu["cu32"], use_l2, ws)
         return out, state
     if impl == "fla":
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fn

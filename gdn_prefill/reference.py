@@ -272,11 +272,16 @@ def _chunk_stage2(S, k, gcum, w, u):
     return vnew, S
 
 
+def _chunk_attention(q, k, decay, scale):
+    """The in-chunk attention P_ij = scale (q_i . k_j) exp(gcum_i - gcum_j), j <= i (else 0):
+    the workspace `pqk` of the fused-output plan."""
+    return scale * ((q @ k.transpose(-1, -2)) * decay)                # decay is 0 above the diagonal
+
+
 def _chunk_stage3(S, q, k, gcum, decay, vnew, scale):
     """fwd_o for one chunk: S = state at chunk entry."""
     inter = gcum.exp()[..., None] * (q @ S)
-    intra = ((q @ k.transpose(-1, -2)) * decay) @ vnew            # decay is 0 above the diagonal
-    return scale * (inter + intra)
+    return scale * inter + _chunk_attention(q, k, decay, scale) @ vnew
 
 
 def _chunk_layout(cu: list[int], T: int):
@@ -319,6 +324,7 @@ def _run_chunked(p: _Problem, keep: bool):
             u=torch.full((T, Hv, V), nan, dtype=_F64),
             vnew=torch.full((T, Hv, V), nan, dtype=_F64),
             h=torch.full((CB, Hv, K, V), nan, dtype=_F64),
+            pqk=torch.full((T, Hv, CHUNK), nan, dtype=_F64),
         )
     # token-major [T, Hv, D] -> head-major per chunk [Hv, L, D]
     for n in range(p.N):
@@ -346,6 +352,9 @@ def _run_chunked(p: _Problem, keep: bool):
                 ws["w"][t0:t1] = w.transpose(0, 1)
                 ws["u"][t0:t1] = u.transpose(0, 1)
                 ws["vnew"][t0:t1] = vnew.transpose(0, 1)
+                att = torch.zeros(Hv, t1 - t0, CHUNK, dtype=_F64)
+                att[:, :, :t1 - t0] = _chunk_attention(qc, kc, decay, p.scale)
+                ws["pqk"][t0:t1] = att.transpose(0, 1)
         if keep:
             ws["rq"][bos:eos] = p.rq[bos:eos]
             ws["rk"][bos:eos] = p.rk[bos:eos]
@@ -373,6 +382,8 @@ def chunked_intermediates(q, k, v, g, beta, *, cu_seqlens=None, state=None, stat
       gcum, rq, rk  [T, Hv]        float64 (rq/rk: 1/sqrt(sum x^2 + 1e-6), or 1.0)
       w [T, Hv, K], u [T, Hv, V], vnew [T, Hv, V]   float64
       h [CB, Hv, K, V]             float64, state at chunk entry, always S[k, v] orientation
+      pqk [T, Hv, 64]              float64, row t of the in-chunk attention of t's chunk
+                                   (columns past the chunk's length: 0)
       o [T, Hv, V], new_state      as returned by :func:`chunked`
     Rows of padding sequences, of tokens outside every sequence, and unused h slots
     (including the slots of padding sequences) are NaN.

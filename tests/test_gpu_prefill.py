@@ -28,15 +28,25 @@ def spine_compiled(spine: str) -> bool:
 
 
 def run_ours(inp, *, spine, use_qk_l2norm=False, scale=None):
-    """Poisoned out, a private copy of the state; returns (out, state)."""
+    """Poisoned out, a private copy of the state; returns (out, state).  spine "wgmma-4k": the
+    wgmma spine in the four-kernel plan (spine, then fwd_o) even where prefill() would fuse the
+    output into the spine (forced through the stage hook, all four stages)."""
     T, Hv = inp["v"].shape[0], inp["v"].shape[1]
     out = torch.full((T, Hv, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
     state = None if inp["state"] is None else inp["state"].clone()
-    ran = gdn_prefill.prefill(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state,
-                              cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"],
-                              state_layout=inp["state_layout"], scale=scale, use_qk_l2norm=use_qk_l2norm,
-                              spine=spine)
-    assert ran == spine
+    args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
+    kw = dict(cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"], state_layout=inp["state_layout"],
+              scale=scale, use_qk_l2norm=use_qk_l2norm)
+    if spine == "wgmma-4k":
+        from gdn_prefill import _ext
+        ws = torch.empty(gdn_prefill.workspace_bytes(T, inp["cu_seqlens"].numel() - 1, Hv), dtype=torch.uint8,
+                         device="cuda")
+        ran = _ext._launch_stages(("chunk_index", "recompute_wu", "spine", "fwd_o"), *args, spine="wgmma",
+                                  workspace=ws, fused=0, **kw)
+        assert ran == "wgmma"
+    else:
+        ran = gdn_prefill.prefill(*args, spine=spine, **kw)
+        assert ran == spine
     torch.cuda.synchronize()
     return out, state
 
@@ -73,9 +83,11 @@ def check(name, inp, spine, *, use_qk_l2norm=False, scale=None, bound=BOUND):
     return out, state
 
 
-def spine_params():
-    return [pytest.param(s, marks=pytest.mark.skipif(not spine_compiled(s), reason=f"{s} spine not built"))
-            for s in SPINES]
+def spine_params(four_kernel=False):
+    """The spines; four_kernel: also "wgmma-4k", the wgmma spine with the output not fused."""
+    names = SPINES + (["wgmma-4k"] if four_kernel else [])
+    return [pytest.param(s, marks=pytest.mark.skipif(not spine_compiled(s.split("-")[0]), reason=f"{s} not built"))
+            for s in names]
 
 
 # 24 sequences of mixed length (empty, 1 token, chunk edges, several chunks)
@@ -104,7 +116,7 @@ FORMS = {
 WG2_FORMS = [f for f in FORMS if f.startswith("many_seqs_wg2")]
 
 
-@pytest.mark.parametrize("spine", spine_params())
+@pytest.mark.parametrize("spine", spine_params(four_kernel=True))
 @pytest.mark.parametrize("form", list(FORMS))
 def test_form_against_oracle(form, spine):
     T_list, Hk, Hv, mk, kw = FORMS[form]
@@ -128,10 +140,10 @@ def test_wg2_forms_run_the_two_warpgroup_build(form):
         pytest.skip("wgmma spine not built")
     T_list, Hk, Hv, mk, _ = FORMS[form]
     inp = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
-    assert spine_build(inp, "wgmma") == f"spine_wgmma_wg2_{inp['state_layout']}"
+    assert spine_build(inp, "wgmma") == f"spine_wgmma_o_wg2_{inp['state_layout']}"
     T_list, Hk, Hv, mk, _ = FORMS["varlen_mix"]
     small = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
-    assert spine_build(small, "wgmma") == "spine_wgmma_kv"
+    assert spine_build(small, "wgmma") == "spine_wgmma_o_kv"
 
 
 def _odd_strides(inp, names=("q", "k", "v")):
@@ -161,19 +173,24 @@ def test_unaligned_strides(odd):
 
 
 def stage_params():
-    """(spine, warpgroups): the scalar spine, and each wgmma build forced on the same problem."""
+    """(spine, warpgroups, fused): the scalar spine, and each wgmma build forced on the same
+    problem, in the four-kernel plan and with the output fused into the spine."""
     out = []
-    for spine, wg in (("scalar", 0), ("wgmma", 1), ("wgmma", 2)):
+    for spine, wg, fused in (("scalar", 0, 0), ("wgmma", 1, 0), ("wgmma", 2, 0), ("wgmma", 1, 1), ("wgmma", 2, 1)):
         built = spine_compiled(spine) and (wg != 2 or "spine_wgmma_wg2_kv" in gdn_prefill.compiled_variants())
-        out.append(pytest.param(spine, wg, id=f"{spine}-wg{wg}" if wg else spine,
-                                marks=pytest.mark.skipif(not built, reason=f"{spine} wg{wg} not built")))
+        built = built and (not fused or "spine_wgmma_o_kv" in gdn_prefill.compiled_variants())
+        name = (f"{spine}-wg{wg}" if wg else spine) + ("-fused" if fused else "")
+        out.append(pytest.param(spine, wg, fused, id=name,
+                                marks=pytest.mark.skipif(not built, reason=f"{name} not built")))
     return out
 
 
-@pytest.mark.parametrize("spine, warpgroups", stage_params())
-def test_stages_against_oracle_intermediates(spine, warpgroups):
+@pytest.mark.parametrize("spine, warpgroups, fused", stage_params())
+def test_stages_against_oracle_intermediates(spine, warpgroups, fused):
     """chunk_index, recompute_wu, the spine and fwd_o each checked on their own outputs
-    (the wgmma spine in both builds: `warpgroups` forces one through the test hook)."""
+    (the wgmma spine in both builds: `warpgroups` forces one through the test hook).  The
+    fused plan has no fwd_o and writes no vnew / h: its recompute_wu's in-chunk attention
+    (pqk) is checked instead, and o and the state as for the others."""
     inp = ref.make_inputs([1, 65, 130, 64], 2, 4, seed=int.from_bytes(os.urandom(4), "little"), device="cuda",
                           state="pool", pad_every=0, l2norm_inputs=False)
     T, N, Hv = inp["q"].shape[0], 4, 4
@@ -191,10 +208,11 @@ def test_stages_against_oracle_intermediates(spine, warpgroups):
     out = torch.full((T, Hv, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
     state = inp["state"].clone()
     from gdn_prefill import _ext
-    _ext._launch_stages(("chunk_index", "recompute_wu", "spine", "fwd_o"), inp["q"], inp["k"], inp["v"],
+    stages = ("chunk_index", "recompute_wu", "spine") + (() if fused else ("fwd_o",))
+    _ext._launch_stages(stages, inp["q"], inp["k"], inp["v"],
                         inp["g"], inp["beta"], out, state, cu_seqlens=inp["cu_seqlens"],
                         state_indices=inp["state_indices"], use_qk_l2norm=True, spine=spine, workspace=ws,
-                        warpgroups=warpgroups)
+                        warpgroups=warpgroups, fused=fused)
     torch.cuda.synchronize()
     with torch.device("cuda"):
         mid = ref.chunked_intermediates(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"],
@@ -205,8 +223,9 @@ def test_stages_against_oracle_intermediates(spine, warpgroups):
     valid = mid["chunk_seq"] >= 0
     assert torch.equal(view("chunk_token")[valid].cpu(), mid["chunk_token"][valid].cpu())
     errs = {}
-    for name, bound in (("gcum", 1e-5), ("rq", 1e-5), ("rk", 1e-5), ("w", 1e-2), ("u", 1e-2),
-                        ("vnew", 1e-2), ("h", 1e-2)):
+    checked = ("pqk",) if fused else ("vnew", "h")
+    for name, bound in (("gcum", 1e-5), ("rq", 1e-5), ("rk", 1e-5), ("w", 1e-2), ("u", 1e-2)) + tuple(
+            (n, 1e-2) for n in checked):
         mine = view(name).double()
         want = mid[name]
         if name == "h":
@@ -214,7 +233,8 @@ def test_stages_against_oracle_intermediates(spine, warpgroups):
         errs[name] = ref.rel_err(mine, want)
     errs["o"] = ref.rel_err(out.double(), mid["o"])
     errs["state"] = ref.rel_err(state.double(), mid["new_state"])
-    REPORT.append(dict(case=f"stages_wg{warpgroups}" if warpgroups else "stages", spine=spine,
+    REPORT.append(dict(case=(f"stages_wg{warpgroups}" if warpgroups else "stages") + ("_fused" if fused else ""),
+                       spine=spine,
                        **{f"err_{k}": v for k, v in errs.items()}))
     bad = {k: v for k, v in errs.items() if not v <= (1e-5 if k in ("gcum", "rq", "rk") else BOUND)}
     assert not bad, f"stage errors over bound: {bad} (all: {errs})"

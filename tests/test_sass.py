@@ -27,7 +27,9 @@ def test_every_stage_and_spine_is_built():
     for name in ("chunk_index", "recompute_wu_bf16_betaf32", "recompute_wu_bf16_betabf16",
                  "recompute_wu_bf16_betaf32_a16", "recompute_wu_bf16_betabf16_a16", "spine_scalar_kv",
                  "spine_scalar_vk", "spine_wgmma_kv", "spine_wgmma_vk", "spine_wgmma_wg2_kv", "spine_wgmma_wg2_vk",
-                 "fwd_o_bf16", "fwd_o_bf16_a16"):
+                 "fwd_o_bf16", "fwd_o_bf16_a16", "recompute_wu_bf16_betaf32_a16_pqk",
+                 "recompute_wu_bf16_betabf16_a16_pqk", "spine_wgmma_o_kv", "spine_wgmma_o_vk",
+                 "spine_wgmma_o_wg2_kv", "spine_wgmma_o_wg2_vk"):
         assert name in VARIANTS
 
 
@@ -47,12 +49,33 @@ def test_no_local_memory_traffic(variant):
     assert c["LDL"] == 0 and c["STL"] == 0, c
 
 
+WGMMA_SPINES = [v for v in VARIANTS if v.startswith("spine_wgmma_")]
+
+
 @needs_nvdisasm
-@pytest.mark.parametrize("variant", ["spine_wgmma_kv", "spine_wgmma_vk", "spine_wgmma_wg2_kv", "spine_wgmma_wg2_vk"])
+@pytest.mark.parametrize("variant", WGMMA_SPINES)
 def test_wgmma_spine_uses_tensor_cores_and_tma(variant):
-    """HGMMA fed by TMA loads; h and vnew leave by TMA stores; U comes in by ldmatrix."""
+    """HGMMA fed by TMA loads; h and vnew (fused builds: the output) leave by TMA stores; U
+    comes in by ldmatrix."""
     c = counts(variant)
     assert c["HGMMA"] > 0 and c["UTMALDG"] > 0 and c["UTMASTG"] > 0 and c["LDSM"] > 0, c
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("layout", ["kv", "vk"])
+@pytest.mark.parametrize("wg", ["", "wg2_"])
+def test_fused_output_build_adds_the_output_mmas_and_tiles(layout, wg):
+    """spine_wgmma_o*: per chunk and warpgroup two more MMAs (Q S: 8 k-steps, P Vnew: 4) than the
+    spine alone, two more TMA tiles per stage (q, pqk) and one more bf16 tile per warpgroup
+    (Vnew as the B operand of P Vnew)."""
+    base, fused = f"spine_wgmma_{wg}{layout}", f"spine_wgmma_o_{wg}{layout}"
+    cb, cf = counts(base), counts(fused)
+    assert cf["HGMMA"] - cb["HGMMA"] == 8 + 4, (cb["HGMMA"], cf["HGMMA"])
+    b, f = _manifest.variant(base), _manifest.variant(fused)
+    chunk, dk, vb = ABI["GDN_CHUNK"], ABI["GDN_HEAD_DIM_K"], ABI["GDN_WGMMA_SPINE_VBLOCK"]
+    nwg = b["threads"] // 128
+    assert f["smem_bytes"] - b["smem_bytes"] == 2 * (2 * (chunk * dk + chunk * chunk) + nwg * chunk * vb)
+    assert (f["threads"], f["cluster"]) == (b["threads"], b["cluster"])
 
 
 @pytest.mark.parametrize("layout", ["kv", "vk"])
@@ -103,7 +126,8 @@ def test_only_the_throughput_build_multicasts(layout):
     def multicast_loads(variant):
         (cubin,) = _manifest.cubins(variant)
         return len(re.findall(r"\bUTMALDG\.[0-9]D\.MULTICAST\b", sass.disassemble(cubin)))
-    assert multicast_loads(f"spine_wgmma_wg2_{layout}") > 0
-    assert multicast_loads(f"spine_wgmma_{layout}") == 0
-    assert _manifest.variant(f"spine_wgmma_wg2_{layout}")["cluster"] == 2
-    assert _manifest.variant(f"spine_wgmma_{layout}")["cluster"] == 1
+    for o in ("", "o_"):
+        assert multicast_loads(f"spine_wgmma_{o}wg2_{layout}") > 0
+        assert multicast_loads(f"spine_wgmma_{o}{layout}") == 0
+        assert _manifest.variant(f"spine_wgmma_{o}wg2_{layout}")["cluster"] == 2
+        assert _manifest.variant(f"spine_wgmma_{o}{layout}")["cluster"] == 1

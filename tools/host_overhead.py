@@ -50,10 +50,12 @@ def _tensor_reads():
         x.dim(), x.dtype, x.data_ptr(), x.shape, x.stride()
 
 
-rows = [("prefill() (4 launches)", host_us(lambda: gdn_prefill.prefill(*args, **kw)))]
-for n in range(5):
+nplan = len(gdn_prefill.explain(*args, **kw)["kernels"])
+rows = [(f"prefill() ({nplan} launches)", host_us(lambda: gdn_prefill.prefill(*args, **kw)))]
+for n in range(5):   # the four-kernel plan's stages, 0..4 of them
     st = STAGES[:n]
-    rows.append((f"_launch_stages, {n} launches", host_us(lambda st=st: _ext._launch_stages(st, *args, **kw))))
+    rows.append((f"_launch_stages, {n} launches",
+                 host_us(lambda st=st: _ext._launch_stages(st, *args, fused=0, **kw))))
 rows += [
     ("  _check_devices (10 tensors)", host_us(lambda: _ext._check_devices(named))),
     ("  torch.cuda.current_stream(dev)", host_us(lambda: torch.cuda.current_stream(dev))),

@@ -80,12 +80,14 @@ typedef struct {
  *   gcum, rq, rk  [T, Hv] fp32 in-chunk cumulative gate; 1/||q||, 1/||k|| (or 1)
  *   w             [T, Hv, K] bf16   u, vnew [T, Hv, V] bf16
  *   h             [CB, Hv, K, V] bf16   state at the entry of each chunk
+ *   pqk           [T, Hv, CHUNK] bf16   in-chunk attention of the fused spine + output:
+ *                 row t0+i = scale rq_i rk_j (q_i . k_j) exp(gcum_i - gcum_j), j <= i (else 0)
  */
 typedef struct {
     gdn_tensor_t q, k, v, g, beta, out;
     gdn_tensor_t state, cu_seqlens, state_indices;
     gdn_tensor_t chunk_offsets, chunk_seq, chunk_token;
-    gdn_tensor_t gcum, rq, rk, w, u, vnew, h;
+    gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk;
     float scale;
     int32_t use_qk_l2norm;           /* 1: q, k are l2-normalised in the kernels    */
     int32_t has_state;               /* 0: S_0 = 0 and no final state is written    */

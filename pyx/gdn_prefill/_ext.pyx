@@ -55,6 +55,17 @@ _v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV][0] = gdn_variant_id(b"spine_wgmma_kv")
 _v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][0] = gdn_variant_id(b"spine_wgmma_vk")
 _v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV][1] = gdn_variant_id(b"spine_wgmma_wg2_kv")
 _v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_wg2_vk")
+# The fused plan (spine="wgmma" with q, k, v, out 16-byte aligned): recompute_wu also writes the
+# in-chunk attention (pqk) and the spine computes the output itself (spine_wgmma_o*): three
+# launches, no h / vnew round trip through HBM, no fwd_o.  _fused_guard() decides per call.
+cdef int _v_wu_pqk[2]     # [beta is bf16]
+_v_wu_pqk[0] = gdn_variant_id(b"recompute_wu_bf16_betaf32_a16_pqk")
+_v_wu_pqk[1] = gdn_variant_id(b"recompute_wu_bf16_betabf16_a16_pqk")
+cdef int _v_spine_o[NUM_LAYOUTS][NUM_SPINE_WG]             # [GDN_STATE_*][warpgroups - 1]
+_v_spine_o[GDN_STATE_KV][0] = gdn_variant_id(b"spine_wgmma_o_kv")
+_v_spine_o[GDN_STATE_VK][0] = gdn_variant_id(b"spine_wgmma_o_vk")
+_v_spine_o[GDN_STATE_KV][1] = gdn_variant_id(b"spine_wgmma_o_wg2_kv")
+_v_spine_o[GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_o_wg2_vk")
 
 SPINES = {"auto": GDN_SPINE_AUTO, "scalar": GDN_SPINE_SCALAR, "wgmma": GDN_SPINE_WGMMA}
 SPINE_NAMES = {GDN_SPINE_SCALAR: "scalar", GDN_SPINE_WGMMA: "wgmma"}
@@ -415,6 +426,33 @@ cdef int _spine_guard(const gdn_problem_t *p, int spine, int state_layout, char 
     return GDN_OK
 
 
+cdef int _fused_guard(const gdn_problem_t *p, int chosen, int state_layout, int warpgroups, char *why) noexcept nogil:
+    """0 if the fused plan (spine + output in one kernel) can serve this problem with the chosen
+    spine, else GDN_ERR_SPINE and the reason (then the three-kernel plan runs)."""
+    if chosen != GDN_SPINE_WGMMA:
+        snprintf(why, MSG_CAP, "spine: only the wgmma spine has a fused-output build")
+        return GDN_ERR_SPINE
+    cdef const gdn_tensor_t *ts[4]
+    cdef const char *names[4]
+    cdef int i
+    ts[0], ts[1], ts[2], ts[3] = &p.q, &p.k, &p.v, &p.out
+    names[0], names[1], names[2], names[3] = "q", "k", "v", "out"
+    for i in range(4):
+        if not _row_aligned16(ts[i]):
+            # the fused spine loads q and stores out by TMA; its recompute_wu build is the _a16 one
+            snprintf(why, MSG_CAP, "%s: the fused output needs a 16-byte aligned base and token/head strides "
+                     "that are multiples of 8 elements (strides %lld, %lld)", names[i],
+                     <long long>ts[i].stride[0], <long long>ts[i].stride[1])
+            return GDN_ERR_SPINE
+    if warpgroups == 0:
+        warpgroups = _spine_warpgroups(p, chosen)
+    if (warpgroups < 1 or warpgroups > NUM_SPINE_WG or _v_spine_o[state_layout][warpgroups - 1] < 0
+            or _v_wu_pqk[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0] < 0):
+        snprintf(why, MSG_CAP, "variant: the fused-output builds are not compiled into this build")
+        return GDN_ERR_UNKNOWN_VARIANT
+    return GDN_OK
+
+
 cdef int _choose(const gdn_problem_t *p, int spine, int state_layout, int *chosen, char *msg) noexcept nogil:
     cdef char why[MSG_CAP]
     cdef int rc
@@ -454,6 +492,7 @@ cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t 
     off = _piece(&p.u, base, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
     off = _piece(&p.vnew, base, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
     off = _piece(&p.h, base, off, GDN_DTYPE_BF16, 4, CB, Hv, K, V)
+    off = _piece(&p.pqk, base, off, GDN_DTYPE_BF16, 3, T, Hv, GDN_CHUNK, 1)
     return off
 
 
@@ -529,25 +568,40 @@ cdef bint _aligned16(const gdn_problem_t *p) noexcept nogil:
     return _row_aligned16(&p.q) and _row_aligned16(&p.k) and _row_aligned16(&p.v) and _row_aligned16(&p.out)
 
 
-cdef void _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int warpgroups,
-                      int *ids) noexcept nogil:
-    """The build of each of the four launches (-1 where it is not compiled in).  The one place
-    that picks the beta dtype, the _a16 and the warpgroups builds: prefill, explain and the
-    stage test hook all read their launches from here."""
+cdef int _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int warpgroups, int fused,
+                     int *ids) noexcept nogil:
+    """The build of each launch (-1 where it is not compiled in); returns the number of launches:
+    3 for the fused plan (chunk_index, recompute_wu with pqk, spine_wgmma_o*), else 4 (chunk_index,
+    recompute_wu, spine, fwd_o).  The one place that picks the plan and the beta dtype, _a16 and
+    warpgroups builds: prefill, explain and the stage test hook all read their launches from here.
+    warpgroups 0 / fused -1: the rules; otherwise forced (test / benchmark hook only)."""
     cdef int a16 = 1 if _aligned16(p) else 0
+    cdef int bbf16 = 1 if p.beta.dtype == GDN_DTYPE_BF16 else 0
+    cdef char why[MSG_CAP]
+    if warpgroups == 0:
+        warpgroups = _spine_warpgroups(p, chosen)
+    if fused < 0:
+        fused = 1 if _fused_guard(p, chosen, state_layout, warpgroups, why) == GDN_OK else 0
     ids[0] = _v_chunk_index
-    ids[1] = _v_wu[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0][a16]
+    if fused:
+        ids[1] = _v_wu_pqk[bbf16] if a16 else -1
+        ids[2] = (_v_spine_o[state_layout][warpgroups - 1]
+                  if a16 and chosen == GDN_SPINE_WGMMA and 1 <= warpgroups <= NUM_SPINE_WG else -1)
+        return 3
+    ids[1] = _v_wu[bbf16][a16]
     ids[2] = _spine_variant(p, chosen, state_layout, warpgroups)
     ids[3] = _v_fwd_o[a16]
+    return 4
 
 
-cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int *ids, char *msg) noexcept nogil:
-    """The four launches of one prefill, in order; every one must be compiled in."""
+cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int *ids, int *n,
+                    char *msg) noexcept nogil:
+    """The launches of one prefill, in order (n of them); every one must be compiled in."""
     cdef int i
-    _select_ids(p, chosen, state_layout, 0, ids)
-    for i in range(4):
+    n[0] = _select_ids(p, chosen, state_layout, 0, -1, ids)
+    for i in range(n[0]):
         if ids[i] < 0:
-            snprintf(msg, MSG_CAP, "build: stage %d of 4 (%s) is not compiled into this build", i + 1,
+            snprintf(msg, MSG_CAP, "build: stage %d of %d (%s) is not compiled into this build", i + 1, n[0],
                      "chunk_index" if i == 0 else ("recompute_wu" if i == 1 else ("spine" if i == 2 else "fwd_o")))
             return GDN_ERR_UNKNOWN_VARIANT
     return GDN_OK
@@ -585,16 +639,16 @@ cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
                          int *chosen_spine, char *msg, size_t msg_cap) noexcept nogil:
     cdef gdn_problem_t p = problem[0]
     cdef char local[MSG_CAP]
-    cdef int rc, chosen = 0
+    cdef int rc, chosen = 0, n = 0
     cdef int ids[4]
     local[0] = 0
     rc = _prepare(&p, spine, state_layout, &chosen, local)
     if rc == GDN_OK:
         rc = _bind_workspace(&p, workspace, workspace_bytes, local)
     if rc == GDN_OK:
-        rc = _stage_ids(&p, chosen, state_layout, ids, local)
+        rc = _stage_ids(&p, chosen, state_layout, ids, &n, local)
     if rc == GDN_OK:
-        rc = _launch(&p, ids, 4, stream, local)
+        rc = _launch(&p, ids, n, stream, local)
     if chosen_spine != NULL:
         chosen_spine[0] = chosen
     if msg != NULL and msg_cap > 0:
@@ -768,8 +822,15 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s grid(spine)=%s build=%s", name,
                   p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.q.shape[1], p.v.shape[1], state_layout,
                   _spine_grid(chosen, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]),
-                  gdn_variant_name(_spine_variant(&p, chosen, layout_code, 0)).decode())
+                  _summary_build(&p, chosen, layout_code))
     return name
+
+
+cdef str _summary_build(const gdn_problem_t *p, int chosen, int layout_code):
+    """The spine build prefill() ran (the fused-output build when that plan ran)."""
+    cdef int ids[4]
+    _select_ids(p, chosen, layout_code, 0, -1, ids)
+    return gdn_variant_name(ids[2]).decode()
 
 
 def _spine_grid(int chosen, T, N, Hv, int warpgroups=0):
@@ -787,11 +848,13 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     Takes prefill's arguments (tensors may live on any device, even "meta", when
     check_device=False).  Returns a dict: "spines" maps each spine to "runs" or the
     guard that rejects it; "chosen" the spine "auto" (or the requested one) runs;
-    "kernels" the launches with grid, block and shared-memory bytes; "workspace_bytes".
+    "kernels" the launches with grid, block and shared-memory bytes (three when the output is
+    fused into the spine, else four); "fused_output" is "runs" or the reason the four-kernel plan
+    runs instead; "workspace_bytes".
     Raises the same errors prefill() raises.
     """
     cdef gdn_problem_t p
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s, n = 0
     cdef int ids[4]
     cdef char msg[MSG_CAP]
     cdef char why[MSG_CAP]
@@ -813,20 +876,22 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         if rc == GDN_ERR_SPINE:
             _log.warning("gdn_prefill: %s", msg.decode())
         _raise(rc, msg)
-    rc = _stage_ids(&p, chosen, layout_code, ids, msg)
+    rc = _stage_ids(&p, chosen, layout_code, ids, &n, msg)
     if rc != GDN_OK:
         _raise(rc, msg)
+    fused = "runs" if _fused_guard(&p, chosen, layout_code, 0, why) == GDN_OK else why.decode()
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
     spine_name = SPINE_NAMES[chosen]
     grids = (_plan.grid_chunk_index(T, N, Hv), _plan.grid_recompute_wu(T, N, Hv),
              _spine_grid(chosen, T, N, Hv), _plan.grid_fwd_o(T, N, Hv))
-    kernels = [(gdn_variant_name(ids[i]).decode(), grids[i]) for i in range(4)]
+    kernels = [(gdn_variant_name(ids[i]).decode(), grids[i]) for i in range(n)]
     from gdn_prefill import _manifest
     return {
         "spines": spines,
         "chosen": spine_name,
-        "kernels": [dict(name=n, grid=tuple(int(x) for x in grid), **_manifest.launch_info(n))
-                    for n, grid in kernels],
+        "fused_output": fused,
+        "kernels": [dict(name=name, grid=tuple(int(x) for x in grid), **_manifest.launch_info(name))
+                    for name, grid in kernels],
         "workspace_bytes": int(gdn_workspace_bytes(T, N, Hv)),
         "chunk_slots": int(_plan.chunk_slots(T, N)),
     }
@@ -837,28 +902,49 @@ def workspace_layout(int64_t T, int64_t N, int64_t Hv):
     cdef gdn_problem_t p
     cdef char *base = <char *>GDN_WORKSPACE_ALIGN_BYTES  # any aligned non-NULL base: offsets only
     _carve(&p, base, T, N, Hv)
-    names = ("chunk_offsets", "chunk_seq", "chunk_token", "gcum", "rq", "rk", "w", "u", "vnew", "h")
-    cdef gdn_tensor_t *ts[10]
-    ts[:] = [&p.chunk_offsets, &p.chunk_seq, &p.chunk_token, &p.gcum, &p.rq, &p.rk, &p.w, &p.u, &p.vnew, &p.h]
+    names = ("chunk_offsets", "chunk_seq", "chunk_token", "gcum", "rq", "rk", "w", "u", "vnew", "h", "pqk")
+    cdef gdn_tensor_t *ts[11]
+    ts[:] = [&p.chunk_offsets, &p.chunk_seq, &p.chunk_token, &p.gcum, &p.rq, &p.rk, &p.w, &p.u, &p.vnew, &p.h,
+             &p.pqk]
     out = {}
-    for i in range(10):
+    for i in range(11):
         out[names[i]] = (<uintptr_t>ts[i].data - <uintptr_t>base, tuple(ts[i].shape[j] for j in range(ts[i].rank)),
                          _dtype_name(ts[i].dtype).decode())
     return out
 
 
+def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None, str state_layout="kv",
+            str spine="auto", int warpgroups=0, int fused=-1):
+    """Benchmark hook: the variant names of the launches _launch_stages(..., warpgroups, fused)
+    makes (what explain() lists for the rules, warpgroups 0 and fused -1)."""
+    cdef gdn_problem_t p
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, n, i
+    cdef int ids[4]
+    cdef char msg[MSG_CAP]
+    _codes(spine, state_layout, &spine_code, &layout_code)
+    _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, None, False)
+    rc = _validate(&p, layout_code, msg)
+    if rc == GDN_OK:
+        rc = _choose(&p, spine_code, layout_code, &chosen, msg)
+    if rc != GDN_OK:
+        _raise(rc, msg)
+    n = _select_ids(&p, chosen, layout_code, warpgroups, fused, ids)
+    return [gdn_variant_name(ids[i]).decode() if ids[i] >= 0 else None for i in range(n)]
+
+
 def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None,
                    str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto", workspace,
-                   int warpgroups=0):
+                   int warpgroups=0, int fused=-1):
     """Test hook: validate like prefill(), then launch only the named stages on the current stream.
 
     `stages` is a subset of ("chunk_index", "recompute_wu", "spine", "fwd_o"), run in that order,
-    so GPU tests can check each stage's workspace output against the fp64 oracle.  The spine
-    build is the one prefill() picks; `warpgroups` 1 or 2 forces that wgmma build instead
-    (benchmarks of the warpgroups rule; 0: the rule).
+    so GPU tests can check each stage's workspace output against the fp64 oracle.  The builds
+    are the ones prefill() picks; `warpgroups` 1 or 2 forces that wgmma build instead
+    (benchmarks of the warpgroups rule; 0: the rule) and `fused` 0 / 1 the four-kernel or the
+    fused-output plan (-1: the rule; the fused plan has no fwd_o stage and writes no h / vnew).
     """
     cdef gdn_problem_t p
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, i, n = 0
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, i, n = 0, nplan
     cdef int all_ids[4]
     cdef int ids[4]
     cdef char msg[MSG_CAP]
@@ -866,6 +952,8 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     _codes(spine, state_layout, &spine_code, &layout_code)
     if warpgroups < 0 or warpgroups > NUM_SPINE_WG:
         raise _errors.GdnArgumentError(f"warpgroups: must be 0 (the rule), 1 or 2, got {warpgroups}")
+    if fused < -1 or fused > 1:
+        raise _errors.GdnArgumentError(f"fused: must be -1 (the rule), 0 or 1, got {fused}")
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm)
     rc = _prepare(&p, spine_code, layout_code, &chosen, msg)
     if rc == GDN_OK and warpgroups != 0 and chosen != GDN_SPINE_WGMMA:
@@ -875,9 +963,13 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     order = ("chunk_index", "recompute_wu", "spine", "fwd_o")
     if rc == GDN_OK:
         # only the requested stages must be compiled in
-        _select_ids(&p, chosen, layout_code, warpgroups, all_ids)
+        nplan = _select_ids(&p, chosen, layout_code, warpgroups, fused, all_ids)
+        if fused == 1 and _fused_guard(&p, chosen, layout_code, warpgroups, msg) != GDN_OK:
+            raise _errors.GdnSpineError(f"fused: {msg.decode()}")
         for i in range(4):
             if order[i] in stages:
+                if i >= nplan:
+                    raise _errors.GdnArgumentError(f"stage {order[i]} is not part of the fused-output plan")
                 if all_ids[i] < 0:
                     raise _errors.GdnSpineError(f"stage {order[i]} is not compiled into this build")
                 ids[n] = all_ids[i]

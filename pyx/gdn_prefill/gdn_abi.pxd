@@ -54,7 +54,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         gdn_tensor_t q, k, v, g, beta, out
         gdn_tensor_t state, cu_seqlens, state_indices
         gdn_tensor_t chunk_offsets, chunk_seq, chunk_token
-        gdn_tensor_t gcum, rq, rk, w, u, vnew, h
+        gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk
         float scale
         int32_t use_qk_l2norm
         int32_t has_state

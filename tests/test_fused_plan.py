@@ -1,0 +1,78 @@
+"""The fused-output plan: which launches prefill() makes, and why (CPU only: explain()).
+
+spine="wgmma" with q, k, v and out 16-byte aligned (token / head strides multiples of 8
+elements) runs three kernels: chunk_index, recompute_wu's _pqk build (it also writes the
+in-chunk attention) and spine_wgmma_o* (the spine computes the chunk output itself: no h, no
+vnew, no fwd_o).  Anything else runs the four-kernel plan, and explain() says why.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gdn_prefill
+from gdn_prefill import _ext, errors
+
+D = 128
+
+
+def problem(T=200, Hk=2, Hv=4, beta=torch.float32, odd=()):
+    bf = torch.bfloat16
+
+    def tensor(H, name):
+        if name in odd:     # token stride H*D + 3: rows 2-byte aligned only
+            return torch.empty(T, H * D + 3, dtype=bf)[:, :H * D].view(T, H, D)
+        return torch.empty(T, H, D, dtype=bf)
+    q, k, v, out = tensor(Hk, "q"), tensor(Hk, "k"), tensor(Hv, "v"), tensor(Hv, "out")
+    return (q, k, v, torch.empty(T, Hv), torch.empty(T, Hv, dtype=beta), out), torch.tensor([0, 70, T],
+                                                                                             dtype=torch.int32)
+
+
+def names(plan):
+    return [k["name"] for k in plan["kernels"]]
+
+
+@pytest.mark.parametrize("layout", ["kv", "vk"])
+@pytest.mark.parametrize("spine", ["auto", "wgmma"])
+def test_aligned_inputs_run_three_kernels(spine, layout):
+    args, cu = problem()
+    st = torch.empty(2, 4, D, D)
+    plan = gdn_prefill.explain(*args, st, cu_seqlens=cu, spine=spine, state_layout=layout)
+    assert plan["chosen"] == "wgmma" and plan["fused_output"] == "runs"
+    assert names(plan) == ["chunk_index", "recompute_wu_bf16_betaf32_a16_pqk", f"spine_wgmma_o_{layout}"]
+
+
+def test_bf16_beta_takes_its_pqk_build():
+    args, cu = problem(beta=torch.bfloat16)
+    assert names(gdn_prefill.explain(*args, cu_seqlens=cu, spine="wgmma"))[1] == "recompute_wu_bf16_betabf16_a16_pqk"
+
+
+@pytest.mark.parametrize("odd", ["q", "v", "out"])
+def test_unaligned_tensor_runs_four_kernels_and_says_which(odd):
+    args, cu = problem(odd=(odd,))
+    plan = gdn_prefill.explain(*args, cu_seqlens=cu, spine="wgmma")
+    assert plan["chosen"] == "wgmma"
+    assert plan["fused_output"].startswith(f"{odd}: the fused output needs a 16-byte aligned base")
+    assert names(plan) == ["chunk_index", "recompute_wu_bf16_betaf32", "spine_wgmma_kv", "fwd_o_bf16"]
+
+
+def test_scalar_spine_runs_four_kernels():
+    args, cu = problem()
+    plan = gdn_prefill.explain(*args, cu_seqlens=cu, spine="scalar")
+    assert "only the wgmma spine" in plan["fused_output"]
+    assert names(plan)[2:] == ["spine_scalar_kv", "fwd_o_bf16_a16"]
+
+
+def test_workspace_has_the_attention_tile_after_h():
+    T, N, Hv = 300, 3, 4
+    lay = gdn_prefill.workspace_layout(T, N, Hv)
+    off, shape, dtype = lay["pqk"]
+    assert shape == (T, Hv, 64) and dtype == "bfloat16"
+    assert off >= lay["h"][0] + 2 * lay["h"][1][0] * Hv * D * D
+    assert gdn_prefill.workspace_bytes(T, N, Hv) >= off + 2 * T * Hv * 64
+
+
+def test_stage_hook_rejects_a_bad_fused_code_before_anything_else():
+    args, cu = problem()
+    with pytest.raises(errors.GdnArgumentError, match="fused: must be -1"):
+        _ext._launch_stages(("spine",), *args, cu_seqlens=cu, workspace=torch.empty(1), fused=2)
