@@ -372,7 +372,8 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
 
     accS = cute.make_rmem_tensor(thr2.partition_shape_C((DK, VB)), Float32)    # S[k, v]
     accV = cute.make_rmem_tensor(thr1.partition_shape_C((CHUNK, VB)), Float32)  # W S, then Vnew, then P
-    accO = cute.make_rmem_tensor(thr1.partition_shape_C((CHUNK, VB)), Float32)  # fused output O[i, v]
+    accO = cute.make_rmem_tensor(thr1.partition_shape_C((CHUNK, VB)), Float32)  # fused output: Q S
+    accO2 = cute.make_rmem_tensor(thr1.partition_shape_C((CHUNK, VB)), Float32)  # ... and P Vnew
     rU = cute.make_rmem_tensor(thr1.partition_shape_C((CHUNK, VB)), Float32)    # U[j, v]
     tScS = thr2.partition_C(cute.make_identity_tensor((DK, VB)))       # (k, v) of accS[e]
     tVcV = thr1.partition_C(cute.make_identity_tensor((CHUNK, VB)))    # (j, v) of accV[e]
@@ -453,6 +454,10 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                                                          nx_ga, nx_ra, nx_gb, nx_rb)
         if cutlass.const_expr(fuse_o):
             nx_qa, nx_qb = _row_rq(rq, hv, bos, eos, row_a, row_b, nx_qa, nx_qb)
+    # fused output: the row scales scale rq_i exp(gcum_i) of rows row_a, row_b of the chunk whose
+    # output is in the accumulators (carried into the next iteration, see (1))
+    os_a = Float32(0.0)
+    os_b = Float32(0.0)
 
     for i in cutlass.range(nch, unroll=1):
         stage = i % NUM_STAGES
@@ -471,13 +476,13 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         if row_b < L:
             coef_b = cute.math.exp(nx_glast - nx_gb) * nx_rb
         # fused output: O_i = scale rq_i exp(gcum_i) (q_i . S) + sum_j P_ij Vnew_j  (0 for rows >= L)
-        os_a = Float32(0.0)
-        os_b = Float32(0.0)
+        osn_a = Float32(0.0)
+        osn_b = Float32(0.0)
         if cutlass.const_expr(fuse_o):
             if row_a < L:
-                os_a = scale * nx_qa * cute.math.exp(nx_ga)
+                osn_a = scale * nx_qa * cute.math.exp(nx_ga)
             if row_b < L:
-                os_b = scale * nx_qb * cute.math.exp(nx_gb)
+                osn_b = scale * nx_qb * cute.math.exp(nx_gb)
 
         # (1) bf16(S) into smem (wgmma 1's B operand; also the TMA source of h[c]).  The TMA
         # store of h[c - 1] finished reading sS before barrier B of chunk i - 1
@@ -486,7 +491,10 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
             # chunk i - 1's output tile -> sVn (its previous TMA store was read-complete before
             # barrier B of chunk i - 1); it leaves by TMA store after barrier A
             if i > 0:
+                _combine_o(accO, accO2, tVcV, row_a, os_a, os_b)
                 _stmatrix_bf16(st_V, accO_cv, rV_bf, tVsVn)
+            os_a = osn_a
+            os_b = osn_b
 
         # barrier A (CTA-wide): sS visible to all (and to the async proxy: tensor cores, TMA);
         # every warp of every warpgroup is done with chunk i - 1 (its wgmma 2 waited, its K tail
@@ -534,25 +542,33 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                 sK[ltid, j, stage] = BFloat16(0.0)
 
         # (2) wgmma 1: accV = W @ S (S read from sS); meanwhile U -> registers (ldmatrix)
-        # and the decay of S
         accV.fill(0.0)
-        if cutlass.const_expr(fuse_o):
-            accO.fill(0.0)
         warpgroup.fence()
         for kb in cutlass.range_constexpr(num_kb1):
             cute.gemm(mma1, accV, tWr[None, None, kb, stage], tSr[None, None, kb, wg], accV)
-        if cutlass.const_expr(fuse_o):
-            # O = Q S, the same B operand (off the chain: nothing waits for O until chunk i + 1)
-            for kb in cutlass.range_constexpr(num_kb1):
-                cute.gemm(mma1, accO, tQr[None, None, kb, stage], tSr[None, None, kb, wg], accO)
         warpgroup.commit_group()
+        if cutlass.const_expr(fuse_o):
+            # O = Q S, the same B operand, its own commit group: the chain waits for wgmma 1 only
+            # (run 14: with Q S in wgmma 1's group the fused spine took 1.55 us/chunk at B=1)
+            # (the first k-step overwrites: no register zeroing while wgmma 1 is in flight, which
+            # ptxas would answer with a wait, C7517)
+            for kb in cutlass.range_constexpr(num_kb1):
+                mma1.set(warpgroup.Field.ACCUMULATE, kb > 0)
+                cute.gemm(mma1, accO, tQr[None, None, kb, stage], tSr[None, None, kb, wg], accO)
+            mma1.set(warpgroup.Field.ACCUMULATE, True)
+            warpgroup.commit_group()
         cute.copy(ld_U, ld_U.partition_S(sU[None, None, stage * num_wg + wg]), rU_bf)
         for e in cutlass.range_constexpr(cute.size(rU_cv)):
             rU_cv[e] = Float32(rU_bf[e])
-        # (4) S *= exp(g_last), also under wgmma 1 (it reads sS, not these registers)
+        if cutlass.const_expr(fuse_o):
+            warpgroup.wait_group(1)           # wgmma 1 done; Q S may still run
+        else:
+            warpgroup.wait_group(0)
+        # (4) S *= exp(g_last) after the wait: accumulator registers touched while a wgmma is in
+        # flight make ptxas insert a wait for every group (ptxas -v: C7517), so "under wgmma 1"
+        # was never overlapped, and with the output fused it would also wait for Q S
         for e in cutlass.range_constexpr(cute.size(accS)):
             accS[e] = accS[e] * decay
-        warpgroup.wait_group(0)
 
         # (3) Vnew = U - W S -> sVn (bf16; fused output: -> sVb, the B operand of P Vnew);
         # P = Vnew * coef_j -> sP.  Rows j >= L of Vnew are set to 0 by a select, not a product
@@ -567,11 +583,6 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                 accV[e] = vval
         if cutlass.const_expr(fuse_o):
             _stmatrix_bf16(st_V, accV_cv, rV_bf, tVbsVb)
-            for e in cutlass.range_constexpr(cute.size(accO)):
-                osc = os_b
-                if tVcV[e][0] == row_a:
-                    osc = os_a
-                accO[e] = accO[e] * osc
         else:
             _stmatrix_bf16(st_V, accV_cv, rV_bf, tVsVn)
         for e in cutlass.range_constexpr(cute.size(accV)):
@@ -586,13 +597,17 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         _barrier(store_warp)
 
         # (5) wgmma 2: S += K^T P; meanwhile vnew[t0 + j, cols] = bf16(Vnew_j), j < L
+        if cutlass.const_expr(fuse_o):
+            accO2.fill(0.0)
         warpgroup.fence()
         for kb in cutlass.range_constexpr(num_kb2):
             cute.gemm(mma2, accS, tKr[None, None, kb, stage], tPr[None, None, kb, wg], accS)
         if cutlass.const_expr(fuse_o):
-            # O += P Vnew (rows of P past the diagonal and columns j >= L are 0)
+            # P Vnew (rows of P past the diagonal and columns j >= L are 0) into its own accumulator:
+            # Q S may still be in flight.  Waited with wgmma 2 (ptxas serialises the MMAs, C7514,
+            # or waits at the loop head, C7517, when these are left in flight across iterations)
             for kb in cutlass.range_constexpr(num_kb4):
-                cute.gemm(mma1, accO, tPqr[None, None, kb, stage], tVbr[None, None, kb, wg], accO)
+                cute.gemm(mma1, accO2, tPqr[None, None, kb, stage], tVbr[None, None, kb, wg], accO2)
         warpgroup.commit_group()
         if cutlass.const_expr(not fuse_o):
             _store_rows_vb(L, store_warp, tma_vn, sVn, mVn_h, rows_out, cp_v, thr_v, tVnS, tVnC,
@@ -603,6 +618,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         # the last chunk's output tile (sVn was read-complete before barrier B of that chunk)
         if nch > 0:
             t_last = bos + (nch - 1) * CHUNK
+            _combine_o(accO, accO2, tVcV, row_a, os_a, os_b)
             _stmatrix_bf16(st_V, accO_cv, rV_bf, tVsVn)
             _barrier(store_warp)
             _store_rows_vb(eos - t_last, store_warp, tma_vn, sVn, mVn_h, rows_out, cp_v, thr_v, tVnS, tVnC,
@@ -615,6 +631,18 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
             gS[kk, vv] = accS[e]
     if store_warp:
         cute.arch.cp_async_bulk_wait_group(0)
+
+
+@cute.jit
+def _combine_o(accO: cute.Tensor, accO2: cute.Tensor, tVcV: cute.Tensor, row_a: Int32, os_a: Float32,
+               os_b: Float32):
+    """accO = rowscale * accO (Q S) + accO2 (P Vnew) once both are complete; rowscale is os_a
+    for row row_a, os_b for row row_a + 8 (the thread's two accumulator rows)."""
+    for e in cutlass.range_constexpr(cute.size(accO)):
+        osc = os_b
+        if tVcV[e][0] == row_a:
+            osc = os_a
+        accO[e] = accO[e] * osc + accO2[e]
 
 
 @cute.jit

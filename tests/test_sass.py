@@ -62,6 +62,17 @@ def test_wgmma_spine_uses_tensor_cores_and_tma(variant):
 
 
 @needs_nvdisasm
+@pytest.mark.parametrize("variant", WGMMA_SPINES)
+def test_wgmma_spine_waits_only_where_written(variant):
+    """Two MMA waits per chunk and none injected by ptxas (it adds a WARPGROUP.DEPBAR, or
+    serialises every wgmma, when accumulator registers are touched while a wgmma is in flight).
+    The fused builds' first wait leaves Q S in flight (LE 1) while Vnew is computed."""
+    (cubin,) = _manifest.cubins(variant)
+    waits = re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass.disassemble(cubin))
+    assert waits == (["0x1", "0x0"] if "_o_" in variant else ["0x0", "0x0"]), waits
+
+
+@needs_nvdisasm
 @pytest.mark.parametrize("layout", ["kv", "vk"])
 @pytest.mark.parametrize("wg", ["", "wg2_"])
 def test_fused_output_build_adds_the_output_mmas_and_tiles(layout, wg):
