@@ -38,6 +38,14 @@ warpgroups (WG0 = threads 0..127, WG1 = 128..255):
            its bf16 result with stmatrix into the smem tile it has just consumed and
            writes rows i < L to HBM with 16-byte vector stores.
 
+With the fused output (builds *_a16_pqk, `with_pqk`, for spine_wgmma_o*): the q tile is
+always loaded (its own swizzled smem tile, K-major), phase 2 also runs QK = Q K^T beside
+G = K K^T (same B operand) and folds
+    P_ij = select(j <= i, QK_ij * scale rq_i * rk_j * exp(gcum_i - gcum_j), 0)
+(the exp shared with A), rounds P to bf16 (as fwd_o rounds its P), stages it with stmatrix in
+the Tw slot (free until phase 3.4) and stores rows i < L to pqk[t0 + i, hv, :] (16-byte
+vectors) right after the phase-2 barrier.  89,088 B of shared memory (+ q tile, + rq).
+
 Aligned variants (*_a16: q, k, v with 16-byte aligned bases and token/head strides that
 are multiples of 8 elements, declared by fake_args(aligned=True) and chosen at trace time
 from the tensor types, a compile-time branch of the same kernel): phase 1 issues 16-byte

@@ -68,6 +68,28 @@ Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
 
 The tensor maps span all T tokens: a box that reaches past T is zero-filled by
 the TMA unit (and counted in full by the mbarrier transaction bytes).
+
+Fused output (builds spine_wgmma_o*, `fuse_o`): the spine also computes the chunk output, so
+h and vnew never go to HBM and there is no fwd_o launch (DESIGN.md §1, stage 3):
+
+    O_i = scale rq_i exp(gcum_i) (q_i . S) + sum_j P_ij Vnew_j,   i < L, columns cols
+    P_ij = scale rq_i rk_j (q_i . k_j) exp(gcum_i - gcum_j), j <= i (else 0): recompute_wu's
+           _pqk builds write it (bf16) to the pqk workspace
+
+  * The q tile (64 x 128, per key head) and the P tile (64 x 64) ride in the TMA ring with
+    W and K (multicast like them in the cluster build): 24 KB more per stage.
+  * wgmma 3: accO = Q @ bf16(S) (wgmma 1's B operand) in its own commit group after wgmma 1;
+    the chain waits for wgmma 1 only (wait_group 1), Q S finishes under the Vnew work.
+  * Vnew (rows j >= L zeroed by a select) is also stored unscaled as bf16 into sVb (the
+    layout of sP), the B operand of wgmma 4: accO2 = P @ Vnew, in wgmma 2's commit group.
+  * Before barrier A of the next chunk (or after the loop): O = rowscale * accO + accO2, bf16
+    into sVn (no vnew is staged there), TMA-stored after barrier A; the last, partial chunk
+    of a sequence by 16-byte thread stores of rows < L.  `out` must be TMA-able (16-byte
+    aligned, strides multiples of 8 elements): the launcher's _fused_guard.
+  ptxas pitfalls (ptxas -v, run 14): touching accumulator registers while a wgmma group is in
+  flight makes ptxas insert a wait for every group (C7517) or serialise all wgmma (C7514,
+  C7520), so the decay of S and all zeroing happen outside those windows; a SASS test checks
+  that each chunk has exactly the two waits written here.
 """
 from __future__ import annotations
 
@@ -798,7 +820,6 @@ def _make_launch(num_wg: int, multicast: bool, fuse_o: bool):
         tma_w, mW = cpasync.make_tiled_tma_atom(wk_load, w_view, cute.slice_(lay_w, (None, None, 0)), (CHUNK, DK), cz)
         tma_u, mU = cpasync.make_tiled_tma_atom(load, u_view, cute.slice_(lay_u, (None, None, 0)), (CHUNK, VB))
         tma_k, mK = cpasync.make_tiled_tma_atom(wk_load, k_view, cute.slice_(lay_k, (None, None, 0)), (DK, CHUNK), cz)
-        tma_h, mH = cpasync.make_tiled_tma_atom(store, h_view, cute.slice_(lay_s_kv, (None, None, 0)), (DK, VB))
         if cutlass.const_expr(fuse_o):
             # the output tile leaves through the vnew staging tile and store atom; q and pqk
             # tiles come in like W (q multicast like W and K: one q tile per key head)
@@ -809,7 +830,9 @@ def _make_launch(num_wg: int, multicast: bool, fuse_o: bool):
             tma_q, mQ = cpasync.make_tiled_tma_atom(wk_load, q_view, cute.slice_(lay_q, (None, None, 0)), (CHUNK, DK), cz)
             tma_pq, mPq = cpasync.make_tiled_tma_atom(wk_load, pq_view, cute.slice_(lay_pq, (None, None, 0)),
                                                       (CHUNK, CHUNK), cz)
+            tma_h, mH = tma_w, mW                                # stand-in, not used (no h is written)
         else:
+            tma_h, mH = cpasync.make_tiled_tma_atom(store, h_view, cute.slice_(lay_s_kv, (None, None, 0)), (DK, VB))
             tma_vn, mVn = cpasync.make_tiled_tma_atom(store, vn_view, cute.slice_(lay_vn, (None, None, 0)), (CHUNK, VB))
             tma_q, mQ, tma_pq, mPq = tma_w, mW, tma_w, mW        # stand-ins, not used
 
