@@ -44,7 +44,7 @@ G = K K^T (same B operand) and folds
     P_ij = select(j <= i, QK_ij * scale rq_i * rk_j * exp(gcum_i - gcum_j), 0)
 (the exp shared with A), rounds P to bf16 (as fwd_o rounds its P), stages it with stmatrix in
 the Tw slot (free until phase 3.4) and stores rows i < L to pqk[t0 + i, hv, :] (16-byte
-vectors) right after the phase-2 barrier.  89,088 B of shared memory (+ q tile, + rq).
+vectors) right after the phase-2 barrier (the q tile lives in the Tw/Tu region until then).
 
 Aligned variants (*_a16: q, k, v with 16-byte aligned bases and token/head strides that
 are multiples of 8 elements, declared by fake_args(aligned=True) and chosen at trace time
@@ -97,6 +97,10 @@ assert C == 64 and DK == 128 and DV == 128 and NTHREADS == 2 * WG, \
     "recompute_wu's thread mapping is written for C=64, K=V=128, 256 threads (two warpgroups)"
 
 NWARPS = NTHREADS // 32           # 8
+# Three CTAs (24 warps) per SM: a launch bound (ptxas then keeps <= 80 registers per thread) and
+# <= 75 KB of shared memory each.  At two per SM (run 14) a CTA's serial phases (dependent loads,
+# the barrier-separated steps of the inverse) left the SM idle: 24 % occupancy, 33 % issue.
+CTAS_PER_SM = 3
 ROWS_PER_WARP = C // NWARPS       # 8 rows of q/k/v loaded by each warp
 BLK = 16                          # diagonal block of the solve
 HALF = C // 2                     # 32
@@ -112,9 +116,7 @@ def _up(x: int, a: int) -> int:
 def _smem_bytes(with_pqk: bool = False) -> int:
     """Dynamic shared memory of _shared_storage(with_pqk) (checked against the struct at trace time)."""
     off = 2 * C * DK * 2                     # kv: K and V tiles, bf16 (offset 0, 1024-aligned)
-    off = _up(off, 1024) + 2 * C * C * 2     # t2: Tw and Tu, bf16
-    if with_pqk:
-        off = _up(off, 1024) + C * DK * 2    # qq: the q tile, bf16 (A operand of Q K^T)
+    off = _up(off, 1024) + 2 * C * C * 2     # t2: Tw and Tu, bf16 (with_pqk: first the q tile)
     off = _up(off, 16) + 4 * C * AS          # a: A, then Tm, fp32
     off = _up(off, 16) + 4 * HALF * XS       # x: solve scratch
     off = _up(off, 16) + 4 * 4 * C           # gcum, beta, beta*exp(gcum), rk
@@ -123,7 +125,8 @@ def _smem_bytes(with_pqk: bool = False) -> int:
     return _up(off, 1024)                    # the struct's size is a multiple of its alignment
 
 
-assert _smem_bytes() == 72704 and _smem_bytes(True) == 89088
+assert _smem_bytes() == _smem_bytes(True) == 72704    # rq fits in the rounding
+assert CTAS_PER_SM * (_smem_bytes(True) + 1024) <= 228 * 1024      # + 1 KB reserved per CTA
 
 
 def SMEM_BYTES(beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False) -> int:  # noqa: N802
@@ -140,8 +143,6 @@ def _shared_storage(with_pqk: bool):
         return cute.struct.Align[cute.struct.MemRange[Float32, n], 16]
 
     fields = {"kv": bf16(2 * C * DK), "t2": bf16(2 * C * C)}
-    if with_pqk:
-        fields["qq"] = bf16(C * DK)
     fields.update(a=f32(C * AS), x=f32(HALF * XS), gc=f32(C), be=f32(C), ee=f32(C), rr=f32(C))
     if with_pqk:
         fields["rq"] = f32(C)
@@ -171,10 +172,12 @@ def _tiled_mmas():
     mma_g = sm90_utils.make_trivial_tiled_mma(
         BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.K, Float32,
         (1, 1, 1), tiler_mn=(C, HALF))
-    # O[i, d] = sum_j T[i, j] X[j, d]: A = Tw / Tu (K-major), B = K / V tile (MN-major, d contiguous)
+    # O[i, d] = sum_j T[i, j] X[j, d]: A = Tw / Tu (K-major), B = K / V tile (MN-major, d contiguous),
+    # one half of the d columns at a time (a 64 x 128 accumulator needs >= 90 registers per thread,
+    # ptxas C7602, which would keep the CTA at two per SM)
     mma_o = sm90_utils.make_trivial_tiled_mma(
         BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.MN, Float32,
-        (1, 1, 1), tiler_mn=(C, DK))
+        (1, 1, 1), tiler_mn=(C, DK // 2))
     return mma_g, mma_o
 
 
@@ -239,7 +242,9 @@ def recompute_wu_kernel(
     sE = storage.ee.get_tensor(cute.make_layout(C))     # beta * exp(gcum)
     sR = storage.rr.get_tensor(cute.make_layout(C))     # rk
     if cutlass.const_expr(with_pqk):
-        sQK = storage.qq.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)    # (64, 128, 1) q tile, K-major
+        # the q tile (K-major A operand of Q K^T) occupies the Tw/Tu region (the same 16 KB) until
+        # phase 2 is done with it; P is staged there next, Tw/Tu written in phase 3.4
+        sQK = storage.t2.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)    # (64, 128, 1)
         sRq = storage.rq.get_tensor(cute.make_layout(C))                  # rq
 
     # ---- which chunk, which sequence -------------------------------------------
@@ -435,7 +440,9 @@ def recompute_wu_kernel(
             if cutlass.const_expr(with_pqk):
                 accQ[e] = pval
         if cutlass.const_expr(with_pqk):
-            # P (bf16, exactly 0 above the diagonal) -> the Tw slot of t2 (free until phase 3.4)
+            # P (bf16, exactly 0 above the diagonal) -> the Tw slot of t2 (free until phase 3.4),
+            # once both warpgroups' Q K^T have read the q tile there
+            cute.arch.sync_threads()
             stsm_g = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16)
             st_g = cute.make_tiled_copy_C(stsm_g, mma_g).get_slice(wtid)
             accQ_cv = st_g.retile(accQ)
@@ -564,27 +571,30 @@ def recompute_wu_kernel(
         mma_o.set(warpgroup.Field.ACCUMULATE, True)
         thr_o = mma_o.get_slice(wtid)
         tOa = thr_o.make_fragment_A(thr_o.partition_A(sT2))          # (MMA, 1, 4, 2)
-        tOb = thr_o.make_fragment_B(thr_o.partition_B(sKV))          # (MMA, 1, 4, 2)
-        accO = cute.make_rmem_tensor(thr_o.partition_shape_C((C, DK)), Float32)
-        accO.fill(0.0)
-        warpgroup.fence()
-        for kb in cutlass.range_constexpr(cute.size(tOa, mode=[2])):
-            cute.gemm(mma_o, accO, tOa[None, None, kb, wg], tOb[None, None, kb, wg], accO)
-        warpgroup.commit_group()
-        warpgroup.wait_group(0)
-        # every warp of this warpgroup is past its MMA: the K (WG0) / V (WG1) tile may be overwritten
-        cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
-
-        # accumulator -> bf16 -> the consumed tile (stmatrix), then rows i < L -> HBM (16-byte vectors)
         stsm = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16)
         st_o = cute.make_tiled_copy_C(stsm, mma_o).get_slice(wtid)
+        sO = sRC[None, None, wg]                                     # (64 rows, 128 cols)
+        accO = cute.make_rmem_tensor(thr_o.partition_shape_C((C, DK // 2)), Float32)
         accO_cv = st_o.retile(accO)
         rO = cute.make_rmem_tensor_like(accO_cv, BFloat16)
-        for e in cutlass.range_constexpr(cute.size(accO_cv)):
-            rO[e] = BFloat16(accO_cv[e])
-        sO = sRC[None, None, wg]                                     # (64 rows, 128 cols)
-        cute.copy(st_o, rO, st_o.partition_D(sO))
+        for nh in cutlass.range_constexpr(2):
+            # columns 64 nh .. 64 nh + 63 of the product: the B tile's matching 128-byte swizzle atoms
+            tOb = thr_o.make_fragment_B(thr_o.partition_B(cute.local_tile(sKV[None, None, wg], (DK // 2, C), (nh, 0))))
+            accO.fill(0.0)
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(cute.size(tOa, mode=[2])):
+                cute.gemm(mma_o, accO, tOa[None, None, kb, wg], tOb[None, None, kb], accO)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+            # every warp of this warpgroup is past this half's MMA: the columns it read (and only
+            # those: the other half reads the other swizzle atoms) may be overwritten
+            cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
+            # accumulator -> bf16 -> the consumed columns of the tile (stmatrix)
+            for e in cutlass.range_constexpr(cute.size(accO_cv)):
+                rO[e] = BFloat16(accO_cv[e])
+            cute.copy(st_o, rO, st_o.partition_D(cute.local_tile(sO, (C, DK // 2), (0, nh))))
         cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
+        # then rows i < L -> HBM (16-byte vectors)
 
         cp_o = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((8, 16), stride=(16, 1)),
                                        cute.make_layout((1, 8)))
@@ -631,7 +641,8 @@ def _make_launch(with_pqk: bool):
         recompute_wu_kernel(
             q, k, v, g, beta, cu_seqlens, state_indices, chunk_seq, chunk_token,
             gcum, rq, rk, w, u, pqk, scale, use_qk_l2norm, use_state_indices, aligned, with_pqk,
-        ).launch(grid=plan.grid_recompute_wu(T, N, Hv), block=[NTHREADS, 1, 1], stream=stream)
+        ).launch(grid=plan.grid_recompute_wu(T, N, Hv), block=[NTHREADS, 1, 1], stream=stream,
+             min_blocks_per_mp=CTAS_PER_SM, preferred_smem_carveout=100)
 
     return recompute_wu
 
