@@ -42,9 +42,9 @@ With the fused output (builds *_a16_pqk, `with_pqk`, for spine_wgmma_o*): the q 
 always loaded (its own swizzled smem tile, K-major), phase 2 also runs QK = Q K^T beside
 G = K K^T (same B operand) and folds
     P_ij = select(j <= i, QK_ij * scale rq_i * rk_j * exp(gcum_i - gcum_j), 0)
-(the exp shared with A), rounds P to bf16 (as fwd_o rounds its P) and stores its rows i < L
-from the accumulator registers to pqk[t0 + i, hv, :].  The q tile lives in the Tw/Tu region
-(first written in phase 3.4), so every build has the same 72,704 B of shared memory.
+(the exp shared with A), rounds P to bf16 (as fwd_o rounds its P), stages it with stmatrix in
+the Tw slot (free until phase 3.4) and stores rows i < L to pqk[t0 + i, hv, :] (16-byte
+vectors) right after the phase-2 barrier (the q tile lives in the Tw/Tu region until then).
 
 Aligned variants (*_a16: q, k, v with 16-byte aligned bases and token/head strides that
 are multiples of 8 elements, declared by fake_args(aligned=True) and chosen at trace time
@@ -424,10 +424,6 @@ def recompute_wu_kernel(
         warpgroup.commit_group()
         warpgroup.wait_group(0)
         tGc = thr_g.partition_C(cute.make_identity_tensor((C, HALF)))   # (i, j - 32w) of accG[e]
-        # with_pqk: P goes from the accumulator registers straight to pqk[t0 + i, hv, 32w + jj]
-        # (rows i < L): no staging, so no barrier between the q tile's last reader and a writer
-        gP = cute.local_tile(cute.domain_offset((t0, 0), pqk[None, hv, None]), (C, HALF), (0, wg))
-        tPg = thr_g.partition_C(gP)                                   # element e -> pqk of accQ[e]
         for e in cutlass.range_constexpr(cute.size(accG)):
             i, jj = tGc[e]
             j = jj + HALF * wg
@@ -442,9 +438,27 @@ def recompute_wu_kernel(
                     pval = (accQ[e] * (scale * sRq[i]) * sR[j]) * ex
             sA[i, j] = val
             if cutlass.const_expr(with_pqk):
-                if i < L:
-                    tPg[e] = BFloat16(pval)     # bf16, exactly 0 above the diagonal
+                accQ[e] = pval
+        if cutlass.const_expr(with_pqk):
+            # P (bf16, exactly 0 above the diagonal) -> the Tw slot of t2 (free until phase 3.4),
+            # once both warpgroups' Q K^T have read the q tile there
+            cute.arch.sync_threads()
+            stsm_g = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16)
+            st_g = cute.make_tiled_copy_C(stsm_g, mma_g).get_slice(wtid)
+            accQ_cv = st_g.retile(accQ)
+            rP = cute.make_rmem_tensor_like(accQ_cv, BFloat16)
+            for e in cutlass.range_constexpr(cute.size(accQ_cv)):
+                rP[e] = BFloat16(accQ_cv[e])
+            cute.copy(st_g, rP, st_g.partition_D(cute.local_tile(sT2[None, None, 0], (C, HALF), (0, wg))))
         cute.arch.sync_threads()
+
+        if cutlass.const_expr(with_pqk):
+            # pqk[t0 + i, hv, :] = P row i, rows i < L (16-byte vectors; 8 threads per 128-byte row)
+            cp_p = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((NTHREADS // 8, 8), stride=(8, 1)),
+                                           cute.make_layout((1, 8)))
+            thr_p = cp_p.get_slice(tidx)
+            _store_rows(cp_p, thr_p, thr_p.partition_S(sT2[None, None, 0]),
+                        thr_p.partition_S(cute.make_identity_tensor((C, C))), pqk, t0, hv, L, C)
 
         # ---- phase 3: Tm = (I + A)^-1 in fp32, in place over sA (16x16 blocks) ----
         # 3.1 diagonal blocks: thread (b, jj) = (tidx // 16, tidx % 16) < 64 solves column jj of
