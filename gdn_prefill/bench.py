@@ -1195,9 +1195,11 @@ def show_plan(case: Case = REPRESENTATIVE, out=print) -> bool:
         out(f"  (the plan is unavailable: {type(e).__name__}: {e})")
         return False
     out("  spines: " + "; ".join(f"{k}: {v}" for k, v in plan["spines"].items()) + f"  -> auto runs '{plan['chosen']}'")
-    out(f"  {'kernel':<30} {'grid':<16} {'block':>5} {'cluster':>7} {'smem bytes':>11}")
+    if "fused_output" in plan:
+        out(f"  output fused into the spine: {plan['fused_output']}")
+    out(f"  {'kernel':<34} {'grid':<16} {'block':>5} {'cluster':>7} {'smem bytes':>11}")
     for kern in plan["kernels"]:
-        out(f"  {kern['name']:<30} {str(tuple(kern['grid'])):<16} {str(kern.get('block')):>5} "
+        out(f"  {kern['name']:<34} {str(tuple(kern['grid'])):<16} {str(kern.get('block')):>5} "
             f"{str(kern.get('cluster', 1)):>7} {str(kern.get('smem_bytes')):>11}")
     wb = plan["workspace_bytes"]
     out(f"  workspace: {wb:,} bytes ({wb / 2**20:.1f} MiB); chunk slots: {plan.get('chunk_slots')}")
