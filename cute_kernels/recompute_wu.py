@@ -519,24 +519,31 @@ def recompute_wu_kernel(
         sA[hi + r, lo + c2 + 1] = -acc2[1]
         cute.arch.sync_threads()
 
-        # 3.3 64x64 merge; thread: row r3 of the lower half, columns 4*cq .. 4*cq+3
-        #     Y = A[32:, :32] Tm[:32, :32] -> scratch;  Tm[32:, :32] = -Tm[32:, 32:] Y -> sA
-        r3 = tidx // 8
-        cq = tidx % 8
+        # 3.3 64x64 merge: Y = A[32:, :32] Tm[:32, :32] -> scratch;  Tm[32:, :32] = -Tm[32:, 32:] Y -> sA.
+        #     Both Tm blocks are lower triangular with exact zeros above the diagonal, so each
+        #     product skips the 4-row groups that can only add 0 * x (the same sums, bit for bit),
+        #     with thread maps that make the skip warp-uniform:
+        #     Y: thread (row r1 = lane, columns 4*warp ..): rows m >= 4*warp of Tm[:32, :32]
+        r1 = tidx % 32
+        c1 = tidx // 32
         acc4 = cute.make_rmem_tensor(4, Float32)
         acc4.fill(0.0)
-        for mq in cutlass.range_constexpr(HALF // 4):
+        for mq in cutlass.range(c1, HALF // 4, 1):
             arow = cute.make_rmem_tensor(4, Float32)
-            arow.store(sA4[HALF + r3, mq, None].load())
+            arow.store(sA4[HALF + r1, mq, None].load())
             for e in cutlass.range_constexpr(4):
                 trow = cute.make_rmem_tensor(4, Float32)
-                trow.store(sA4[4 * mq + e, cq, None].load())
+                trow.store(sA4[4 * mq + e, c1, None].load())
                 for f in cutlass.range_constexpr(4):
                     acc4[f] = acc4[f] + arow[e] * trow[f]
-        sX4[r3, cq, None].store(acc4.load())
+        sX4[r1, c1, None].store(acc4.load())
         cute.arch.sync_threads()
+        #     Tm[32:, :32]: thread (row r3 = tidx // 8, columns 4*(tidx % 8) ..): Tm[32 + r3, 32 + m]
+        #     is 0 for m > r3, so groups mq <= r3 // 4 (uniform over the warp's 4 rows)
+        r3 = tidx // 8
+        cq = tidx % 8
         acc4.fill(0.0)
-        for mq in cutlass.range_constexpr(HALF // 4):
+        for mq in cutlass.range(0, r3 // 4 + 1, 1):
             drow = cute.make_rmem_tensor(4, Float32)
             drow.store(sA4[HALF + r3, HALF // 4 + mq, None].load())
             for e in cutlass.range_constexpr(4):
