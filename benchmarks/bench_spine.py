@@ -48,9 +48,8 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
     ws = torch.empty(gdn_prefill.workspace_bytes(Tt, N, Hv), dtype=torch.uint8, device="cuda")
     state = inp["state"].clone()
     args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
-    fused = 1 if spine == "wgmma-o" else 0
-    kw = dict(cu_seqlens=inp["cu_seqlens"], spine=spine.split("-")[0], workspace=ws,
-              fused=fused if spine != "scalar" else -1)
+    fused = 1 if spine == "wgmma-o" else 0       # both spines of the four-kernel plan: 0
+    kw = dict(cu_seqlens=inp["cu_seqlens"], spine=spine.split("-")[0], workspace=ws, fused=fused)
     _ext._launch_stages(("chunk_index", "recompute_wu"), *args, **kw)
     if warpgroups:
         kw["warpgroups"] = warpgroups  # force one wgmma build (0: the launcher's rule)

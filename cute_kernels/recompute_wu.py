@@ -41,12 +41,13 @@ warpgroups (WG0 = threads 0..127, WG1 = 128..255):
            vector stores.  (Halves: 80 registers per thread, three CTAs per SM.)
 
 With the fused output (builds *_a16_pqk, `with_pqk`, for spine_wgmma_o*): the q tile is
-always loaded (its own swizzled smem tile, K-major), phase 2 also runs QK = Q K^T beside
+always loaded (a swizzled K-major tile in the Tw/Tu region), phase 2 also runs QK = Q K^T beside
 G = K K^T (same B operand) and folds
     P_ij = select(j <= i, QK_ij * scale rq_i * rk_j * exp(gcum_i - gcum_j), 0)
 (the exp shared with A), rounds P to bf16 (as fwd_o rounds its P), stages it with stmatrix in
-the Tw slot (free until phase 3.4) and stores rows i < L to pqk[t0 + i, hv, :] (16-byte
-vectors) right after the phase-2 barrier (the q tile lives in the Tw/Tu region until then).
+the Tw slot once both warpgroups' Q K^T have read the q tile there (one more CTA barrier; P
+stored from registers instead was 13-18 % slower, run 16) and stores rows i < L to
+pqk[t0 + i, hv, :] (16-byte vectors) right after the phase-2 barrier.
 
 Aligned variants (*_a16: q, k, v with 16-byte aligned bases and token/head strides that
 are multiples of 8 elements, declared by fake_args(aligned=True) and chosen at trace time
@@ -263,7 +264,7 @@ def recompute_wu_kernel(
             # so the loads are in flight during the g scan.
             # the raw q tile (64 rows x 128 cols, row-major: conflict-free for this mapping) borrows
             # the Tw/Tu region, first written in phase 3.4, CTA barriers after the norms read it;
-            # with_pqk: its own swizzled tile, the A operand of Q K^T
+            # with_pqk: the swizzled K-major tile sQK (same region), the A operand of Q K^T
             sQ = storage.t2.get_tensor(cute.make_layout((C, DK), stride=(DK, 1)))
             if cutlass.const_expr(with_pqk):
                 sQ = sQK[None, None, 0]

@@ -432,18 +432,13 @@ cdef int _fused_guard(const gdn_problem_t *p, int chosen, int state_layout, int 
     if chosen != GDN_SPINE_WGMMA:
         snprintf(why, MSG_CAP, "spine: only the wgmma spine has a fused-output build")
         return GDN_ERR_SPINE
-    cdef const gdn_tensor_t *ts[4]
-    cdef const char *names[4]
-    cdef int i
-    ts[0], ts[1], ts[2], ts[3] = &p.q, &p.k, &p.v, &p.out
-    names[0], names[1], names[2], names[3] = "q", "k", "v", "out"
-    for i in range(4):
-        if not _row_aligned16(ts[i]):
-            # the fused spine loads q and stores out by TMA; its recompute_wu build is the _a16 one
-            snprintf(why, MSG_CAP, "%s: the fused output needs a 16-byte aligned base and token/head strides "
-                     "that are multiples of 8 elements (strides %lld, %lld)", names[i],
-                     <long long>ts[i].stride[0], <long long>ts[i].stride[1])
-            return GDN_ERR_SPINE
+    cdef const gdn_tensor_t *bad = _unaligned16(p)
+    if bad != NULL:
+        # the fused spine loads q and stores out by TMA; its recompute_wu build is the _a16 one
+        snprintf(why, MSG_CAP, "%s: the fused output needs a 16-byte aligned base and token/head strides "
+                 "that are multiples of 8 elements (strides %lld, %lld)", _row_name(p, bad),
+                 <long long>bad.stride[0], <long long>bad.stride[1])
+        return GDN_ERR_SPINE
     if warpgroups == 0:
         warpgroups = _spine_warpgroups(p, chosen)
     if (warpgroups < 1 or warpgroups > NUM_SPINE_WG or _v_spine_o[state_layout][warpgroups - 1] < 0
@@ -563,9 +558,27 @@ cdef bint _row_aligned16(const gdn_tensor_t *t) noexcept nogil:
     return (<uintptr_t>t.data) % 16 == 0 and t.stride[0] % 8 == 0 and t.stride[1] % 8 == 0
 
 
+cdef const gdn_tensor_t *_unaligned16(const gdn_problem_t *p) noexcept nogil:
+    """The first of q, k, v, out that cannot be moved in 16-byte vectors, or NULL."""
+    if not _row_aligned16(&p.q):
+        return &p.q
+    if not _row_aligned16(&p.k):
+        return &p.k
+    if not _row_aligned16(&p.v):
+        return &p.v
+    if not _row_aligned16(&p.out):
+        return &p.out
+    return NULL
+
+
+cdef const char *_row_name(const gdn_problem_t *p, const gdn_tensor_t *t) noexcept nogil:
+    return "q" if t == &p.q else ("k" if t == &p.k else ("v" if t == &p.v else "out"))
+
+
 cdef bint _aligned16(const gdn_problem_t *p) noexcept nogil:
-    """q, k, v and out can all be moved in 16-byte vectors (selects the _a16 stage builds)."""
-    return _row_aligned16(&p.q) and _row_aligned16(&p.k) and _row_aligned16(&p.v) and _row_aligned16(&p.out)
+    """q, k, v and out can all be moved in 16-byte vectors (selects the _a16 stage builds and,
+    with the wgmma spine, the fused-output plan)."""
+    return _unaligned16(p) == NULL
 
 
 cdef int _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int warpgroups, int fused,
