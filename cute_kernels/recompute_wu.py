@@ -217,7 +217,10 @@ def recompute_wu_kernel(
     aligned: cutlass.Constexpr, with_pqk: cutlass.Constexpr,
 ):
     tidx, _, _ = cute.arch.thread_idx()
-    c, hv, _ = cute.arch.block_idx()
+    bx, _, _ = cute.arch.block_idx()
+    Hv = v.shape[1]
+    c = bx // Hv                      # plan.grid_recompute_wu: the value head runs fastest
+    hv = bx - c * Hv
     lane = tidx % 32
     warp = tidx // 32
     wg = tidx // WG                   # warpgroup 0 / 1

@@ -48,7 +48,10 @@ def grid_chunk_index(T, N, Hv):
 
 
 def grid_recompute_wu(T, N, Hv):
-    return (chunk_slots(T, N), Hv, 1)
+    """One CTA per (chunk slot, value head), the head fastest: block x = slot * Hv + hv.  The Hv
+    CTAs of a chunk run side by side, so the q/k rows a key head shares with its Hv/Hk value
+    heads are read from HBM once and from L2 after (slot-fastest, they were a wave apart)."""
+    return (chunk_slots(T, N) * Hv, 1, 1)
 
 
 def grid_spine_scalar(T, N, Hv):
