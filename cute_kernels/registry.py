@@ -9,6 +9,7 @@ MODULES = (
     "recompute_wu",
     "spine_scalar",
     "spine_wgmma",
+    "spine_lookahead",
     "fwd_o",
 )
 

@@ -69,7 +69,8 @@ Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
 The tensor maps span all T tokens: a box that reaches past T is zero-filled by
 the TMA unit (and counted in full by the mbarrier transaction bytes).
 
-Fused output (builds spine_wgmma_o*, `fuse_o`): the spine also computes the chunk output, so
+Fused output (builds spine_wgmma_o_wg2_*, `fuse_o`; with few CTAs the fused plan runs
+spine_lookahead.py instead): the spine also computes the chunk output, so
 h and vnew never go to HBM and there is no fwd_o launch (DESIGN.md §1, stage 3):
 
     O_i = scale rq_i exp(gcum_i) (q_i . S) + sum_j P_ij Vnew_j,   i < L, columns cols
@@ -874,9 +875,9 @@ VARIANTS: dict[str, dict] = {
     "spine_wgmma_wg2_kv": {"layout": "kv", "warpgroups": 2, "multicast": True},
     "spine_wgmma_wg2_vk": {"layout": "vk", "warpgroups": 2, "multicast": True},
     # the spine with the chunk output fused (no h, no vnew in HBM, no fwd_o launch): q, k, v, out
-    # 16-byte aligned (TMA); recompute_wu's _pqk builds supply the in-chunk attention
-    "spine_wgmma_o_kv": {"layout": "kv", "warpgroups": 1, "multicast": False, "fuse_o": True},
-    "spine_wgmma_o_vk": {"layout": "vk", "warpgroups": 1, "multicast": False, "fuse_o": True},
+    # 16-byte aligned (TMA); recompute_wu's _pqk builds supply the in-chunk attention.  Only the
+    # throughput build: with few CTAs the fused plan runs spine_lookahead (spine_la_o_*, run 24:
+    # 1.32 against this kernel's 1.44 us/chunk at B=1 as a one-warpgroup build)
     "spine_wgmma_o_wg2_kv": {"layout": "kv", "warpgroups": 2, "multicast": True, "fuse_o": True},
     "spine_wgmma_o_wg2_vk": {"layout": "vk", "warpgroups": 2, "multicast": True, "fuse_o": True},
 }

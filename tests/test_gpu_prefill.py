@@ -143,7 +143,7 @@ def test_wg2_forms_run_the_two_warpgroup_build(form):
     assert spine_build(inp, "wgmma") == f"spine_wgmma_o_wg2_{inp['state_layout']}"
     T_list, Hk, Hv, mk, _ = FORMS["varlen_mix"]
     small = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
-    assert spine_build(small, "wgmma") == "spine_wgmma_o_kv"
+    assert spine_build(small, "wgmma") == "spine_la_o_kv"
 
 
 def _odd_strides(inp, names=("q", "k", "v")):
@@ -178,7 +178,7 @@ def stage_params():
     out = []
     for spine, wg, fused in (("scalar", 0, 0), ("wgmma", 1, 0), ("wgmma", 2, 0), ("wgmma", 1, 1), ("wgmma", 2, 1)):
         built = spine_compiled(spine) and (wg != 2 or "spine_wgmma_wg2_kv" in gdn_prefill.compiled_variants())
-        built = built and (not fused or "spine_wgmma_o_kv" in gdn_prefill.compiled_variants())
+        built = built and (not fused or "spine_la_o_kv" in gdn_prefill.compiled_variants())
         name = (f"{spine}-wg{wg}" if wg else spine) + ("-fused" if fused else "")
         out.append(pytest.param(spine, wg, fused, id=name,
                                 marks=pytest.mark.skipif(not built, reason=f"{name} not built")))

@@ -28,7 +28,7 @@ def test_every_stage_and_spine_is_built():
                  "recompute_wu_bf16_betaf32_a16", "recompute_wu_bf16_betabf16_a16", "spine_scalar_kv",
                  "spine_scalar_vk", "spine_wgmma_kv", "spine_wgmma_vk", "spine_wgmma_wg2_kv", "spine_wgmma_wg2_vk",
                  "fwd_o_bf16", "fwd_o_bf16_a16", "recompute_wu_bf16_betaf32_a16_pqk",
-                 "recompute_wu_bf16_betabf16_a16_pqk", "spine_wgmma_o_kv", "spine_wgmma_o_vk",
+                 "recompute_wu_bf16_betabf16_a16_pqk", "spine_la_o_kv", "spine_la_o_vk",
                  "spine_wgmma_o_wg2_kv", "spine_wgmma_o_wg2_vk"):
         assert name in VARIANTS
 
@@ -50,10 +50,11 @@ def test_no_local_memory_traffic(variant):
 
 
 WGMMA_SPINES = [v for v in VARIANTS if v.startswith("spine_wgmma_")]
+LOOKAHEAD_SPINES = [v for v in VARIANTS if v.startswith("spine_la_")]
 
 
 @needs_nvdisasm
-@pytest.mark.parametrize("variant", WGMMA_SPINES)
+@pytest.mark.parametrize("variant", WGMMA_SPINES + LOOKAHEAD_SPINES)
 def test_wgmma_spine_uses_tensor_cores_and_tma(variant):
     """HGMMA fed by TMA loads; h and vnew (fused builds: the output) leave by TMA stores; U
     comes in by ldmatrix."""
@@ -74,7 +75,7 @@ def test_wgmma_spine_waits_only_where_written(variant):
 
 @needs_nvdisasm
 @pytest.mark.parametrize("layout", ["kv", "vk"])
-@pytest.mark.parametrize("wg", ["", "wg2_"])
+@pytest.mark.parametrize("wg", ["wg2_"])
 def test_fused_output_build_adds_the_output_mmas_and_tiles(layout, wg):
     """spine_wgmma_o*: per chunk and warpgroup two more MMAs (Q S: 8 k-steps, P Vnew: 4) than the
     spine alone, two more TMA tiles per stage (q, pqk) and one more bf16 tile per warpgroup
@@ -137,8 +138,24 @@ def test_only_the_throughput_build_multicasts(layout):
     def multicast_loads(variant):
         (cubin,) = _manifest.cubins(variant)
         return len(re.findall(r"\bUTMALDG\.[0-9]D\.MULTICAST\b", sass.disassemble(cubin)))
-    for o in ("", "o_"):
-        assert multicast_loads(f"spine_wgmma_{o}wg2_{layout}") > 0
-        assert multicast_loads(f"spine_wgmma_{o}{layout}") == 0
-        assert _manifest.variant(f"spine_wgmma_{o}wg2_{layout}")["cluster"] == 2
-        assert _manifest.variant(f"spine_wgmma_{o}{layout}")["cluster"] == 1
+    for wg2, latency in ((f"spine_wgmma_wg2_{layout}", f"spine_wgmma_{layout}"),
+                         (f"spine_wgmma_o_wg2_{layout}", f"spine_la_o_{layout}")):
+        assert multicast_loads(wg2) > 0 and _manifest.variant(wg2)["cluster"] == 2
+        assert multicast_loads(latency) == 0 and _manifest.variant(latency)["cluster"] == 1
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("layout", ["kv", "vk"])
+def test_lookahead_spine_splits_the_chain(layout):
+    """spine_la_o: per chunk the chain's W S (8 k-steps) and E P (4, its A operand E from
+    registers), the next chunk's E = W K^T (8 k-steps of N = 64) and the state's K^T P, Q S and
+    P Vnew (8 + 8 + 4); step -1 adds W_0 S_0 and E_0.  The handoffs between the two warpgroups
+    are named barriers (BAR.ARV by the producer), and all loads come from TMA (no LDGSTS)."""
+    v = f"spine_la_o_{layout}"
+    text = sass.disassemble(_manifest.cubins(v)[0])
+    c = counts(v)
+    assert c["HGMMA"] == (8 + 8) + (8 + 4 + 8) + (8 + 8 + 4), c["HGMMA"]
+    assert len(re.findall(r"HGMMA\.64x32x16\.F32\.BF16 R\d+, R\d+, gdesc", text)) == 4       # E P
+    assert len(re.findall(r"HGMMA\.64x64x16\.F32\.BF16", text)) == 16                        # E
+    assert len(re.findall(r"\bBAR\.ARV\b", text)) >= 3 and c["LDGSTS"] == 0
+    assert _manifest.variant(v)["threads"] == 288

@@ -3,7 +3,7 @@
 WG=1 (spine_wgmma_<layout>) while the 1-warpgroup grid N * Hv * 4 has at most
 GDN_WGMMA_WG1_MAX_CTAS (132) CTAs, WG=2 (spine_wgmma_wg2_<layout>) above; `spine="wgmma"` means either build.  CPU only:
 explain() runs the launcher's own choice without launching.  The tensors here are 16-byte
-aligned, so the fused-output builds (spine_wgmma_o[_wg2]_<layout>) run; the rule is the same.
+aligned, so the fused-output builds (spine_la_o_<layout>, spine_wgmma_o_wg2_<layout>) run; the rule is the same.
 """
 from __future__ import annotations
 
@@ -60,9 +60,9 @@ def test_one_sequence_picks_the_one_warpgroup_build(layout):
     p = gdn_prefill.explain(*args, st, cu_seqlens=cu, state_layout=layout)
     assert p["chosen"] == "wgmma"
     k = spine_launch(p)
-    assert k["name"] == f"spine_wgmma_o_{layout}"
+    assert k["name"] == f"spine_la_o_{layout}"
     assert k["grid"] == (1, 32, 4) == plan.grid_spine_wgmma(4096, 1, 32)
-    assert k["block"] == 128
+    assert k["block"] == 288     # the chain and state warpgroups and the TMA warp of spine_lookahead
     assert k["cluster"] == 1     # latency build: no cluster lockstep
 
 
@@ -78,7 +78,7 @@ def test_threshold_edges(n_seq, Hv, wg):
     """The 1-warpgroup grid has 4 * N * Hv CTAs: up to 132 stays WG=1, 136 and up go WG=2."""
     args, st, cu = problem(n_seq, 1, Hv, seq_len=1, state=False)
     k = spine_launch(gdn_prefill.explain(*args, st, cu_seqlens=cu, spine="wgmma"))
-    assert k["name"] == ("spine_wgmma_o_wg2_kv" if wg == 2 else "spine_wgmma_o_kv")
+    assert k["name"] == ("spine_wgmma_o_wg2_kv" if wg == 2 else "spine_la_o_kv")
     assert k["grid"] == (n_seq, Hv, 4 // wg)
 
 

@@ -56,14 +56,15 @@ _v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][0] = gdn_variant_id(b"spine_wgmma_vk")
 _v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV][1] = gdn_variant_id(b"spine_wgmma_wg2_kv")
 _v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_wg2_vk")
 # The fused plan (spine="wgmma" with q, k, v, out 16-byte aligned): recompute_wu also writes the
-# in-chunk attention (pqk) and the spine computes the output itself (spine_wgmma_o*): three
+# in-chunk attention (pqk) and the spine computes the output itself (spine_la_o_* with few CTAs,
+# spine_wgmma_o_wg2_* with many): three
 # launches, no h / vnew round trip through HBM, no fwd_o.  _fused_guard() decides per call.
 cdef int _v_wu_pqk[2]     # [beta is bf16]
 _v_wu_pqk[0] = gdn_variant_id(b"recompute_wu_bf16_betaf32_a16_pqk")
 _v_wu_pqk[1] = gdn_variant_id(b"recompute_wu_bf16_betabf16_a16_pqk")
 cdef int _v_spine_o[NUM_LAYOUTS][NUM_SPINE_WG]             # [GDN_STATE_*][warpgroups - 1]
-_v_spine_o[GDN_STATE_KV][0] = gdn_variant_id(b"spine_wgmma_o_kv")
-_v_spine_o[GDN_STATE_VK][0] = gdn_variant_id(b"spine_wgmma_o_vk")
+_v_spine_o[GDN_STATE_KV][0] = gdn_variant_id(b"spine_la_o_kv")
+_v_spine_o[GDN_STATE_VK][0] = gdn_variant_id(b"spine_la_o_vk")
 _v_spine_o[GDN_STATE_KV][1] = gdn_variant_id(b"spine_wgmma_o_wg2_kv")
 _v_spine_o[GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_o_wg2_vk")
 
@@ -584,7 +585,7 @@ cdef bint _aligned16(const gdn_problem_t *p) noexcept nogil:
 cdef int _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int warpgroups, int fused,
                      int *ids) noexcept nogil:
     """The build of each launch (-1 where it is not compiled in); returns the number of launches:
-    3 for the fused plan (chunk_index, recompute_wu with pqk, spine_wgmma_o*), else 4 (chunk_index,
+    3 for the fused plan (chunk_index, recompute_wu with pqk, spine_la_o / spine_wgmma_o_wg2), else 4 (chunk_index,
     recompute_wu, spine, fwd_o).  The one place that picks the plan and the beta dtype, _a16 and
     warpgroups builds: prefill, explain and the stage test hook all read their launches from here.
     warpgroups 0 / fused -1: the rules; otherwise forced (test / benchmark hook only)."""
