@@ -250,12 +250,7 @@ def spine_la_kernel(
     cute.arch.mbarrier_init_fence()
     cute.arch.sync_threads()
 
-    run = Int32(1)
-    slot = n
-    if use_state_indices != 0:
-        slot = state_indices[n]
-        if slot < 0:
-            run = Int32(0)
+    run, slot = sw._pool_slot(n, state_indices, use_state_indices)      # padding entries skip
     if run != 0:
         bos = cu_seqlens[n]
         eos = cu_seqlens[n + 1]
@@ -601,12 +596,8 @@ def spine_la(
     not used: the output is fused)."""
     lay = _smem_layouts()
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
-    w_view = cute.make_tensor(w.iterator, cute.select(w.layout, mode=[0, 2, 1]))
-    u_view = cute.make_tensor(u.iterator, cute.select(u.layout, mode=[0, 2, 1]))
-    k_view = cute.make_tensor(k.iterator, cute.select(k.layout, mode=[2, 0, 1]))
-    q_view = cute.make_tensor(q.iterator, cute.select(q.layout, mode=[0, 2, 1]))
-    pq_view = cute.make_tensor(pqk.iterator, cute.select(pqk.layout, mode=[0, 2, 1]))
-    o_view = cute.make_tensor(out.iterator, cute.select(out.layout, mode=[0, 2, 1]))
+    w_view, u_view, q_view, pq_view, o_view = (sw._tma_view(t, [0, 2, 1]) for t in (w, u, q, pqk, out))
+    k_view = sw._tma_view(k, [2, 0, 1])
     one = lambda name: cute.slice_(lay[name], (None, None, 0))     # noqa: E731
     tma_w, mW = cpasync.make_tiled_tma_atom(load, w_view, one("sW"), (CHUNK, DK))
     tma_u, mU = cpasync.make_tiled_tma_atom(load, u_view, one("sU"), (CHUNK, VB))

@@ -332,12 +332,7 @@ def spine_wgmma_kernel(
         cute.arch.sync_threads()
 
     # ---- which sequence / slot; PADDING: state_indices[n] == -1 skips everything
-    run = Int32(1)
-    slot = n
-    if use_state_indices != 0:
-        slot = state_indices[n]
-        if slot < 0:
-            run = Int32(0)
+    run, slot = _pool_slot(n, state_indices, use_state_indices)
 
     if run != 0:
         _sequence(mma1, mma2, tidx, ltid, wg, warp_idx, n, hv, vb, slot,
@@ -349,6 +344,26 @@ def spine_wgmma_kernel(
         # no CTA leaves while a peer may still arrive on its barriers (one chunk count per cluster)
         cute.arch.cluster_arrive()
         cute.arch.cluster_wait()
+
+
+@cute.jit
+def _pool_slot(n: Int32, state_indices: cute.Tensor, use_state_indices: Int32):
+    """(run, slot) of sequence n: its state-pool slot (n itself without a pool), and run = 0 for a
+    padding entry (a negative slot: the sequence is skipped entirely)."""
+    run = Int32(1)
+    slot = n
+    if use_state_indices != 0:
+        slot = state_indices[n]
+        if slot < 0:
+            run = Int32(0)
+    return run, slot
+
+
+def _tma_view(t: cute.Tensor, modes) -> cute.Tensor:
+    """The same memory with its modes reordered so that the first two are the box a TMA copy
+    moves: (rows, cols, head) for [T, H, D] tensors (modes [0, 2, 1]); (cols, rows, head) for
+    the K tile read as K^T ([2, 0, 1])."""
+    return cute.make_tensor(t.iterator, cute.select(t.layout, mode=modes))
 
 
 @cute.jit
@@ -812,11 +827,9 @@ def _make_launch(num_wg: int, multicast: bool, fuse_o: bool):
         # TMA views whose first two modes match the smem tiles: w, u, vnew -> (T, 128, Hv) for
         # (rows, cols) tiles; k -> (128, T, Hk) so the K tile lands as K^T (the MN-major A operand
         # of wgmma 2); h -> (128 k, 128 v, C, Hv) stored from the (k, v) view of bf16(S)
-        w_view = cute.make_tensor(w.iterator, cute.select(w.layout, mode=[0, 2, 1]))
-        u_view = cute.make_tensor(u.iterator, cute.select(u.layout, mode=[0, 2, 1]))
-        k_view = cute.make_tensor(k.iterator, cute.select(k.layout, mode=[2, 0, 1]))
-        vn_view = cute.make_tensor(vnew.iterator, cute.select(vnew.layout, mode=[0, 2, 1]))
-        h_view = cute.make_tensor(h.iterator, cute.select(h.layout, mode=[2, 3, 0, 1]))
+        w_view, u_view, vn_view = _tma_view(w, [0, 2, 1]), _tma_view(u, [0, 2, 1]), _tma_view(vnew, [0, 2, 1])
+        k_view = _tma_view(k, [2, 0, 1])
+        h_view = _tma_view(h, [2, 3, 0, 1])
         lay_s_kv = cute.select(lay_s, mode=[1, 0, 2])
         tma_w, mW = cpasync.make_tiled_tma_atom(wk_load, w_view, cute.slice_(lay_w, (None, None, 0)), (CHUNK, DK), cz)
         tma_u, mU = cpasync.make_tiled_tma_atom(load, u_view, cute.slice_(lay_u, (None, None, 0)), (CHUNK, VB))
@@ -824,9 +837,7 @@ def _make_launch(num_wg: int, multicast: bool, fuse_o: bool):
         if cutlass.const_expr(fuse_o):
             # the output tile leaves through the vnew staging tile and store atom; q and pqk
             # tiles come in like W (q multicast like W and K: one q tile per key head)
-            o_view = cute.make_tensor(out.iterator, cute.select(out.layout, mode=[0, 2, 1]))
-            q_view = cute.make_tensor(q.iterator, cute.select(q.layout, mode=[0, 2, 1]))
-            pq_view = cute.make_tensor(pqk.iterator, cute.select(pqk.layout, mode=[0, 2, 1]))
+            o_view, q_view, pq_view = _tma_view(out, [0, 2, 1]), _tma_view(q, [0, 2, 1]), _tma_view(pqk, [0, 2, 1])
             tma_vn, mVn = cpasync.make_tiled_tma_atom(store, o_view, cute.slice_(lay_vn, (None, None, 0)), (CHUNK, VB))
             tma_q, mQ = cpasync.make_tiled_tma_atom(wk_load, q_view, cute.slice_(lay_q, (None, None, 0)), (CHUNK, DK), cz)
             tma_pq, mPq = cpasync.make_tiled_tma_atom(wk_load, pq_view, cute.slice_(lay_pq, (None, None, 0)),
