@@ -88,11 +88,7 @@ BAR_CHAIN, BAR_STATE = 1, 2           # named barriers of the two warpgroups (0 
 BAR_P, BAR_S = 3, 5                   # + buffer index: P_s / S_s handoffs (the producer arrives, the consumer syncs)
 NVB = 3                               # sVb buffers (Vnew_s is read one step after P_s)
 
-_W_BYTES = CHUNK * DK * 2
-_U_BYTES = CHUNK * VB * 2
-_K_BYTES = DK * CHUNK * 2
-_Q_BYTES = CHUNK * DK * 2
-_PQ_BYTES = CHUNK * CHUNK * 2
+_W_BYTES, _U_BYTES, _K_BYTES, _Q_BYTES, _PQ_BYTES = sw._W_BYTES, sw._U_BYTES, sw._K_BYTES, sw._Q_BYTES, sw._PQ_BYTES
 
 
 def _smem_tiles() -> dict[str, int]:
@@ -150,13 +146,9 @@ def _smem_layouts():
 
 
 def _tiled_mmas():
-    """mma1: D[64, VB] = A[64, K] B[K, VB] with A K-major from smem, B MN-major (W S, Q S,
-    Pqk Vnew); mma2: K^T P (A MN-major); mma_e: E = W K^T (A, B K-major, N = 64);
-    mma_ep: E P with A from registers."""
-    mma1 = sm90_utils.make_trivial_tiled_mma(BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.MN,
-                                             Float32, (1, 1, 1), tiler_mn=(CHUNK, VB))
-    mma2 = sm90_utils.make_trivial_tiled_mma(BFloat16, BFloat16, OperandMajorMode.MN, OperandMajorMode.MN,
-                                             Float32, (1, 1, 1), tiler_mn=(CHUNK, VB))
+    """mma1, mma2: spine_wgmma's (W S, Q S, Pqk Vnew; K^T P); mma_e: E = W K^T (A, B K-major,
+    N = 64); mma_ep: E P with A from registers."""
+    mma1, mma2 = sw._tiled_mmas()
     mma_e = sm90_utils.make_trivial_tiled_mma(BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.K,
                                               Float32, (1, 1, 1), tiler_mn=(CHUNK, CHUNK))
     mma_ep = sm90_utils.make_trivial_tiled_mma(BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.MN,
@@ -190,16 +182,16 @@ def _load_ring(r: Int32, nch: Int32, bos: Int32, col0: Int32, full_bar,
         nbytes += _K_BYTES + _Q_BYTES + _PQ_BYTES
     with cute.arch.elect_one():
         cute.arch.mbarrier_arrive_and_expect_tx(bar, nbytes)
-    one = Int32(0)
+    rank = Int32(0)                       # no cluster: this CTA loads whole tiles
     if r < nch:
         t = bos + r * CHUNK
-        sw._tma_load(tma_w, sw._gmem_tile(mW_h, (t, 0), (CHUNK, DK)), sW[None, None, slot], bar, one, 1)
-        sw._tma_load(tma_u, sw._gmem_tile(mU_h, (t, col0), (CHUNK, VB)), sU[None, None, slot], bar, one, 1)
+        sw._tma_load(tma_w, sw._gmem_tile(mW_h, (t, 0), (CHUNK, DK)), sW[None, None, slot], bar, rank, 1)
+        sw._tma_load(tma_u, sw._gmem_tile(mU_h, (t, col0), (CHUNK, VB)), sU[None, None, slot], bar, rank, 1)
     if r >= 1:
         t = bos + (r - 1) * CHUNK
-        sw._tma_load(tma_k, sw._gmem_tile(mK_h, (0, t), (DK, CHUNK)), sK[None, None, slot], bar, one, 1)
-        sw._tma_load(tma_q, sw._gmem_tile(mQ_h, (t, 0), (CHUNK, DK)), sQ[None, None, slot], bar, one, 1)
-        sw._tma_load(tma_pq, sw._gmem_tile(mPq_h, (t, 0), (CHUNK, CHUNK)), sPq[None, None, slot], bar, one, 1)
+        sw._tma_load(tma_k, sw._gmem_tile(mK_h, (0, t), (DK, CHUNK)), sK[None, None, slot], bar, rank, 1)
+        sw._tma_load(tma_q, sw._gmem_tile(mQ_h, (t, 0), (CHUNK, DK)), sQ[None, None, slot], bar, rank, 1)
+        sw._tma_load(tma_pq, sw._gmem_tile(mPq_h, (t, 0), (CHUNK, CHUNK)), sPq[None, None, slot], bar, rank, 1)
 
 
 # --------------------------------------------------------------------------- kernel
@@ -453,9 +445,7 @@ def _state(ltid: Int32, warp_idx: Int32, hv: Int32, slot: Int32, bos: Int32, eos
     accO_cv = st_O.retile(accO)
     rO_bf = cute.make_rmem_tensor_like(accO_cv, BFloat16)
     tOsO = st_O.partition_D(sO[None, None, 0])
-    cp_v = cute.make_tiled_copy_tv(
-        cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128),
-        cute.make_layout((128 // (VB // 8), VB // 8), stride=(VB // 8, 1)), cute.make_layout((1, 8)))
+    cp_v = sw._rows_copy()
     thr_v = cp_v.get_slice(ltid)
     tOS = thr_v.partition_S(sO[None, None, 0])
     tOC = thr_v.partition_S(cute.make_identity_tensor((CHUNK, VB)))
@@ -464,12 +454,7 @@ def _state(ltid: Int32, warp_idx: Int32, hv: Int32, slot: Int32, bos: Int32, eos
     mma2.set(warpgroup.Field.ACCUMULATE, True)
 
     gS = cute.domain_offset((0, col0), state[slot, hv, None, None])
-    if has_state != 0:
-        for e in cutlass.range_constexpr(cute.size(accS)):
-            kk, vv = tScS[e]
-            accS[e] = gS[kk, vv]
-    else:
-        accS.fill(0.0)
+    sw._load_state(accS, tScS, gS, has_state)
     # S_0 -> sS[0] for the chain's first Z and this warpgroup's first Q S
     sw._stmatrix_bf16(st_S, accS_cv, rS_bf, st_S.partition_D(sS_kv[None, None, 0]))
     cute.arch.fence_proxy("async.shared", space="cta")
@@ -544,22 +529,11 @@ def _state(ltid: Int32, warp_idx: Int32, hv: Int32, slot: Int32, bos: Int32, eos
         sw._stmatrix_bf16(st_O, accO_cv, rO_bf, tOsO)
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.barrier(barrier_id=BAR_STATE, number_of_threads=128)
-        if L >= CHUNK:
-            if producer:
-                sw._tma_store(tma_o, sO[None, None, 0], sw._gmem_tile(mO_h, (t0, col0), (CHUNK, VB)))
-        else:
-            gOut = cute.domain_offset((t0, col0), out[None, hv, None])
-            tOG = thr_v.partition_D(cute.local_tile(gOut, (CHUNK, VB), (0, 0)))
-            for m in cutlass.range_constexpr(cute.size(tOS, mode=[1])):
-                if tOC[0, m, 0][0] < L:
-                    cute.copy(cp_v, tOS[None, m, None], tOG[None, m, None])
+        sw._store_rows_vb(L, producer, tma_o, sO, mO_h, out, cp_v, thr_v, tOS, tOC, t0, hv, col0, Int32(0))
         if ltid == 0:
             cute.arch.mbarrier_arrive(empty_bar + rs)    # this warpgroup is done with ring r
 
-    if has_state != 0:
-        for e in cutlass.range_constexpr(cute.size(accS)):
-            kk, vv = tScS[e]
-            gS[kk, vv] = accS[e]
+    sw._store_state(accS, tScS, gS, has_state)
     if producer:
         cute.arch.cp_async_bulk_wait_group(0)
 

@@ -62,7 +62,8 @@ _v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_wg2_vk
 cdef int _v_wu_pqk[2]     # [beta is bf16]
 _v_wu_pqk[0] = gdn_variant_id(b"recompute_wu_bf16_betaf32_a16_pqk")
 _v_wu_pqk[1] = gdn_variant_id(b"recompute_wu_bf16_betabf16_a16_pqk")
-cdef int _v_spine_o[NUM_LAYOUTS][NUM_SPINE_WG]             # [GDN_STATE_*][warpgroups - 1]
+cdef int _v_spine_o[NUM_LAYOUTS][NUM_SPINE_WG]             # [GDN_STATE_*][_wgmma_warpgroups() - 1]:
+                                                           # the latency regime's build has its own layout
 _v_spine_o[GDN_STATE_KV][0] = gdn_variant_id(b"spine_la_o_kv")
 _v_spine_o[GDN_STATE_VK][0] = gdn_variant_id(b"spine_la_o_vk")
 _v_spine_o[GDN_STATE_KV][1] = gdn_variant_id(b"spine_wgmma_o_wg2_kv")
@@ -953,8 +954,9 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
 
     `stages` is a subset of ("chunk_index", "recompute_wu", "spine", "fwd_o"), run in that order,
     so GPU tests can check each stage's workspace output against the fp64 oracle.  The builds
-    are the ones prefill() picks; `warpgroups` 1 or 2 forces that wgmma build instead
-    (benchmarks of the warpgroups rule; 0: the rule) and `fused` 0 / 1 the four-kernel or the
+    are the ones prefill() picks; `warpgroups` 1 or 2 forces the wgmma build of that regime
+    instead (the fused plan's regime-1 build is spine_la_o, 288 threads; benchmarks of the
+    warpgroups rule; 0: the rule) and `fused` 0 / 1 the four-kernel or the
     fused-output plan (-1: the rule; the fused plan has no fwd_o stage and writes no h / vnew).
     """
     cdef gdn_problem_t p
