@@ -9,8 +9,8 @@ Hv = 32 (Hk = 16), K = V = 128, bf16 operands, fp32 state.
 
 The spine is the one of the four-kernel plan (it writes h and vnew for fwd_o), for both
 spines.  Row "wgmma-o" is the spine with the chunk output fused (it also computes and writes O,
-and writes no h / vnew), the kernel the fused plan runs instead of spine + fwd_o: at B=1 the
-lookahead build spine_la_o_* (two warpgroups and a TMA warp per CTA), at B=8 spine_wgmma_o_wg2_*.
+and writes no h / vnew), the kernel the fused plan runs instead of spine + fwd_o: spine_rs_o_*
+(the state in the registers of one warpgroup per 64 state columns, a TMA warp) at every B.
 
 FLOPs counted per chunk and head: W.S (2*64*128*128) + K^T.Vnew (2*128*64*128)
 = 4.19 MFLOP, i.e. 65.5 KFLOP per token and value head (wgmma-o adds Q.S 2*64*128*128 and
@@ -97,7 +97,7 @@ def main(argv=None) -> int:
         return 0
     import gdn_prefill
     spines = [s for s in ("scalar", "wgmma") if any(v.startswith(f"spine_{s}_") for v in gdn_prefill.compiled_variants())]
-    if "spine_la_o_kv" in gdn_prefill.compiled_variants():
+    if "spine_rs_o_kv" in gdn_prefill.compiled_variants():
         spines.append("wgmma-o")
     if a.crossover:
         rows = [time_spine(B, 4096, 32, 16, "wgmma", 20, wg) for B in (1, 2, 3, 4, 6, 8) for wg in (1, 2)]

@@ -40,7 +40,7 @@ warpgroups (WG0 = threads 0..127, WG1 = 128..255):
            tile that half has just consumed, then writes rows i < L to HBM with 16-byte
            vector stores.  (Halves: 80 registers per thread, three CTAs per SM.)
 
-With the fused output (builds *_a16_pqk, `with_pqk`, for spine_wgmma_o*): the q tile is
+With the fused output (builds *_a16_pqk, `with_pqk`, for spine_rs_o*): the q tile is
 always loaded (a swizzled K-major tile in the Tw/Tu region), phase 2 also runs QK = Q K^T beside
 G = K K^T (same B operand) and folds
     P_ij = select(j <= i, QK_ij * scale rq_i * rk_j * exp(gcum_i - gcum_j), 0)
@@ -635,7 +635,7 @@ def _store_rows(cp_o: cute.TiledCopy, thr_s, tSs: cute.Tensor, tSc: cute.Tensor,
 # --------------------------------------------------------------------------- launch
 def _make_launch(with_pqk: bool):
     """The launch function; with_pqk (compile time): also the in-chunk attention P -> pqk, for
-    the fused spine + output (spine_wgmma_o).  Parameter names: gdn_problem_t fields."""
+    the fused spine + output (spine_rs_o).  Parameter names: gdn_problem_t fields."""
 
     @cute.jit
     def recompute_wu(
@@ -677,7 +677,7 @@ VARIANTS: dict[str, dict] = {
     # q/k/v with 16-byte aligned bases and token/head strides that are multiples of 8 elements
     "recompute_wu_bf16_betaf32_a16": {"beta_dtype": Float32, "aligned": True},
     "recompute_wu_bf16_betabf16_a16": {"beta_dtype": BFloat16, "aligned": True},
-    # ... that also write the in-chunk attention P for the fused spine + output (spine_wgmma_o)
+    # ... that also write the in-chunk attention P for the fused spine + output (spine_rs_o)
     "recompute_wu_bf16_betaf32_a16_pqk": {"beta_dtype": Float32, "aligned": True, "with_pqk": True},
     "recompute_wu_bf16_betabf16_a16_pqk": {"beta_dtype": BFloat16, "aligned": True, "with_pqk": True},
 }

@@ -9,7 +9,7 @@ MODULES = (
     "recompute_wu",
     "spine_scalar",
     "spine_wgmma",
-    "spine_lookahead",
+    "spine_rs",
     "fwd_o",
 )
 

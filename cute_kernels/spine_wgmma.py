@@ -65,32 +65,18 @@ Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
     chunk; warpgroup g zeroes rows L + g, L + g + WG, ...).
   * Accumulator element coordinates come from partitioning identity tensors with
     the tiled MMAs (never hand-derived).
+  * ptxas pitfalls (ptxas -v, run 14): touching accumulator registers while a wgmma group is
+    in flight makes ptxas insert a wait for every group (C7517) or serialise all wgmma (C7514,
+    C7520), so the decay of S and all zeroing happen outside those windows; a SASS test checks
+    that each chunk has exactly the two waits written here.
 
 The tensor maps span all T tokens: a box that reaches past T is zero-filled by
 the TMA unit (and counted in full by the mbarrier transaction bytes).
 
-Fused output (builds spine_wgmma_o_wg2_*, `fuse_o`; with few CTAs the fused plan runs
-spine_lookahead.py instead): the spine also computes the chunk output, so
-h and vnew never go to HBM and there is no fwd_o launch (DESIGN.md §1, stage 3):
-
-    O_i = scale rq_i exp(gcum_i) (q_i . S) + sum_j P_ij Vnew_j,   i < L, columns cols
-    P_ij = scale rq_i rk_j (q_i . k_j) exp(gcum_i - gcum_j), j <= i (else 0): recompute_wu's
-           _pqk builds write it (bf16) to the pqk workspace
-
-  * The q tile (64 x 128, per key head) and the P tile (64 x 64) ride in the TMA ring with
-    W and K (multicast like them in the cluster build): 24 KB more per stage.
-  * wgmma 3: accO = Q @ bf16(S) (wgmma 1's B operand) in its own commit group after wgmma 1;
-    the chain waits for wgmma 1 only (wait_group 1), Q S finishes under the Vnew work.
-  * Vnew (rows j >= L zeroed by a select) is also stored unscaled as bf16 into sVb (the
-    layout of sP), the B operand of wgmma 4: accO2 = P @ Vnew, in wgmma 2's commit group.
-  * Before barrier A of the next chunk (or after the loop): O = rowscale * accO + accO2, bf16
-    into sVn (no vnew is staged there), TMA-stored after barrier A; the last, partial chunk
-    of a sequence by 16-byte thread stores of rows < L.  `out` must be TMA-able (16-byte
-    aligned, strides multiples of 8 elements): the launcher's _fused_guard.
-  ptxas pitfalls (ptxas -v, run 14): touching accumulator registers while a wgmma group is in
-  flight makes ptxas insert a wait for every group (C7517) or serialise all wgmma (C7514,
-  C7520), so the decay of S and all zeroing happen outside those windows; a SASS test checks
-  that each chunk has exactly the two waits written here.
+This module writes h and vnew for stage 3 (fwd_o).  The fused plan, whose spine computes the
+chunk output itself (no h, no vnew in HBM, no fwd_o launch), runs spine_rs.py (builds
+spine_rs_o_*), which reuses this module's TMA and store helpers and its parameter list
+(fake_args).
 """
 from __future__ import annotations
 
@@ -121,14 +107,11 @@ assert all(DV % (VB * wg) == 0 for wg in WG_BUILDS)
 _W_BYTES = CHUNK * DK * 2
 _U_BYTES = CHUNK * VB * 2             # one warpgroup's U tile
 _K_BYTES = CHUNK * DK * 2
-_Q_BYTES = CHUNK * DK * 2             # fused output: the q tile ...
-_PQ_BYTES = CHUNK * CHUNK * 2         # ... and the in-chunk attention P (pqk)
 
 
-def _tma_bytes_per_stage(num_wg: int, fuse_o: bool = False) -> int:
-    """Transaction bytes of one stage: the W and K tiles plus one U tile per warpgroup (and the
-    q and pqk tiles when the output is fused)."""
-    return _W_BYTES + num_wg * _U_BYTES + _K_BYTES + ((_Q_BYTES + _PQ_BYTES) if fuse_o else 0)
+def _tma_bytes_per_stage(num_wg: int) -> int:
+    """Transaction bytes of one stage: the W and K tiles plus one U tile per warpgroup."""
+    return _W_BYTES + num_wg * _U_BYTES + _K_BYTES
 
 
 def _threads(num_wg: int) -> int:
@@ -141,53 +124,46 @@ def _cluster(num_wg: int, multicast: bool) -> int:
     return DV // (VB * num_wg) if multicast else 1
 
 
-def _smem_tiles(num_wg: int, fuse_o: bool) -> dict[str, int]:
+def _smem_tiles(num_wg: int) -> dict[str, int]:
     """bf16 elements of each shared-memory tile, in allocation order (each 1024-aligned)."""
-    tiles = {"sW": NUM_STAGES * CHUNK * DK, "sK": NUM_STAGES * DK * CHUNK, "sU": NUM_STAGES * num_wg * CHUNK * VB,
-             "sS": num_wg * DK * VB, "sP": num_wg * CHUNK * VB, "sVn": num_wg * CHUNK * VB}
-    if fuse_o:
-        # the q and pqk tiles ride in the TMA ring; sVb: unscaled bf16(Vnew), the B operand of P Vnew
-        # (sVn then stages the output tile for its TMA store)
-        tiles.update(sQ=NUM_STAGES * CHUNK * DK, sPq=NUM_STAGES * CHUNK * CHUNK, sVb=num_wg * CHUNK * VB)
-    return tiles
+    return {"sW": NUM_STAGES * CHUNK * DK, "sK": NUM_STAGES * DK * CHUNK, "sU": NUM_STAGES * num_wg * CHUNK * VB,
+            "sS": num_wg * DK * VB, "sP": num_wg * CHUNK * VB, "sVn": num_wg * CHUNK * VB}
 
 
-def _smem_bytes(num_wg: int, fuse_o: bool = False) -> int:
+def _smem_bytes(num_wg: int) -> int:
     """Dynamic shared memory of _shared_storage (checked against the struct at trace time)."""
     def up(x, a):
         return (x + a - 1) // a * a
     off = 8 * NUM_STAGES * 2                               # full and empty mbarriers
-    for n in _smem_tiles(num_wg, fuse_o).values():
+    for n in _smem_tiles(num_wg).values():
         off = up(off, 1024) + 2 * n
     return off
 
 
-def _shared_storage(num_wg: int, fuse_o: bool):
+def _shared_storage(num_wg: int):
     """The CTA's shared memory: mbarriers, then the bf16 tiles (an explicit annotation dict: this
     module's annotations are strings, `from __future__ import annotations`)."""
     fields = {"full": cute.struct.MemRange[cutlass.Int64, NUM_STAGES],
               "empty": cute.struct.MemRange[cutlass.Int64, NUM_STAGES]}
-    for name, n in _smem_tiles(num_wg, fuse_o).items():
+    for name, n in _smem_tiles(num_wg).items():
         fields[name] = cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024]
     return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
 
-# VB = 32, 2 stages: 91,136 B (WG 1), 115,712 B (WG 2), 164,864 B (WG 4); fused output
-# (built with WG 2 only: spine_lookahead serves the one-warpgroup regime): 173,056 B
+# VB = 32, 2 stages: 91,136 B (WG 1), 115,712 B (WG 2), 164,864 B (WG 4)
 assert all(_smem_bytes(wg) <= 227 * 1024 for wg in WG_BUILDS)
-assert _smem_bytes(2, True) <= 227 * 1024
 
 
 # Per-variant launch facts for the AOT build (cute_kernels/aot.py calls these with the variant kwargs)
-def THREADS(layout: str, warpgroups: int = 1, multicast: bool = False, fuse_o: bool = False) -> int:  # noqa: N802
+def THREADS(layout: str, warpgroups: int = 1, multicast: bool = False) -> int:  # noqa: N802
     return _threads(warpgroups)
 
 
-def SMEM_BYTES(layout: str, warpgroups: int = 1, multicast: bool = False, fuse_o: bool = False) -> int:  # noqa: N802
-    return _smem_bytes(warpgroups, fuse_o)
+def SMEM_BYTES(layout: str, warpgroups: int = 1, multicast: bool = False) -> int:  # noqa: N802
+    return _smem_bytes(warpgroups)
 
 
-def CLUSTER(layout: str, warpgroups: int = 1, multicast: bool = False, fuse_o: bool = False) -> int:  # noqa: N802
+def CLUSTER(layout: str, warpgroups: int = 1, multicast: bool = False) -> int:  # noqa: N802
     return _cluster(warpgroups, multicast)
 
 
@@ -225,15 +201,6 @@ def _smem_layouts(num_wg: int):
     return sW, sK, sU, sS, sP, sVn
 
 
-def _smem_layouts_o():
-    """The fused output's extra tiles: sQ (64 rows, 128 k, stage), the K-major A operand of
-    Q S (the W tile's layout); sPq (64 rows, 64 j, stage), the K-major A operand of P Vnew.
-    (Its B operand sVb has the layout of sP.)"""
-    sQ = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (CHUNK, VB, DK), BFloat16, NUM_STAGES)
-    sPq = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (CHUNK, VB, CHUNK), BFloat16, NUM_STAGES)
-    return sQ, sPq
-
-
 def _tiled_mmas():
     # wgmma 1: D[j, v] = sum_k W[j, k] S[k, v]; A = W (K-major), B = S (MN-major, v contiguous)
     mma1 = sm90_utils.make_trivial_tiled_mma(
@@ -254,20 +221,14 @@ def spine_wgmma_kernel(
     tma_k: cute.CopyAtom, mK: cute.Tensor,
     tma_h: cute.CopyAtom, mH: cute.Tensor,
     tma_vn: cute.CopyAtom, mVn: cute.Tensor,
-    tma_q: cute.CopyAtom, mQ: cute.Tensor,
-    tma_pq: cute.CopyAtom, mPq: cute.Tensor,
-    gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor,
+    gcum: cute.Tensor, rk: cute.Tensor,
     cu_seqlens: cute.Tensor, chunk_offsets: cute.Tensor,
-    state: cute.Tensor, state_indices: cute.Tensor,
-    vnew: cute.Tensor, out: cute.Tensor, scale: Float32,
+    state: cute.Tensor, state_indices: cute.Tensor, vnew: cute.Tensor,
     has_state: Int32, use_state_indices: Int32, hv_per_hk: Int32,
-    num_wg: cutlass.Constexpr, cz: cutlass.Constexpr, fuse_o: cutlass.Constexpr,
+    num_wg: cutlass.Constexpr, cz: cutlass.Constexpr,
 ):
     """num_wg: warpgroups of the CTA (compile time: 1, 2 or 4); cz: CTAs per cluster (1: no
-    multicast, the CTA barrier releases a stage; else W/K multicast, empty mbarriers release).
-    fuse_o (compile time): the chunk output is computed here (module docstring, "Fused output");
-    then tma_vn / mVn store `out` instead of vnew, and h / vnew are not written.  Without it,
-    tma_q / mQ, tma_pq / mPq, rq, out and scale are not used (the launch passes stand-ins)."""
+    multicast, the CTA barrier releases a stage; else W/K multicast, empty mbarriers release)."""
     tidx, _, _ = cute.arch.thread_idx()
     n, hv, vb = cute.arch.block_idx()
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -275,17 +236,13 @@ def spine_wgmma_kernel(
     ltid = tidx % 128                      # thread index within the warpgroup
 
     lay_w, lay_k, lay_u, lay_s, lay_p, lay_vn = _smem_layouts(num_wg)
-    lay_q, lay_pq = _smem_layouts_o()
     mma1, mma2 = _tiled_mmas()
 
-    SharedStorage = _shared_storage(num_wg, fuse_o)
-    tiles = _smem_tiles(num_wg, fuse_o)
+    SharedStorage = _shared_storage(num_wg)
+    tiles = _smem_tiles(num_wg)
     for name, lay in (("sW", lay_w), ("sK", lay_k), ("sU", lay_u), ("sS", lay_s), ("sP", lay_p), ("sVn", lay_vn)):
         assert cute.cosize(lay) == tiles[name], name
-    if cutlass.const_expr(fuse_o):
-        assert cute.cosize(lay_q) == tiles["sQ"] and cute.cosize(lay_pq) == tiles["sPq"]
-        assert cute.cosize(lay_p) == tiles["sVb"]
-    assert SharedStorage.size_in_bytes() == _smem_bytes(num_wg, fuse_o), (SharedStorage.size_in_bytes(), num_wg)
+    assert SharedStorage.size_in_bytes() == _smem_bytes(num_wg), (SharedStorage.size_in_bytes(), num_wg)
     smem = cutlass.utils.SmemAllocator()
     storage = smem.allocate(SharedStorage)
     full_bar = storage.full.data_ptr()
@@ -300,24 +257,13 @@ def spine_wgmma_kernel(
     lay_p_jv = cute.select(lay_p, mode=[1, 0, 2])
     sP_jv = storage.sP.get_tensor(lay_p_jv.outer, swizzle=lay_p_jv.inner)  # (64, VB, WG) same bytes
     sVn = storage.sVn.get_tensor(lay_vn.outer, swizzle=lay_vn.inner)    # (64, VB, WG)
-    # fused output: q / pqk tiles in the ring, the B operand copy of Vnew (stand-ins otherwise)
-    sQ, sPq, sVb, sVb_jv = sW, sW, sP, sP_jv
-    if cutlass.const_expr(fuse_o):
-        sQ = storage.sQ.get_tensor(lay_q.outer, swizzle=lay_q.inner)        # (64, 128, NS)
-        sPq = storage.sPq.get_tensor(lay_pq.outer, swizzle=lay_pq.inner)    # (64, 64, NS)
-        sVb = storage.sVb.get_tensor(lay_p.outer, swizzle=lay_p.inner)      # (VB, 64, WG)  B operand
-        sVb_jv = storage.sVb.get_tensor(lay_p_jv.outer, swizzle=lay_p_jv.inner)  # (64, VB, WG)
 
     if warp_idx == 0:
         cpasync.prefetch_descriptor(tma_w)
         cpasync.prefetch_descriptor(tma_u)
         cpasync.prefetch_descriptor(tma_k)
         cpasync.prefetch_descriptor(tma_vn)
-        if cutlass.const_expr(fuse_o):
-            cpasync.prefetch_descriptor(tma_q)
-            cpasync.prefetch_descriptor(tma_pq)
-        else:
-            cpasync.prefetch_descriptor(tma_h)
+        cpasync.prefetch_descriptor(tma_h)
     if tidx == 0:
         for s in cutlass.range_constexpr(NUM_STAGES):
             cute.arch.mbarrier_init(full_bar + s, 1)
@@ -336,10 +282,10 @@ def spine_wgmma_kernel(
 
     if run != 0:
         _sequence(mma1, mma2, tidx, ltid, wg, warp_idx, n, hv, vb, slot,
-                  sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, sQ, sPq, sVb, sVb_jv, full_bar, empty_bar,
-                  tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn, tma_q, mQ, tma_pq, mPq,
-                  gcum, rk, rq, cu_seqlens, chunk_offsets, state,
-                  vnew, out, scale, has_state, hv_per_hk, num_wg, cz, fuse_o)
+                  sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, full_bar, empty_bar,
+                  tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
+                  gcum, rk, cu_seqlens, chunk_offsets, state,
+                  vnew, has_state, hv_per_hk, num_wg, cz)
     if cutlass.const_expr(cz > 1):
         # no CTA leaves while a peer may still arrive on its barriers (one chunk count per cluster)
         cute.arch.cluster_arrive()
@@ -369,16 +315,15 @@ def _tma_view(t: cute.Tensor, modes) -> cute.Tensor:
 @cute.jit
 def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32, wg: Int32, warp_idx: Int32,
               n: Int32, hv: Int32, vb: Int32,
-              slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, sQ, sPq, sVb, sVb_jv, full_bar, empty_bar,
-              tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn, tma_q, mQ, tma_pq, mPq,
-              gcum, rk, rq, cu_seqlens, chunk_offsets, state,
-              vnew, out, scale: Float32, has_state: Int32, hv_per_hk: Int32,
-              num_wg: cutlass.Constexpr, cz: cutlass.Constexpr, fuse_o: cutlass.Constexpr):
+              slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, full_bar, empty_bar,
+              tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
+              gcum, rk, cu_seqlens, chunk_offsets, state,
+              vnew, has_state: Int32, hv_per_hk: Int32,
+              num_wg: cutlass.Constexpr, cz: cutlass.Constexpr):
     """Everything one CTA does for a sequence that is not padding.
 
     tidx: thread in the CTA (TMA issue); ltid = tidx % 128 and wg = warpgroup (of num_wg):
-    the per-warpgroup MMA / copy partitions and smem tiles.  fuse_o: mVn / tma_vn address
-    `out` (the output tile leaves through sVn), `vnew` is not used.
+    the per-warpgroup MMA / copy partitions and smem tiles.
     """
     bos = cu_seqlens[n]
     eos = cu_seqlens[n + 1]
@@ -402,16 +347,9 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     tPr = thr2.make_fragment_B(thr2.partition_B(sP))          # (MMA, 1, 4, WG)
     num_kb1 = cute.size(tWr, mode=[2])
     num_kb2 = cute.size(tKr, mode=[2])
-    # fused output: O = Q S (wgmma 1's shape, A = q tile) and O += P Vnew (A = pqk tile, B = sVb)
-    tQr = thr1.make_fragment_A(thr1.partition_A(sQ))          # (MMA, 1, 8, NS)
-    tPqr = thr1.make_fragment_A(thr1.partition_A(sPq))        # (MMA, 1, 4, NS)
-    tVbr = thr1.make_fragment_B(thr1.partition_B(sVb))        # (MMA, 1, 4, WG)
-    num_kb4 = cute.size(tPqr, mode=[2])
 
     accS = cute.make_rmem_tensor(thr2.partition_shape_C((DK, VB)), Float32)    # S[k, v]
     accV = cute.make_rmem_tensor(thr1.partition_shape_C((CHUNK, VB)), Float32)  # W S, then Vnew, then P
-    accO = cute.make_rmem_tensor(thr1.partition_shape_C((CHUNK, VB)), Float32)  # fused output: Q S
-    accO2 = cute.make_rmem_tensor(thr1.partition_shape_C((CHUNK, VB)), Float32)  # ... and P Vnew
     rU = cute.make_rmem_tensor(thr1.partition_shape_C((CHUNK, VB)), Float32)    # U[j, v]
     tScS = thr2.partition_C(cute.make_identity_tensor((DK, VB)))       # (k, v) of accS[e]
     tVcV = thr1.partition_C(cute.make_identity_tensor((CHUNK, VB)))    # (j, v) of accV[e]
@@ -434,8 +372,6 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     rS_bf = cute.make_rmem_tensor_like(accS_cv, BFloat16)
     accV_cv = st_V.retile(accV)
     rV_bf = cute.make_rmem_tensor_like(accV_cv, BFloat16)
-    accO_cv = st_V.retile(accO)
-    tVbsVb = st_V.partition_D(sVb_jv[None, None, wg])
     rU_cv = ld_U.retile(rU)                                            # rU in ldmatrix order
     rU_bf = cute.make_rmem_tensor_like(rU_cv, BFloat16)
 
@@ -457,19 +393,14 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     mW_h = mW[None, None, hv]                                          # (T, 128) rows, k
     mU_h = mU[None, None, hv]                                          # (T, 128) rows, v
     mK_h = mK[None, None, hk]                                          # (128, T) k, rows
-    mVn_h = mVn[None, None, hv]                                        # (T, 128) rows, v (fuse_o: out)
-    mQ_h = mQ[None, None, hk]                                          # (T, 128) rows, k   (fuse_o)
-    mPq_h = mPq[None, None, hv]                                        # (T, 64) rows, j    (fuse_o)
-    # the tensor the last, partial chunk's rows leave to by thread stores
-    rows_out = out if cutlass.const_expr(fuse_o) else vnew
+    mVn_h = mVn[None, None, hv]                                        # (T, 128) rows, v
 
     # ---- prologue: TMA for the first NUM_STAGES - 1 chunks; row data of chunk 0 into registers
     if warp_idx == 0:
         for p in cutlass.range_constexpr(NUM_STAGES - 1):
             if p < nch:
-                _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, tma_q, mQ_h, tma_pq, mPq_h,
-                             sW, sU, sK, sQ, sPq, full_bar,
-                             bos + p * CHUNK, cta_col0, Int32(p), rank, num_wg, cz, fuse_o)
+                _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
+                             bos + p * CHUNK, cta_col0, Int32(p), rank, num_wg, cz)
     # per-row data of the NEXT chunk to run, loaded one chunk ahead (off the dependency chain):
     # g_last of the chunk, and gcum_j, rk_j of this thread's rows row_a, row_b (if < L)
     nx_glast = Float32(0.0)
@@ -477,17 +408,9 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     nx_ra = Float32(0.0)
     nx_gb = Float32(0.0)
     nx_rb = Float32(0.0)
-    nx_qa = Float32(0.0)      # fused output: rq of rows row_a, row_b
-    nx_qb = Float32(0.0)
     if nch > 0:
         nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, bos, eos, row_a, row_b,
                                                          nx_ga, nx_ra, nx_gb, nx_rb)
-        if cutlass.const_expr(fuse_o):
-            nx_qa, nx_qb = _row_rq(rq, hv, bos, eos, row_a, row_b, nx_qa, nx_qb)
-    # fused output: the row scales scale rq_i exp(gcum_i) of rows row_a, row_b of the chunk whose
-    # output is in the accumulators (carried into the next iteration, see (1))
-    os_a = Float32(0.0)
-    os_b = Float32(0.0)
 
     for i in cutlass.range(nch, unroll=1):
         stage = i % NUM_STAGES
@@ -505,26 +428,10 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
             coef_a = cute.math.exp(nx_glast - nx_ga) * nx_ra
         if row_b < L:
             coef_b = cute.math.exp(nx_glast - nx_gb) * nx_rb
-        # fused output: O_i = scale rq_i exp(gcum_i) (q_i . S) + sum_j P_ij Vnew_j  (0 for rows >= L)
-        osn_a = Float32(0.0)
-        osn_b = Float32(0.0)
-        if cutlass.const_expr(fuse_o):
-            if row_a < L:
-                osn_a = scale * nx_qa * cute.math.exp(nx_ga)
-            if row_b < L:
-                osn_b = scale * nx_qb * cute.math.exp(nx_gb)
 
         # (1) bf16(S) into smem (wgmma 1's B operand; also the TMA source of h[c]).  The TMA
         # store of h[c - 1] finished reading sS before barrier B of chunk i - 1
         _stmatrix_bf16(st_S, accS_cv, rS_bf, tSsS)
-        if cutlass.const_expr(fuse_o):
-            # chunk i - 1's output tile -> sVn (its previous TMA store was read-complete before
-            # barrier B of chunk i - 1); it leaves by TMA store after barrier A
-            if i > 0:
-                _combine_o(accO, accO2, tVcV, row_a, os_a, os_b)
-                _stmatrix_bf16(st_V, accO_cv, rV_bf, tVsVn)
-            os_a = osn_a
-            os_b = osn_b
 
         # barrier A (CTA-wide): sS visible to all (and to the async proxy: tensor cores, TMA);
         # every warp of every warpgroup is done with chunk i - 1 (its wgmma 2 waited, its K tail
@@ -544,24 +451,15 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                 if cutlass.const_expr(cz > 1):
                     if nxt >= NUM_STAGES:     # the stage's previous chunk released by every CTA
                         cute.arch.mbarrier_wait(empty_bar + nxt % NUM_STAGES, (nxt // NUM_STAGES + 1) % 2)
-                _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, tma_q, mQ_h, tma_pq, mPq_h,
-                             sW, sU, sK, sQ, sPq, full_bar,
-                             bos + nxt * CHUNK, cta_col0, nxt % NUM_STAGES, rank, num_wg, cz, fuse_o)
-        if cutlass.const_expr(fuse_o):
-            # out rows of chunk i - 1 (a full chunk: only a sequence's last chunk is partial)
-            if i > 0:
-                if store_warp:
-                    _tma_store(tma_vn, sVn[None, None, wg], _gmem_tile(mVn_h, (t0 - CHUNK, col0), (CHUNK, VB)))
-        else:
-            # h[c, hv, :, cols] = bf16(S): one TMA store per warpgroup, off the chain
-            if store_warp:
-                _tma_store(tma_h, sS_kv[None, None, wg],
-                           cute.zipped_divide(mH[None, None, c, hv], (DK, VB))[((None, None), (0, vblk))])
+                _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
+                             bos + nxt * CHUNK, cta_col0, nxt % NUM_STAGES, rank, num_wg, cz)
+        # h[c, hv, :, cols] = bf16(S): one TMA store per warpgroup, off the chain
+        if store_warp:
+            _tma_store(tma_h, sS_kv[None, None, wg],
+                       cute.zipped_divide(mH[None, None, c, hv], (DK, VB))[((None, None), (0, vblk))])
         if i + 1 < nch:
             nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, t0 + CHUNK, eos, row_a, row_b,
                                                              nx_ga, nx_ra, nx_gb, nx_rb)
-            if cutlass.const_expr(fuse_o):
-                nx_qa, nx_qb = _row_rq(rq, hv, t0 + CHUNK, eos, row_a, row_b, nx_qa, nx_qb)
 
         cute.arch.mbarrier_wait(full_bar + stage, phase)
 
@@ -577,32 +475,18 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         for kb in cutlass.range_constexpr(num_kb1):
             cute.gemm(mma1, accV, tWr[None, None, kb, stage], tSr[None, None, kb, wg], accV)
         warpgroup.commit_group()
-        if cutlass.const_expr(fuse_o):
-            # O = Q S, the same B operand, its own commit group: the chain waits for wgmma 1 only
-            # (run 14: with Q S in wgmma 1's group the fused spine took 1.55 us/chunk at B=1)
-            # (the first k-step overwrites: no register zeroing while wgmma 1 is in flight, which
-            # ptxas would answer with a wait, C7517)
-            for kb in cutlass.range_constexpr(num_kb1):
-                mma1.set(warpgroup.Field.ACCUMULATE, kb > 0)
-                cute.gemm(mma1, accO, tQr[None, None, kb, stage], tSr[None, None, kb, wg], accO)
-            mma1.set(warpgroup.Field.ACCUMULATE, True)
-            warpgroup.commit_group()
         cute.copy(ld_U, ld_U.partition_S(sU[None, None, stage * num_wg + wg]), rU_bf)
         for e in cutlass.range_constexpr(cute.size(rU_cv)):
             rU_cv[e] = Float32(rU_bf[e])
-        if cutlass.const_expr(fuse_o):
-            warpgroup.wait_group(1)           # wgmma 1 done; Q S may still run
-        else:
-            warpgroup.wait_group(0)
+        warpgroup.wait_group(0)
         # (4) S *= exp(g_last) after the wait: accumulator registers touched while a wgmma is in
         # flight make ptxas insert a wait for every group (ptxas -v: C7517), so "under wgmma 1"
-        # was never overlapped, and with the output fused it would also wait for Q S
+        # was never overlapped
         for e in cutlass.range_constexpr(cute.size(accS)):
             accS[e] = accS[e] * decay
 
-        # (3) Vnew = U - W S -> sVn (bf16; fused output: -> sVb, the B operand of P Vnew);
-        # P = Vnew * coef_j -> sP.  Rows j >= L of Vnew are set to 0 by a select, not a product
-        # (they may be NaN), so P and sVb rows j >= L are exactly 0
+        # (3) Vnew = U - W S -> sVn (bf16); P = Vnew * coef_j -> sP.  Rows j >= L of Vnew are
+        # set to 0 by a select, not a product (they may be NaN), so P rows j >= L are exactly 0
         for e in cutlass.range_constexpr(cute.size(accV)):
             accV[e] = rU[e] - accV[e]
         if L < CHUNK:
@@ -611,10 +495,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                 if tVcV[e][0] < L:
                     vval = accV[e]
                 accV[e] = vval
-        if cutlass.const_expr(fuse_o):
-            _stmatrix_bf16(st_V, accV_cv, rV_bf, tVbsVb)
-        else:
-            _stmatrix_bf16(st_V, accV_cv, rV_bf, tVsVn)
+        _stmatrix_bf16(st_V, accV_cv, rV_bf, tVsVn)
         for e in cutlass.range_constexpr(cute.size(accV)):
             cf = coef_b
             if tVcV[e][0] == row_a:
@@ -627,32 +508,12 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         _barrier(store_warp)
 
         # (5) wgmma 2: S += K^T P; meanwhile vnew[t0 + j, cols] = bf16(Vnew_j), j < L
-        if cutlass.const_expr(fuse_o):
-            accO2.fill(0.0)
         warpgroup.fence()
         for kb in cutlass.range_constexpr(num_kb2):
             cute.gemm(mma2, accS, tKr[None, None, kb, stage], tPr[None, None, kb, wg], accS)
-        if cutlass.const_expr(fuse_o):
-            # P Vnew (rows of P past the diagonal and columns j >= L are 0) into its own accumulator:
-            # Q S may still be in flight.  Waited with wgmma 2 (ptxas serialises the MMAs, C7514,
-            # or waits at the loop head, C7517, when these are left in flight across iterations)
-            for kb in cutlass.range_constexpr(num_kb4):
-                cute.gemm(mma1, accO2, tPqr[None, None, kb, stage], tVbr[None, None, kb, wg], accO2)
         warpgroup.commit_group()
-        if cutlass.const_expr(not fuse_o):
-            _store_rows_vb(L, store_warp, tma_vn, sVn, mVn_h, rows_out, cp_v, thr_v, tVnS, tVnC,
-                           t0, hv, col0, wg)
+        _store_rows_vb(L, store_warp, tma_vn, sVn, mVn_h, vnew, cp_v, thr_v, tVnS, tVnC, t0, hv, col0, wg)
         warpgroup.wait_group(0)
-
-    if cutlass.const_expr(fuse_o):
-        # the last chunk's output tile (sVn was read-complete before barrier B of that chunk)
-        if nch > 0:
-            t_last = bos + (nch - 1) * CHUNK
-            _combine_o(accO, accO2, tVcV, row_a, os_a, os_b)
-            _stmatrix_bf16(st_V, accO_cv, rV_bf, tVsVn)
-            _barrier(store_warp)
-            _store_rows_vb(eos - t_last, store_warp, tma_vn, sVn, mVn_h, rows_out, cp_v, thr_v, tVnS, tVnC,
-                           t_last, hv, col0, wg)
 
     # ---- final state; every TMA store of this CTA complete before its shared memory is released
     _store_state(accS, tScS, gS, has_state)
@@ -660,12 +521,12 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         cute.arch.cp_async_bulk_wait_group(0)
 
 
-def _rows_copy() -> cute.TiledCopy:
-    """16-byte thread copies of a (64, VB) tile by one warpgroup (32 rows x VB/8 vectors per
-    pass): a sequence's last, partial chunk leaves by these, rows j < L only."""
+def _rows_copy(vb: int = VB) -> cute.TiledCopy:
+    """16-byte thread copies of a (64, vb) tile by one warpgroup (128 / (vb/8) rows x vb/8
+    vectors per pass): a sequence's last, partial chunk leaves by these, rows j < L only."""
     return cute.make_tiled_copy_tv(
         cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128),
-        cute.make_layout((128 // (VB // 8), VB // 8), stride=(VB // 8, 1)),
+        cute.make_layout((128 // (vb // 8), vb // 8), stride=(vb // 8, 1)),
         cute.make_layout((1, 8)))
 
 
@@ -691,18 +552,6 @@ def _store_state(accS: cute.Tensor, tScS: cute.Tensor, gS: cute.Tensor, has_stat
 
 
 @cute.jit
-def _combine_o(accO: cute.Tensor, accO2: cute.Tensor, tVcV: cute.Tensor, row_a: Int32, os_a: Float32,
-               os_b: Float32):
-    """accO = rowscale * accO (Q S) + accO2 (P Vnew) once both are complete; rowscale is os_a
-    for row row_a, os_b for row row_a + 8 (the thread's two accumulator rows)."""
-    for e in cutlass.range_constexpr(cute.size(accO)):
-        osc = os_b
-        if tVcV[e][0] == row_a:
-            osc = os_a
-        accO[e] = accO[e] * osc + accO2[e]
-
-
-@cute.jit
 def _stmatrix_bf16(st: cute.TiledCopy, acc_cv: cute.Tensor, r_bf: cute.Tensor, dst: cute.Tensor):
     """fp32 accumulators (viewed in stmatrix order) -> bf16 registers -> a shared-memory tile."""
     for e in cutlass.range_constexpr(cute.size(acc_cv)):
@@ -723,31 +572,19 @@ def _barrier(store_warp):
 
 @cute.jit
 def _store_rows_vb(L: Int32, store_warp, tma_vn, sVn, mVn_h, rows_out: cute.Tensor, cp_v, thr_v,
-                   tVnS, tVnC, t0: Int32, hv: Int32, col0: Int32, wg: Int32):
-    """This warpgroup's staged (64, VB) tile sVn[..., wg] -> rows t0 + j, columns col0 .. + VB:
+                   tVnS, tVnC, t0: Int32, hv: Int32, col0: Int32, wg: Int32, vb: cutlass.Constexpr = VB):
+    """This warpgroup's staged (64, vb) tile sVn[..., wg] -> rows t0 + j, columns col0 .. + vb:
     one TMA store (storing warp) for a full chunk; a sequence's last, partial chunk (rows >= L
     belong to the next sequence) by 16-byte thread stores of rows j < L."""
     if L >= CHUNK:
         if store_warp:
-            _tma_store(tma_vn, sVn[None, None, wg], _gmem_tile(mVn_h, (t0, col0), (CHUNK, VB)))
+            _tma_store(tma_vn, sVn[None, None, wg], _gmem_tile(mVn_h, (t0, col0), (CHUNK, vb)))
     else:
         gV = cute.domain_offset((t0, col0), rows_out[None, hv, None])  # (j, v) -> [t0+j, hv, col0+v]
-        tVnG = thr_v.partition_D(cute.local_tile(gV, (CHUNK, VB), (0, 0)))
+        tVnG = thr_v.partition_D(cute.local_tile(gV, (CHUNK, vb), (0, 0)))
         for m in cutlass.range_constexpr(cute.size(tVnS, mode=[1])):
             if tVnC[0, m, 0][0] < L:
                 cute.copy(cp_v, tVnS[None, m, None], tVnG[None, m, None])
-
-
-@cute.jit
-def _row_rq(rq: cute.Tensor, hv: Int32, t0: Int32, eos: Int32, row_a: Int32, row_b: Int32,
-            qa: Float32, qb: Float32):
-    """rq of rows row_a and row_b of the chunk starting at token t0 (rows at or past eos: unchanged)."""
-    L = cutlass.min(eos - t0, CHUNK)
-    if row_a < L:
-        qa = rq[t0 + row_a, hv]
-    if row_b < L:
-        qb = rq[t0 + row_b, hv]
-    return qa, qb
 
 
 @cute.jit
@@ -768,25 +605,21 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, hv: Int32, t0: Int32, eos: Int
 
 
 @cute.jit
-def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, tma_q, mQ_h, tma_pq, mPq_h,
-                 sW, sU, sK, sQ, sPq, full_bar,
+def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
                  t0: Int32, cta_col0: Int32, stage: Int32, rank: Int32, num_wg: cutlass.Constexpr,
-                 cz: cutlass.Constexpr, fuse_o: cutlass.Constexpr):
+                 cz: cutlass.Constexpr):
     """Called by one whole (converged) warp: one elected lane arms the stage's mbarrier with the
     byte count of all 2 + num_wg copies; each TMA copy is issued by one elected lane (cute.copy
     elects internally).  U comes as num_wg tiles of (64, VB): warpgroup g's columns
     cta_col0 + g*VB .. + VB land in sU[:, :, stage*num_wg + g]."""
     bar = full_bar + stage
     with cute.arch.elect_one():
-        cute.arch.mbarrier_arrive_and_expect_tx(bar, _tma_bytes_per_stage(num_wg, fuse_o))
+        cute.arch.mbarrier_arrive_and_expect_tx(bar, _tma_bytes_per_stage(num_wg))
     _tma_load(tma_w, _gmem_tile(mW_h, (t0, 0), (CHUNK, DK)), sW[None, None, stage], bar, rank, cz)
     for g in cutlass.range_constexpr(num_wg):
         _tma_load(tma_u, _gmem_tile(mU_h, (t0, cta_col0 + g * VB), (CHUNK, VB)),
                   sU[None, None, stage * num_wg + g], bar, Int32(0), 1)
     _tma_load(tma_k, _gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, stage], bar, rank, cz)
-    if cutlass.const_expr(fuse_o):
-        _tma_load(tma_q, _gmem_tile(mQ_h, (t0, 0), (CHUNK, DK)), sQ[None, None, stage], bar, rank, cz)
-        _tma_load(tma_pq, _gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, stage], bar, rank, cz)
 
 
 def _gmem_tile(g_view, origin, tile):
@@ -818,13 +651,13 @@ def _tma_store(atom: cute.CopyAtom, s_tile: cute.Tensor, g_tile: cute.Tensor):
 
 
 # --------------------------------------------------------------------------- launch
-def _make_launch(num_wg: int, multicast: bool, fuse_o: bool):
-    """The launch function of the num_wg-warpgroup build, W/K multicast across a cluster or not,
-    output fused or not (parameter names: gdn_problem_t fields).
+def _make_launch(num_wg: int, multicast: bool):
+    """The launch function of the num_wg-warpgroup build, W/K multicast across a cluster or not
+    (parameter names: gdn_problem_t fields).
 
-    One kernel, one body: num_wg, the cluster size and fuse_o reach the kernel as compile-time
-    constants.  q, pqk, rq, out and scale are used by the fused builds only; vnew and h by the
-    others (the kernel gets stand-ins for what its build does not use)."""
+    One kernel, one body: num_wg and the cluster size reach the kernel as compile-time
+    constants.  The parameter list is the one every spine build shares (fake_args); q, pqk, rq,
+    out and scale are not used here."""
     assert num_wg in WG_BUILDS, num_wg
     threads = _threads(num_wg)
 
@@ -839,7 +672,6 @@ def _make_launch(num_wg: int, multicast: bool, fuse_o: bool):
         stream: cuda.CUstream,
     ):
         lay_w, lay_k, lay_u, lay_s, _, lay_vn = _smem_layouts(num_wg)
-        lay_q, lay_pq = _smem_layouts_o()
         load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
         cz = _cluster(num_wg, multicast)
         wk_load = cpasync.CopyBulkTensorTileG2SMulticastOp() if cz > 1 else load
@@ -853,28 +685,17 @@ def _make_launch(num_wg: int, multicast: bool, fuse_o: bool):
         tma_w, mW = cpasync.make_tiled_tma_atom(wk_load, w_view, cute.slice_(lay_w, (None, None, 0)), (CHUNK, DK), cz)
         tma_u, mU = cpasync.make_tiled_tma_atom(load, u_view, cute.slice_(lay_u, (None, None, 0)), (CHUNK, VB))
         tma_k, mK = cpasync.make_tiled_tma_atom(wk_load, k_view, cute.slice_(lay_k, (None, None, 0)), (DK, CHUNK), cz)
-        if cutlass.const_expr(fuse_o):
-            # the output tile leaves through the vnew staging tile and store atom; q and pqk
-            # tiles come in like W (q multicast like W and K: one q tile per key head)
-            o_view, q_view, pq_view = _tma_view(out, [0, 2, 1]), _tma_view(q, [0, 2, 1]), _tma_view(pqk, [0, 2, 1])
-            tma_vn, mVn = cpasync.make_tiled_tma_atom(store, o_view, cute.slice_(lay_vn, (None, None, 0)), (CHUNK, VB))
-            tma_q, mQ = cpasync.make_tiled_tma_atom(wk_load, q_view, cute.slice_(lay_q, (None, None, 0)), (CHUNK, DK), cz)
-            tma_pq, mPq = cpasync.make_tiled_tma_atom(wk_load, pq_view, cute.slice_(lay_pq, (None, None, 0)),
-                                                      (CHUNK, CHUNK), cz)
-            tma_h, mH = tma_w, mW                                # stand-in, not used (no h is written)
-        else:
-            tma_h, mH = cpasync.make_tiled_tma_atom(store, h_view, cute.slice_(lay_s_kv, (None, None, 0)), (DK, VB))
-            tma_vn, mVn = cpasync.make_tiled_tma_atom(store, vn_view, cute.slice_(lay_vn, (None, None, 0)), (CHUNK, VB))
-            tma_q, mQ, tma_pq, mPq = tma_w, mW, tma_w, mW        # stand-ins, not used
+        tma_h, mH = cpasync.make_tiled_tma_atom(store, h_view, cute.slice_(lay_s_kv, (None, None, 0)), (DK, VB))
+        tma_vn, mVn = cpasync.make_tiled_tma_atom(store, vn_view, cute.slice_(lay_vn, (None, None, 0)), (CHUNK, VB))
 
         T = w.shape[0]
         N = cu_seqlens.shape[0] - 1
         Hv = w.shape[1]
         hv_per_hk = Hv // k.shape[1]
         spine_wgmma_kernel(
-            tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn, tma_q, mQ, tma_pq, mPq,
-            gcum, rk, rq, cu_seqlens, chunk_offsets,
-            state, state_indices, vnew, out, scale, has_state, use_state_indices, hv_per_hk, num_wg, cz, fuse_o,
+            tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
+            gcum, rk, cu_seqlens, chunk_offsets,
+            state, state_indices, vnew, has_state, use_state_indices, hv_per_hk, num_wg, cz,
         ).launch(grid=plan.grid_spine_wgmma(T, N, Hv, num_wg), block=[threads, 1, 1],
                  cluster=[1, 1, cz], stream=stream)
 
@@ -882,15 +703,15 @@ def _make_launch(num_wg: int, multicast: bool, fuse_o: bool):
 
 
 # --------------------------------------------------------------------------- AOT variants
-_LAUNCHES: dict[tuple[int, bool, bool], object] = {}
+_LAUNCHES: dict[tuple[int, bool], object] = {}
 
 
-def launch_for(layout: str, warpgroups: int = 1, multicast: bool = False, fuse_o: bool = False):
+def launch_for(layout: str, warpgroups: int = 1, multicast: bool = False):
     """The launch function of a variant (cute_kernels/aot.py calls it with the variant kwargs);
     the state layout is a property of the fake state tensor only."""
-    key = (warpgroups, multicast, fuse_o)
+    key = (warpgroups, multicast)
     if key not in _LAUNCHES:
-        _LAUNCHES[key] = _make_launch(warpgroups, multicast, fuse_o)
+        _LAUNCHES[key] = _make_launch(warpgroups, multicast)
     return _LAUNCHES[key]
 
 
@@ -904,20 +725,15 @@ VARIANTS: dict[str, dict] = {
     "spine_wgmma_vk": {"layout": "vk", "warpgroups": 1, "multicast": False},
     "spine_wgmma_wg2_kv": {"layout": "kv", "warpgroups": 2, "multicast": True},
     "spine_wgmma_wg2_vk": {"layout": "vk", "warpgroups": 2, "multicast": True},
-    # the spine with the chunk output fused (no h, no vnew in HBM, no fwd_o launch): q, k, v, out
-    # 16-byte aligned (TMA); recompute_wu's _pqk builds supply the in-chunk attention.  Only the
-    # throughput build: with few CTAs the fused plan runs spine_lookahead (spine_la_o_*, run 24:
-    # 1.32 against this kernel's 1.44 us/chunk at B=1 as a one-warpgroup build)
-    "spine_wgmma_o_wg2_kv": {"layout": "kv", "warpgroups": 2, "multicast": True, "fuse_o": True},
-    "spine_wgmma_o_wg2_vk": {"layout": "vk", "warpgroups": 2, "multicast": True, "fuse_o": True},
 }
 
 
-def fake_args(dims, layout, warpgroups=1, multicast=False, fuse_o=False):
-    """Fake tensors/scalars for every parameter of spine_wgmma except stream, in order
-    (the same for every build)."""
+def fake_args(dims, layout, warpgroups=1, multicast=False):
+    """Fake tensors/scalars for every parameter of spine_wgmma except stream, in order: one list
+    for every spine build, here and in spine_rs.py (warpgroups and multicast are variant kwargs
+    that do not change it)."""
     return [
-        fake.qk(dims, stride_div=8, align=16),   # q: TMA source (fused output) -> 16 B aligned
+        fake.qk(dims, stride_div=8, align=16),   # q: TMA source (spine_rs) -> 16 B aligned
         fake.qk(dims, stride_div=8, align=16),   # k: TMA source -> 16 B aligned base and strides
         fake.ws_tvd(dims, DK),                   # w
         fake.ws_tvd(dims, DV),                   # u
@@ -931,7 +747,7 @@ def fake_args(dims, layout, warpgroups=1, multicast=False, fuse_o=False):
         fake.state_indices(dims),
         fake.ws_tvd(dims, DV),                   # vnew
         fake.ws_h(dims),                         # h
-        fake.tv(dims, stride_div=8, align=16),   # out: TMA destination (fused output)
+        fake.tv(dims, stride_div=8, align=16),   # out: TMA destination (spine_rs)
         fake.f32(1.0),                           # scale
         fake.i32(0),                             # has_state
         fake.i32(0),                             # use_state_indices

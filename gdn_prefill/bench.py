@@ -594,7 +594,7 @@ def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
         names.append(f"gdn:{s}")
     try:
         import gdn_prefill
-        if "wgmma" in spines and "spine_la_o_kv" in gdn_prefill.compiled_variants():
+        if "wgmma" in spines and "spine_rs_o_kv" in gdn_prefill.compiled_variants():
             names.append("gdn:wgmma-4k")
     except Exception:
         pass

@@ -17,6 +17,7 @@ HEAD_DIM_V = _C["GDN_HEAD_DIM_V"]
 SCALAR_SPINE_VBLOCK = _C["GDN_SCALAR_SPINE_VBLOCK"]
 SCALAR_SPINE_THREADS = _C["GDN_SCALAR_SPINE_THREADS"]
 WGMMA_SPINE_VBLOCK = _C["GDN_WGMMA_SPINE_VBLOCK"]
+RS_SPINE_VBLOCK = _C["GDN_RS_SPINE_VBLOCK"]
 SM_COUNT = _C["GDN_SM_COUNT"]   # H100/H200 SXM; a fixed constant, the device is never queried
 
 # The wgmma spine is built with 1 and with 2 warpgroups per CTA (CTA = 128 * warpgroups threads,
@@ -66,6 +67,15 @@ def spine_wgmma_warpgroups(N, Hv):
 
 def grid_spine_wgmma(T, N, Hv, warpgroups=1):
     return (N, Hv, HEAD_DIM_V // (WGMMA_SPINE_VBLOCK * warpgroups))
+
+
+def grid_spine_rs(T, N, Hv):
+    """spine_rs (the state in registers): one CTA per (sequence, value head, 64 state columns),
+    block x = (n * Hv + hv) * (V / 64) + vb: the CTAs that read one head's W, K, q and pqk tiles
+    (and the heads that share a key head's K and q) run side by side, so those tiles come from
+    DRAM once and from L2 after (with n slowest they were 256 CTAs apart at B=8: run 25, 1.7 GB
+    read where 1.0 GB is the data)."""
+    return (N * Hv * (HEAD_DIM_V // RS_SPINE_VBLOCK), 1, 1)
 
 
 def grid_fwd_o(T, N, Hv):

@@ -210,7 +210,7 @@ def test_main_job_without_gpu(monkeypatch, capsys):
     assert "spines: scalar: runs; wgmma: runs" in out and "auto runs 'wgmma'" in out
     import gdn_prefill
     from gdn_prefill import plan
-    assert "spine_wgmma_kv" in out and str(plan.grid_spine_wgmma(8192, 1, 32)) in out
+    assert "spine_rs_o_kv" in out and str(plan.grid_spine_rs(8192, 1, 32)) in out
     assert f"workspace: {gdn_prefill.workspace_bytes(8192, 1, 32):,} bytes" in out
     # the oracle check, with its error printed
     assert "reference.recurrent vs reference.chunked" in out and "-> OK" in out and "rel err o = " in out

@@ -2,8 +2,8 @@
 
 spine="wgmma" with q, k, v and out 16-byte aligned (token / head strides multiples of 8
 elements) runs three kernels: chunk_index, recompute_wu's _pqk build (it also writes the
-in-chunk attention) and spine_la_o* / spine_wgmma_o_wg2* (the spine computes the chunk output itself: no h, no
-vnew, no fwd_o).  Anything else runs the four-kernel plan, and explain() says why.
+in-chunk attention) and spine_rs_o* (the spine computes the chunk output itself: no h, no vnew,
+no fwd_o).  Anything else runs the four-kernel plan, and explain() says why.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_aligned_inputs_run_three_kernels(spine, layout):
     st = torch.empty(2, 4, D, D)
     plan = gdn_prefill.explain(*args, st, cu_seqlens=cu, spine=spine, state_layout=layout)
     assert plan["chosen"] == "wgmma" and plan["fused_output"] == "runs"
-    assert names(plan) == ["chunk_index", "recompute_wu_bf16_betaf32_a16_pqk", f"spine_la_o_{layout}"]
+    assert names(plan) == ["chunk_index", "recompute_wu_bf16_betaf32_a16_pqk", f"spine_rs_o_{layout}"]
 
 
 def test_bf16_beta_takes_its_pqk_build():

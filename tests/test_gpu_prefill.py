@@ -133,17 +133,28 @@ def spine_build(inp, spine):
     return plan["kernels"][2]["name"]
 
 
+def four_kernel_spine_build(inp):
+    """The wgmma spine build the four-kernel plan ("wgmma-4k") runs for these inputs."""
+    from gdn_prefill import _ext
+    return _ext._builds(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], torch.empty_like(inp["v"]),
+                        inp["state"], cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"],
+                        state_layout=inp["state_layout"], spine="wgmma", fused=0)[2]
+
+
 @pytest.mark.parametrize("form", WG2_FORMS)
 def test_wg2_forms_run_the_two_warpgroup_build(form):
-    """The many-sequence forms really exercise spine_wgmma_wg2_* (and the small ones WG=1)."""
+    """The many-sequence forms really exercise spine_wgmma_wg2_* in the four-kernel plan (the
+    "wgmma-4k" rows) and the small ones WG=1; prefill() runs the fused plan's spine_rs_o for both."""
     if not spine_compiled("wgmma"):
         pytest.skip("wgmma spine not built")
     T_list, Hk, Hv, mk, _ = FORMS[form]
     inp = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
-    assert spine_build(inp, "wgmma") == f"spine_wgmma_o_wg2_{inp['state_layout']}"
+    assert spine_build(inp, "wgmma") == f"spine_rs_o_{inp['state_layout']}"
+    assert four_kernel_spine_build(inp) == f"spine_wgmma_wg2_{inp['state_layout']}"
     T_list, Hk, Hv, mk, _ = FORMS["varlen_mix"]
     small = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
-    assert spine_build(small, "wgmma") == "spine_la_o_kv"
+    assert spine_build(small, "wgmma") == "spine_rs_o_kv"
+    assert four_kernel_spine_build(small) == "spine_wgmma_kv"
 
 
 def _odd_strides(inp, names=("q", "k", "v")):
@@ -176,9 +187,9 @@ def stage_params():
     """(spine, warpgroups, fused): the scalar spine, and each wgmma build forced on the same
     problem, in the four-kernel plan and with the output fused into the spine."""
     out = []
-    for spine, wg, fused in (("scalar", 0, 0), ("wgmma", 1, 0), ("wgmma", 2, 0), ("wgmma", 1, 1), ("wgmma", 2, 1)):
+    for spine, wg, fused in (("scalar", 0, 0), ("wgmma", 1, 0), ("wgmma", 2, 0), ("wgmma", 0, 1)):
         built = spine_compiled(spine) and (wg != 2 or "spine_wgmma_wg2_kv" in gdn_prefill.compiled_variants())
-        built = built and (not fused or "spine_la_o_kv" in gdn_prefill.compiled_variants())
+        built = built and (not fused or "spine_rs_o_kv" in gdn_prefill.compiled_variants())
         name = (f"{spine}-wg{wg}" if wg else spine) + ("-fused" if fused else "")
         out.append(pytest.param(spine, wg, fused, id=name,
                                 marks=pytest.mark.skipif(not built, reason=f"{name} not built")))

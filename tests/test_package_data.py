@@ -28,8 +28,7 @@ def test_variants_with_different_code_ship_different_cubins():
     names = _ext.compiled_variants()
     for a, b in (("spine_scalar_kv", "spine_scalar_vk"), ("spine_wgmma_kv", "spine_wgmma_vk"),
                  ("spine_wgmma_wg2_kv", "spine_wgmma_wg2_vk"), ("spine_wgmma_kv", "spine_wgmma_wg2_kv"),
-                 ("spine_la_o_kv", "spine_la_o_vk"), ("spine_wgmma_o_wg2_kv", "spine_wgmma_o_wg2_vk"),
-                 ("spine_la_o_kv", "spine_wgmma_o_wg2_kv")):
+                 ("spine_rs_o_kv", "spine_rs_o_vk")):
         if a in names and b in names:
             (ca,), (cb,) = _manifest.cubins(a), _manifest.cubins(b)
             assert open(ca, "rb").read() != open(cb, "rb").read(), (a, b)

@@ -28,8 +28,7 @@ def test_every_stage_and_spine_is_built():
                  "recompute_wu_bf16_betaf32_a16", "recompute_wu_bf16_betabf16_a16", "spine_scalar_kv",
                  "spine_scalar_vk", "spine_wgmma_kv", "spine_wgmma_vk", "spine_wgmma_wg2_kv", "spine_wgmma_wg2_vk",
                  "fwd_o_bf16", "fwd_o_bf16_a16", "recompute_wu_bf16_betaf32_a16_pqk",
-                 "recompute_wu_bf16_betabf16_a16_pqk", "spine_la_o_kv", "spine_la_o_vk",
-                 "spine_wgmma_o_wg2_kv", "spine_wgmma_o_wg2_vk"):
+                 "recompute_wu_bf16_betabf16_a16_pqk", "spine_rs_o_kv", "spine_rs_o_vk"):
         assert name in VARIANTS
 
 
@@ -50,13 +49,13 @@ def test_no_local_memory_traffic(variant):
 
 
 WGMMA_SPINES = [v for v in VARIANTS if v.startswith("spine_wgmma_")]
-LOOKAHEAD_SPINES = [v for v in VARIANTS if v.startswith("spine_la_")]
+RS_SPINES = [v for v in VARIANTS if v.startswith("spine_rs_")]
 
 
 @needs_nvdisasm
-@pytest.mark.parametrize("variant", WGMMA_SPINES + LOOKAHEAD_SPINES)
+@pytest.mark.parametrize("variant", WGMMA_SPINES + RS_SPINES)
 def test_wgmma_spine_uses_tensor_cores_and_tma(variant):
-    """HGMMA fed by TMA loads; h and vnew (fused builds: the output) leave by TMA stores; U
+    """HGMMA fed by TMA loads; h and vnew (spine_rs_o: the output) leave by TMA stores; U
     comes in by ldmatrix."""
     c = counts(variant)
     assert c["HGMMA"] > 0 and c["UTMALDG"] > 0 and c["UTMASTG"] > 0 and c["LDSM"] > 0, c
@@ -66,28 +65,36 @@ def test_wgmma_spine_uses_tensor_cores_and_tma(variant):
 @pytest.mark.parametrize("variant", WGMMA_SPINES)
 def test_wgmma_spine_waits_only_where_written(variant):
     """Two MMA waits per chunk and none injected by ptxas (it adds a WARPGROUP.DEPBAR, or
-    serialises every wgmma, when accumulator registers are touched while a wgmma is in flight).
-    The fused builds' first wait leaves Q S in flight (LE 1) while Vnew is computed."""
+    serialises every wgmma, when accumulator registers are touched while a wgmma is in flight)."""
     (cubin,) = _manifest.cubins(variant)
     waits = re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass.disassemble(cubin))
-    assert waits == (["0x1", "0x0"] if "_o_" in variant else ["0x0", "0x0"]), waits
+    assert waits == ["0x0", "0x0"], waits
 
 
 @needs_nvdisasm
 @pytest.mark.parametrize("layout", ["kv", "vk"])
-@pytest.mark.parametrize("wg", ["wg2_"])
-def test_fused_output_build_adds_the_output_mmas_and_tiles(layout, wg):
-    """spine_wgmma_o*: per chunk and warpgroup two more MMAs (Q S: 8 k-steps, P Vnew: 4) than the
-    spine alone, two more TMA tiles per stage (q, pqk) and one more bf16 tile per warpgroup
-    (Vnew as the B operand of P Vnew)."""
-    base, fused = f"spine_wgmma_{wg}{layout}", f"spine_wgmma_o_{wg}{layout}"
-    cb, cf = counts(base), counts(fused)
-    assert cf["HGMMA"] - cb["HGMMA"] == 8 + 4, (cb["HGMMA"], cf["HGMMA"])
-    b, f = _manifest.variant(base), _manifest.variant(fused)
-    chunk, dk, vb = ABI["GDN_CHUNK"], ABI["GDN_HEAD_DIM_K"], ABI["GDN_WGMMA_SPINE_VBLOCK"]
-    nwg = b["threads"] // 128
-    assert f["smem_bytes"] - b["smem_bytes"] == 2 * (2 * (chunk * dk + chunk * chunk) + nwg * chunk * vb)
-    assert (f["threads"], f["cluster"]) == (b["threads"], b["cluster"])
+def test_register_state_spine_feeds_every_mma_from_registers(layout):
+    """spine_rs_o: per chunk G1 = bf16(S^T) W^T and G2 = bf16(S^T) Q^T (8 k-steps of 64x64 each),
+    G3 = P^T K (4 of 64x128) and G4 = Vnew^T Pqk^T (4 of 64x64), every A operand in registers
+    (HGMMA R, R, gdesc); three MMA waits per chunk (G1 with G2 in flight, G2 with G3 in flight,
+    then nothing in flight across the loop's back edge) and one after it: none injected by
+    ptxas, no wgmma serialised.  No shared-memory round trip of S: the only STSM are the
+    output's (4 in the loop, 4 in the last chunk's epilogue after it), the only CTA barrier is
+    the set-up's (the warpgroup meets only itself, on named barrier 1); the TMA warp does every
+    load (no LDGSTS)."""
+    v = f"spine_rs_o_{layout}"
+    text = sass.disassemble(_manifest.cubins(v)[0])
+    c = counts(v)
+    assert c["HGMMA"] == 8 + 8 + 4 + 4, c["HGMMA"]
+    assert len(re.findall(r"HGMMA\.64x64x16\.F32\.BF16 R\d+, R\d+, gdesc", text)) == 20
+    assert len(re.findall(r"HGMMA\.64x128x16\.F32\.BF16 R\d+, R\d+, gdesc", text)) == 4
+    waits = re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", text)
+    assert waits == ["0x1", "0x1", "0x0", "0x0"], waits
+    assert c["STSM"] == 4 + 4 and c["LDGSTS"] == 0
+    assert len(re.findall(r"BAR\.SYNC\.DEFER_BLOCKING 0x0\b", text)) == 1
+    assert len(re.findall(r"BAR\.SYNC\.DEFER_BLOCKING 0x1, 0x80", text)) >= 1
+    info = _manifest.variant(v)
+    assert info["threads"] == 160 and info["cluster"] == 1
 
 
 @pytest.mark.parametrize("layout", ["kv", "vk"])
@@ -134,28 +141,11 @@ def test_aligned_builds_move_rows_in_16_byte_vectors(variant):
 @pytest.mark.parametrize("layout", ["kv", "vk"])
 def test_only_the_throughput_build_multicasts(layout):
     """The 2-warpgroup build loads W/K with cluster multicast (each CTA half, both receive it);
-    the 1-warpgroup latency build has no cluster and no multicast copy."""
+    the 1-warpgroup latency build and spine_rs_o have no cluster and no multicast copy."""
     def multicast_loads(variant):
         (cubin,) = _manifest.cubins(variant)
         return len(re.findall(r"\bUTMALDG\.[0-9]D\.MULTICAST\b", sass.disassemble(cubin)))
-    for wg2, latency in ((f"spine_wgmma_wg2_{layout}", f"spine_wgmma_{layout}"),
-                         (f"spine_wgmma_o_wg2_{layout}", f"spine_la_o_{layout}")):
-        assert multicast_loads(wg2) > 0 and _manifest.variant(wg2)["cluster"] == 2
-        assert multicast_loads(latency) == 0 and _manifest.variant(latency)["cluster"] == 1
-
-
-@needs_nvdisasm
-@pytest.mark.parametrize("layout", ["kv", "vk"])
-def test_lookahead_spine_splits_the_chain(layout):
-    """spine_la_o: per chunk the chain's W S (8 k-steps) and E P (4, its A operand E from
-    registers), the next chunk's E = W K^T (8 k-steps of N = 64) and the state's K^T P, Q S and
-    P Vnew (8 + 8 + 4); step -1 adds W_0 S_0 and E_0.  The handoffs between the two warpgroups
-    are named barriers (BAR.ARV by the producer), and all loads come from TMA (no LDGSTS)."""
-    v = f"spine_la_o_{layout}"
-    text = sass.disassemble(_manifest.cubins(v)[0])
-    c = counts(v)
-    assert c["HGMMA"] == (8 + 8) + (8 + 4 + 8) + (8 + 8 + 4), c["HGMMA"]
-    assert len(re.findall(r"HGMMA\.64x32x16\.F32\.BF16 R\d+, R\d+, gdesc", text)) == 4       # E P
-    assert len(re.findall(r"HGMMA\.64x64x16\.F32\.BF16", text)) == 16                        # E
-    assert len(re.findall(r"\bBAR\.ARV\b", text)) >= 3 and c["LDGSTS"] == 0
-    assert _manifest.variant(v)["threads"] == 288
+    wg2 = f"spine_wgmma_wg2_{layout}"
+    assert multicast_loads(wg2) > 0 and _manifest.variant(wg2)["cluster"] == 2
+    for single in (f"spine_wgmma_{layout}", f"spine_rs_o_{layout}"):
+        assert multicast_loads(single) == 0 and _manifest.variant(single)["cluster"] == 1

@@ -1,9 +1,12 @@
-"""The wgmma spine's two builds (1 or 2 warpgroups per CTA) and the rule that picks one per call.
+"""The four-kernel plan's wgmma spine builds (1 or 2 warpgroups per CTA), the rule that picks one
+per call, and the fused plan's one spine build.
 
-WG=1 (spine_wgmma_<layout>) while the 1-warpgroup grid N * Hv * 4 has at most
-GDN_WGMMA_WG1_MAX_CTAS (132) CTAs, WG=2 (spine_wgmma_wg2_<layout>) above; `spine="wgmma"` means either build.  CPU only:
-explain() runs the launcher's own choice without launching.  The tensors here are 16-byte
-aligned, so the fused-output builds (spine_la_o_<layout>, spine_wgmma_o_wg2_<layout>) run; the rule is the same.
+Four-kernel plan (here: `out` rows off the 16-byte grid): WG=1 (spine_wgmma_<layout>) while the
+1-warpgroup grid N * Hv * 4 has at most GDN_WGMMA_WG1_MAX_CTAS (132) CTAs, WG=2
+(spine_wgmma_wg2_<layout>) above; `spine="wgmma"` means either build.  Fused plan (every tensor
+16-byte aligned): spine_rs_o_<layout> whatever N and Hv (its grid, plan.grid_spine_rs, has
+N * Hv * 2 CTAs of 160 threads).  CPU only: explain() runs the launcher's own choice without
+launching.
 """
 from __future__ import annotations
 
@@ -16,13 +19,15 @@ from gdn_prefill import _abi, _ext, plan
 D = 128
 
 
-def problem(n_seq, Hk, Hv, seq_len=64, state=True):
-    """Empty CPU tensors for n_seq sequences of seq_len tokens (explain reads no values)."""
+def problem(n_seq, Hk, Hv, seq_len=64, state=True, fused=False):
+    """Empty CPU tensors for n_seq sequences of seq_len tokens (explain reads no values); unless
+    fused, `out` starts 2 bytes past a 16-byte boundary, so the four-kernel plan runs."""
     T = n_seq * seq_len
     bf = torch.bfloat16
     q = torch.empty(T, Hk, D, dtype=bf)
     v = torch.empty(T, Hv, D, dtype=bf)
-    args = (q, torch.empty_like(q), v, torch.empty(T, Hv), torch.empty(T, Hv), torch.empty_like(v))
+    out = torch.empty_like(v) if fused else torch.empty(T * Hv * D + 1, dtype=bf)[1:].view(T, Hv, D)
+    args = (q, torch.empty_like(q), v, torch.empty(T, Hv), torch.empty(T, Hv), out)
     st = torch.empty(n_seq, Hv, D, D) if state else None
     cu = torch.arange(0, T + 1, seq_len, dtype=torch.int32)
     return args, st, cu
@@ -47,7 +52,7 @@ def test_many_sequences_times_heads_pick_the_two_warpgroup_build(layout, spine):
     p = gdn_prefill.explain(*args, st, cu_seqlens=cu, state_layout=layout, spine=spine)
     assert p["chosen"] == "wgmma"
     k = spine_launch(p)
-    assert k["name"] == f"spine_wgmma_o_wg2_{layout}"
+    assert k["name"] == f"spine_wgmma_wg2_{layout}"
     assert k["grid"] == (16, 32, 2) == plan.grid_spine_wgmma(16 * 64, 16, 32, 2)
     assert k["block"] == 256
     assert k["cluster"] == 2     # the 2 CTAs of a (sequence, head) share W/K by TMA multicast
@@ -60,10 +65,25 @@ def test_one_sequence_picks_the_one_warpgroup_build(layout):
     p = gdn_prefill.explain(*args, st, cu_seqlens=cu, state_layout=layout)
     assert p["chosen"] == "wgmma"
     k = spine_launch(p)
-    assert k["name"] == f"spine_la_o_{layout}"
+    assert k["name"] == f"spine_wgmma_{layout}"
     assert k["grid"] == (1, 32, 4) == plan.grid_spine_wgmma(4096, 1, 32)
-    assert k["block"] == 288     # the chain and state warpgroups and the TMA warp of spine_lookahead
+    assert k["block"] == 128
     assert k["cluster"] == 1     # latency build: no cluster lockstep
+
+
+@pytest.mark.parametrize("layout", ["kv", "vk"])
+@pytest.mark.parametrize("n_seq, Hv", [(1, 32), (16, 32), (1, 1), (33, 4)])
+def test_fused_plan_runs_the_register_state_spine_in_every_regime(n_seq, Hv, layout):
+    """Aligned tensors: spine_rs_o whatever N * Hv; one CTA per (sequence, head, 64 state columns),
+    the 2 CTAs of a head adjacent in the 1-D grid; a warpgroup and a TMA warp (160 threads)."""
+    args, st, cu = problem(n_seq, 1, Hv, state=True, fused=True)
+    p = gdn_prefill.explain(*args, st, cu_seqlens=cu, state_layout=layout, spine="wgmma")
+    assert p["fused_output"] == "runs"
+    k = spine_launch(p)
+    assert k["name"] == f"spine_rs_o_{layout}"
+    assert k["grid"] == (n_seq * Hv * 2, 1, 1) == plan.grid_spine_rs(n_seq * 64, n_seq, Hv)
+    assert k["block"] == 160 and k["cluster"] == 1
+    assert plan.RS_SPINE_VBLOCK == _abi.CONSTANTS["GDN_RS_SPINE_VBLOCK"] == 64
 
 
 def test_scalar_spine_is_unaffected():
@@ -78,7 +98,7 @@ def test_threshold_edges(n_seq, Hv, wg):
     """The 1-warpgroup grid has 4 * N * Hv CTAs: up to 132 stays WG=1, 136 and up go WG=2."""
     args, st, cu = problem(n_seq, 1, Hv, seq_len=1, state=False)
     k = spine_launch(gdn_prefill.explain(*args, st, cu_seqlens=cu, spine="wgmma"))
-    assert k["name"] == ("spine_wgmma_o_wg2_kv" if wg == 2 else "spine_la_o_kv")
+    assert k["name"] == ("spine_wgmma_wg2_kv" if wg == 2 else "spine_wgmma_kv")
     assert k["grid"] == (n_seq, Hv, 4 // wg)
 
 

@@ -17,6 +17,7 @@
 #define GDN_SCALAR_SPINE_VBLOCK 32   /* V columns of the state owned by one CTA     */
 #define GDN_SCALAR_SPINE_THREADS 128
 #define GDN_WGMMA_SPINE_VBLOCK 32    /* V columns of the state per warpgroup        */
+#define GDN_RS_SPINE_VBLOCK 64       /* V columns per CTA of the register-state spine (M of its MMAs) */
 #define GDN_SM_COUNT 132             /* SMs of an H100/H200 SXM (never queried)      */
 /* wgmma spine: the 1-warpgroup build runs while its grid N*Hv*(V/VBLOCK) has at most this
  * many CTAs (one per SM); beyond, the 2-warpgroup build whose warpgroups share one W/K copy

@@ -56,18 +56,15 @@ _v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][0] = gdn_variant_id(b"spine_wgmma_vk")
 _v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV][1] = gdn_variant_id(b"spine_wgmma_wg2_kv")
 _v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_wg2_vk")
 # The fused plan (spine="wgmma" with q, k, v, out 16-byte aligned): recompute_wu also writes the
-# in-chunk attention (pqk) and the spine computes the output itself (spine_la_o_* with few CTAs,
-# spine_wgmma_o_wg2_* with many): three
-# launches, no h / vnew round trip through HBM, no fwd_o.  _fused_guard() decides per call.
+# in-chunk attention (pqk) and the spine computes the output itself (spine_rs_o_*: the state in
+# the registers of one warpgroup per 64 state columns, every regime): three launches, no h / vnew
+# round trip through HBM, no fwd_o.  _fused_guard() decides per call.
 cdef int _v_wu_pqk[2]     # [beta is bf16]
 _v_wu_pqk[0] = gdn_variant_id(b"recompute_wu_bf16_betaf32_a16_pqk")
 _v_wu_pqk[1] = gdn_variant_id(b"recompute_wu_bf16_betabf16_a16_pqk")
-cdef int _v_spine_o[NUM_LAYOUTS][NUM_SPINE_WG]             # [GDN_STATE_*][_wgmma_warpgroups() - 1]:
-                                                           # the latency regime's build has its own layout
-_v_spine_o[GDN_STATE_KV][0] = gdn_variant_id(b"spine_la_o_kv")
-_v_spine_o[GDN_STATE_VK][0] = gdn_variant_id(b"spine_la_o_vk")
-_v_spine_o[GDN_STATE_KV][1] = gdn_variant_id(b"spine_wgmma_o_wg2_kv")
-_v_spine_o[GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_o_wg2_vk")
+cdef int _v_spine_o[NUM_LAYOUTS]                           # [GDN_STATE_*]
+_v_spine_o[GDN_STATE_KV] = gdn_variant_id(b"spine_rs_o_kv")
+_v_spine_o[GDN_STATE_VK] = gdn_variant_id(b"spine_rs_o_vk")
 
 SPINES = {"auto": GDN_SPINE_AUTO, "scalar": GDN_SPINE_SCALAR, "wgmma": GDN_SPINE_WGMMA}
 SPINE_NAMES = {GDN_SPINE_SCALAR: "scalar", GDN_SPINE_WGMMA: "wgmma"}
@@ -428,7 +425,7 @@ cdef int _spine_guard(const gdn_problem_t *p, int spine, int state_layout, char 
     return GDN_OK
 
 
-cdef int _fused_guard(const gdn_problem_t *p, int chosen, int state_layout, int warpgroups, char *why) noexcept nogil:
+cdef int _fused_guard(const gdn_problem_t *p, int chosen, int state_layout, char *why) noexcept nogil:
     """0 if the fused plan (spine + output in one kernel) can serve this problem with the chosen
     spine, else GDN_ERR_SPINE and the reason (then the three-kernel plan runs)."""
     if chosen != GDN_SPINE_WGMMA:
@@ -441,10 +438,7 @@ cdef int _fused_guard(const gdn_problem_t *p, int chosen, int state_layout, int 
                  "that are multiples of 8 elements (strides %lld, %lld)", _row_name(p, bad),
                  <long long>bad.stride[0], <long long>bad.stride[1])
         return GDN_ERR_SPINE
-    if warpgroups == 0:
-        warpgroups = _spine_warpgroups(p, chosen)
-    if (warpgroups < 1 or warpgroups > NUM_SPINE_WG or _v_spine_o[state_layout][warpgroups - 1] < 0
-            or _v_wu_pqk[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0] < 0):
+    if _v_spine_o[state_layout] < 0 or _v_wu_pqk[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0] < 0:
         snprintf(why, MSG_CAP, "variant: the fused-output builds are not compiled into this build")
         return GDN_ERR_UNKNOWN_VARIANT
     return GDN_OK
@@ -586,23 +580,22 @@ cdef bint _aligned16(const gdn_problem_t *p) noexcept nogil:
 cdef int _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int warpgroups, int fused,
                      int *ids) noexcept nogil:
     """The build of each launch (-1 where it is not compiled in); returns the number of launches:
-    3 for the fused plan (chunk_index, recompute_wu with pqk, spine_la_o / spine_wgmma_o_wg2), else 4 (chunk_index,
+    3 for the fused plan (chunk_index, recompute_wu with pqk, spine_rs_o), else 4 (chunk_index,
     recompute_wu, spine, fwd_o).  The one place that picks the plan and the beta dtype, _a16 and
     warpgroups builds: prefill, explain and the stage test hook all read their launches from here.
     warpgroups 0 / fused -1: the rules; otherwise forced (test / benchmark hook only)."""
     cdef int a16 = 1 if _aligned16(p) else 0
     cdef int bbf16 = 1 if p.beta.dtype == GDN_DTYPE_BF16 else 0
     cdef char why[MSG_CAP]
-    if warpgroups == 0:
-        warpgroups = _spine_warpgroups(p, chosen)
     if fused < 0:
-        fused = 1 if _fused_guard(p, chosen, state_layout, warpgroups, why) == GDN_OK else 0
+        fused = 1 if _fused_guard(p, chosen, state_layout, why) == GDN_OK else 0
     ids[0] = _v_chunk_index
     if fused:
         ids[1] = _v_wu_pqk[bbf16] if a16 else -1
-        ids[2] = (_v_spine_o[state_layout][warpgroups - 1]
-                  if a16 and chosen == GDN_SPINE_WGMMA and 1 <= warpgroups <= NUM_SPINE_WG else -1)
+        ids[2] = _v_spine_o[state_layout] if a16 and chosen == GDN_SPINE_WGMMA else -1
         return 3
+    if warpgroups == 0:
+        warpgroups = _spine_warpgroups(p, chosen)
     ids[1] = _v_wu[bbf16][a16]
     ids[2] = _spine_variant(p, chosen, state_layout, warpgroups)
     ids[3] = _v_fwd_o[a16]
@@ -836,7 +829,8 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     if _SUMMARY:
         _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s grid(spine)=%s build=%s", name,
                   p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.q.shape[1], p.v.shape[1], state_layout,
-                  _spine_grid(chosen, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]),
+                  _spine_grid(chosen, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], 0,
+                              _fused_guard(&p, chosen, layout_code, msg) == GDN_OK),
                   _summary_build(&p, chosen, layout_code))
     return name
 
@@ -848,8 +842,11 @@ cdef str _summary_build(const gdn_problem_t *p, int chosen, int layout_code):
     return gdn_variant_name(ids[2]).decode()
 
 
-def _spine_grid(int chosen, T, N, Hv, int warpgroups=0):
-    """Grid of the spine build that runs (warpgroups 0: the launcher's rule for N, Hv)."""
+def _spine_grid(int chosen, T, N, Hv, int warpgroups=0, bint fused=False):
+    """Grid of the spine build that runs (warpgroups 0: the launcher's rule for N, Hv; fused: the
+    fused plan's spine_rs_o, whatever N and Hv)."""
+    if fused:
+        return _plan.grid_spine_rs(T, N, Hv)
     if chosen == GDN_SPINE_WGMMA:
         return _plan.grid_spine_wgmma(T, N, Hv, warpgroups or _wgmma_warpgroups(N, Hv))
     return _plan.grid_spine_scalar(T, N, Hv)
@@ -894,11 +891,11 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     rc = _stage_ids(&p, chosen, layout_code, ids, &n, msg)
     if rc != GDN_OK:
         _raise(rc, msg)
-    fused = "runs" if _fused_guard(&p, chosen, layout_code, 0, why) == GDN_OK else why.decode()
+    fused = "runs" if _fused_guard(&p, chosen, layout_code, why) == GDN_OK else why.decode()
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
     spine_name = SPINE_NAMES[chosen]
     grids = (_plan.grid_chunk_index(T, N, Hv), _plan.grid_recompute_wu(T, N, Hv),
-             _spine_grid(chosen, T, N, Hv), _plan.grid_fwd_o(T, N, Hv))
+             _spine_grid(chosen, T, N, Hv, 0, n == 3), _plan.grid_fwd_o(T, N, Hv))
     kernels = [(gdn_variant_name(ids[i]).decode(), grids[i]) for i in range(n)]
     from gdn_prefill import _manifest
     return {
@@ -954,9 +951,9 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
 
     `stages` is a subset of ("chunk_index", "recompute_wu", "spine", "fwd_o"), run in that order,
     so GPU tests can check each stage's workspace output against the fp64 oracle.  The builds
-    are the ones prefill() picks; `warpgroups` 1 or 2 forces the wgmma build of that regime
-    instead (the fused plan's regime-1 build is spine_la_o, 288 threads; benchmarks of the
-    warpgroups rule; 0: the rule) and `fused` 0 / 1 the four-kernel or the
+    are the ones prefill() picks; `warpgroups` 1 or 2 forces the four-kernel plan's wgmma spine
+    build of that regime instead (benchmarks of the warpgroups rule; 0: the rule; the fused
+    plan has one spine build, spine_rs_o) and `fused` 0 / 1 the four-kernel or the
     fused-output plan (-1: the rule; the fused plan has no fwd_o stage and writes no h / vnew).
     """
     cdef gdn_problem_t p
@@ -980,7 +977,7 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     if rc == GDN_OK:
         # only the requested stages must be compiled in
         nplan = _select_ids(&p, chosen, layout_code, warpgroups, fused, all_ids)
-        if fused == 1 and _fused_guard(&p, chosen, layout_code, warpgroups, msg) != GDN_OK:
+        if fused == 1 and _fused_guard(&p, chosen, layout_code, msg) != GDN_OK:
             raise _errors.GdnSpineError(f"fused: {msg.decode()}")
         for i in range(4):
             if order[i] in stages:

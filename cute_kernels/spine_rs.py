@@ -1,0 +1,487 @@
+"""The fused spine with the state in registers (builds spine_rs_o_<layout>): spine="wgmma".
+
+The fused plan's spine in every regime (it replaced spine_la_o and spine_wgmma_o_wg2, run 27):
+O = rowscale * Q S + Pqk Vnew, no h, no vnew, the same contract as every spine.  The state is
+carried transposed, S^T (V x K), in the accumulators of one warpgroup, so that every MMA of a
+chunk takes its A operand straight from registers and the chunk-to-chunk chain never goes
+through shared memory:
+
+    rS = bf16(S^T)                                    A of G1 and G2 (64 v x 128 k)
+    G1  X = rS W^T           M=64 v, N=64 j, K=128    B = the W tile (K-major, as stored)
+    G2  Y = rS Q^T           M=64 v, N=64 i, K=128    B = the q tile (K-major, as stored)
+        Vnew^T = U^T - X     (U^T by transposing ldmatrix; columns j >= L selected to 0)
+    G3  S^T = g S^T + bf16(Vnew^T coef_j) K           M=64 v, N=128 k, K=64 j; B = K (MN-major)
+    G4  O^T = c_i Y + bf16(Vnew^T) Pqk^T              M=64 v, N=64 i, K=64 j; B = pqk (K-major)
+
+with coef_j = exp(g_last - gcum_j) rk_j and c_i = scale rq_i exp(gcum_i) (DESIGN.md §1), so
+the state stays fp32 across chunks and the decay is an fp32 multiply, as in every spine.
+The chain of a chunk is G3(i-1) -> rS -> G1 -> Vnew -> G3: two MMAs and register work, no
+fence, no barrier.  The cost: M = 64 state columns per warpgroup (the A operand's rows), so one
+(sequence, head) is 2 CTAs, not 4 (64 CTAs for one sequence at Hv = 32).
+
+Run 12 (branch spine-rs) measured the four-kernel form of this idea at 2.25 us/chunk (B=1):
+it also staged bf16(S) (16 KB) per chunk for fwd_o, issued its TMA loads and stores from the
+warpgroup itself and met in a CTA barrier every chunk.  Here a loader warp (warp 4) owns every
+TMA load and computes each chunk's coefficient table (coef_j, c_i, exp(g_last)) into shared
+memory beside the tiles, and the warpgroup synchronises only with itself (one named barrier per
+chunk, for the output tile).
+
+Per chunk i (slot s = i % NSLOT of a TMA ring: W, U (64 v columns), K, q, pqk tiles of chunk i
+and its coefficient table; full[s] completes on the TMA bytes and the loader's 32 table
+writers; empty[s] on the 4 consumer warps, in the epilogue of chunk i):
+    wait full[s]; (partial chunk: zero K rows >= L, a NaN there would survive 0 * NaN in G3)
+    rS = bf16(S^T); issue G1, then G2 behind it
+    under them: S^T *= exp(g_last_i), U^T by ldmatrix, the epilogue of chunk i-1 (its O^T as
+      bf16 registers -> transposing stmatrix -> TMA store; release its slot)
+    wait G1 (G2 in flight); Vnew^T, P^T; issue G3; wait G2 (G3 in flight); Y *= c_i; issue G4
+    wait G3 and G4; O^T -> bf16 registers
+Nothing is in flight across the loop's back edge and the epilogue reads no register a wgmma
+wrote: otherwise ptxas serialises every wgmma (C7515: loop-carried accumulators are moved while
+a group is in flight) or waits for G1 there (C7517), run 25.  tests/test_sass.py pins the
+three waits per chunk (LE 1, LE 1, LE 0).
+Measured (run 27, H200, Hv = 32): 1.30 us/chunk at B=1 T=4K (spine_la_o 1.35), 5.96 at B=8
+(spine_wgmma_o_wg2 7.77); the whole prefill 2-19 % faster at every benchmarked shape.
+
+Masking: rows >= L of a partial chunk's W / U / q / pqk tiles may be another sequence's rows
+or uninitialised workspace: Vnew^T columns j >= L are selected to 0 (not multiplied), output
+columns i >= L are never stored (thread stores of rows < L), and K rows >= L are zeroed in
+shared memory before G3.
+"""
+from __future__ import annotations
+
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass import BFloat16, Float32, Int32
+from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
+from cutlass.tensor_utils import LayoutEnum
+
+from gdn_prefill import plan
+
+from cute_kernels import spine_wgmma as sw
+
+CHUNK = sw.CHUNK                      # 64
+DK = sw.DK                            # 128
+DV = sw.DV                            # 128
+VB = plan.RS_SPINE_VBLOCK             # 64 state columns per CTA: M of every MMA (grid z = DV / VB)
+NSLOT = 3                             # TMA ring slots (a slot is released one chunk after its MMAs issue)
+THREADS = 160                         # warpgroup 0: the state and the output; warp 4: loads and tables
+LOAD_WARP = 4
+BAR_WG = 1                            # the warpgroup's own named barrier (0 is the CTA barrier)
+TAB = 2 * CHUNK + 4                   # coefficient table per slot: coef_j [64], c_i [64], exp(g_last)
+assert CHUNK == 64 and DK == 128 and VB == 64 and DV % VB == 0
+
+_W_BYTES = CHUNK * DK * 2
+_U_BYTES = CHUNK * VB * 2
+_K_BYTES = CHUNK * DK * 2
+_Q_BYTES = CHUNK * DK * 2
+_PQ_BYTES = CHUNK * CHUNK * 2
+_TMA_BYTES = _W_BYTES + _U_BYTES + _K_BYTES + _Q_BYTES + _PQ_BYTES     # 64 KB per slot
+
+
+def _smem_tiles() -> dict[str, int]:
+    """bf16 elements of each shared-memory tile, in allocation order (each 1024-aligned)."""
+    return {"sW": NSLOT * CHUNK * DK, "sK": NSLOT * DK * CHUNK, "sU": NSLOT * CHUNK * VB,
+            "sQ": NSLOT * CHUNK * DK, "sPq": NSLOT * CHUNK * CHUNK, "sO": 2 * CHUNK * VB}
+
+
+_NBARS = 2 * NSLOT                    # full[NSLOT], empty[NSLOT]
+
+
+def _smem_bytes() -> int:
+    def up(x, a):
+        return (x + a - 1) // a * a
+    off = 8 * _NBARS + 4 * NSLOT * TAB
+    for n in _smem_tiles().values():
+        off = up(off, 1024) + 2 * n
+    return off
+
+
+assert _smem_bytes() <= 227 * 1024, _smem_bytes()
+
+
+def _shared_storage():
+    fields = {"full": cute.struct.MemRange[cutlass.Int64, NSLOT],
+              "empty": cute.struct.MemRange[cutlass.Int64, NSLOT],
+              "tab": cute.struct.MemRange[Float32, NSLOT * TAB]}
+    for name, n in _smem_tiles().items():
+        fields[name] = cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024]
+    return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
+
+
+def _smem_layouts():
+    """sW, sQ (64 rows, 128 k, slot): K-major B of G1 / G2 (the tiles as stored);
+    sK (128 k, 64 rows, slot): MN-major B of G3 (the K tile as stored, k contiguous);
+    sPq (64 i, 64 j, slot): K-major B of G4; sU (64 j, 64 v, slot) and sO (64 i, 64 v, 2):
+    v contiguous, read / written transposed by ldmatrix / stmatrix."""
+    t1 = (VB, CHUNK, DK)        # G1, G2 (M, N, K)
+    t3 = (VB, DK, CHUNK)        # G3
+    t4 = (VB, CHUNK, CHUNK)     # G4
+    sW = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t1, BFloat16, NSLOT)
+    sQ = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t1, BFloat16, NSLOT)
+    sK = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, t3, BFloat16, NSLOT)
+    sPq = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t4, BFloat16, NSLOT)
+    atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, BFloat16)   # 64-wide rows
+    sU = cute.tile_to_shape(atom, (CHUNK, VB, NSLOT), order=(0, 1, 2))
+    sO = cute.tile_to_shape(atom, (CHUNK, VB, 2), order=(0, 1, 2))
+    return dict(sW=sW, sK=sK, sU=sU, sQ=sQ, sPq=sPq, sO=sO)
+
+
+def _tiled_mmas():
+    """mma_n64: G1, G2, G4 (M = 64 v, N = 64, B K-major); mma_s: G3 (N = 128 k, B MN-major);
+    both with the A operand in registers."""
+    mma_n64 = sm90_utils.make_trivial_tiled_mma(
+        BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.K, Float32, (1, 1, 1),
+        tiler_mn=(VB, CHUNK), a_source=warpgroup.OperandSource.RMEM)
+    mma_s = sm90_utils.make_trivial_tiled_mma(
+        BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.MN, Float32, (1, 1, 1),
+        tiler_mn=(VB, DK), a_source=warpgroup.OperandSource.RMEM)
+    # a 64-row accumulator is read in place as the A fragment of a 64-row MMA (_acc_as_a_layout):
+    # same thread modes, value modes (2, 2, N/8) against (2, 2, 2) per 16-wide k block
+    assert str(mma_s.tv_layout_C) == "((4,8,4),(2,2,16)):((128,1,16),(64,8,512))", str(mma_s.tv_layout_C)
+    assert str(mma_n64.tv_layout_C) == "((4,8,4),(2,2,8)):((128,1,16),(64,8,512))", str(mma_n64.tv_layout_C)
+    assert str(mma_n64.tv_layout_A) == "((4,8,4),(2,2,2)):((128,1,16),(64,8,512))", str(mma_n64.tv_layout_A)
+    assert str(mma_s.tv_layout_A) == str(mma_n64.tv_layout_A)
+    return mma_n64, mma_s
+
+
+def _acc_as_a_layout(acc_layout, n_kb: int):
+    """Register layout reading a 64-row accumulator as the A fragment of a 64-row MMA whose K is
+    the accumulator's N: A value (k0, r, h) of k block kb is accumulator value (c0, r, 2 kb + h)."""
+    (s0, s1, s2) = acc_layout.stride[0]
+    return cute.make_layout(((2, 2, 2), 1, n_kb), stride=((s0, s1, s2), 0, 2 * s2))
+
+
+# --------------------------------------------------------------------------- kernel
+@cute.kernel
+def spine_rs_kernel(
+    tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom, mU: cute.Tensor,
+    tma_k: cute.CopyAtom, mK: cute.Tensor, tma_o: cute.CopyAtom, mO: cute.Tensor,
+    tma_q: cute.CopyAtom, mQ: cute.Tensor, tma_pq: cute.CopyAtom, mPq: cute.Tensor,
+    gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, cu_seqlens: cute.Tensor,
+    state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, scale: Float32,
+    has_state: Int32, use_state_indices: Int32, hv_per_hk: Int32, Hv: Int32,
+):
+    tidx, _, _ = cute.arch.thread_idx()
+    bx, _, _ = cute.arch.block_idx()
+    nvb = DV // VB                        # plan.grid_spine_rs: vb fastest, then hv, then n
+    vb = bx % nvb
+    hv = (bx // nvb) % Hv
+    n = bx // (nvb * Hv)
+    warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+
+    lay = _smem_layouts()
+    SharedStorage = _shared_storage()
+    tiles = _smem_tiles()
+    for name in tiles:
+        assert cute.cosize(lay[name]) == tiles[name], name
+    assert SharedStorage.size_in_bytes() == _smem_bytes(), SharedStorage.size_in_bytes()
+    storage = cutlass.utils.SmemAllocator().allocate(SharedStorage)
+    full_bar = storage.full.data_ptr()
+    empty_bar = storage.empty.data_ptr()
+    sTab = storage.tab.get_tensor(cute.make_layout((TAB, NSLOT)))
+
+    def view(field, layout):
+        return getattr(storage, field).get_tensor(layout.outer, swizzle=layout.inner)
+    sW, sK, sU, sQ, sPq, sO = (view(f, lay[f]) for f in ("sW", "sK", "sU", "sQ", "sPq", "sO"))
+    # the (v, j) / (v, i) views of the U and output tiles: ldmatrix / stmatrix move them transposed
+    sU_vj = view("sU", cute.select(lay["sU"], mode=[1, 0, 2]))     # (64 v, 64 j, slot)
+    sO_vi = view("sO", cute.select(lay["sO"], mode=[1, 0, 2]))     # (64 v, 64 i, 2)
+
+    if warp_idx == LOAD_WARP:
+        for t in (tma_w, tma_u, tma_k, tma_o, tma_q, tma_pq):
+            cpasync.prefetch_descriptor(t)
+    if tidx == 0:
+        for s in cutlass.range_constexpr(NSLOT):
+            cute.arch.mbarrier_init(full_bar + s, 1 + 32)     # the TMA bytes' arrive + 32 table writers
+            cute.arch.mbarrier_init(empty_bar + s, 4)         # the four consumer warps
+    cute.arch.mbarrier_init_fence()
+    cute.arch.sync_threads()
+
+    run, slot = sw._pool_slot(n, state_indices, use_state_indices)      # padding entries skip
+    if run != 0:
+        bos = cu_seqlens[n]
+        eos = cu_seqlens[n + 1]
+        nch = (eos - bos + (CHUNK - 1)) // CHUNK
+        col0 = vb * VB
+        if warp_idx == LOAD_WARP:
+            _loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, gcum, rk, rq, scale,
+                   tma_w, mW, tma_u, mU, tma_k, mK, tma_q, mQ, tma_pq, mPq, sW, sU, sK, sQ, sPq)
+        else:
+            _state(tidx, warp_idx, hv, slot, bos, eos, nch, col0, sW, sK, sU_vj, sQ, sPq, sO, sO_vi, sTab,
+                   full_bar, empty_bar, tma_o, mO, state, out, has_state)
+
+
+@cute.jit
+def _state(ltid: Int32, warp_idx: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32,
+           col0: Int32, sW, sK, sU_vj, sQ, sPq, sO, sO_vi, sTab, full_bar, empty_bar, tma_o, mO,
+           state: cute.Tensor, out: cute.Tensor, has_state: Int32):
+    """Warpgroup 0: S^T through the sequence and the output of every chunk (module docstring)."""
+    mma_n64, mma_s = _tiled_mmas()
+    store_warp = warp_idx == 0            # issues the output's TMA stores
+    mO_h = mO[None, None, hv]
+
+    thr_n = mma_n64.get_slice(ltid)
+    thr_s = mma_s.get_slice(ltid)
+    tWb = thr_n.make_fragment_B(thr_n.partition_B(sW))          # (MMA, 1, 8, NSLOT)
+    tQb = thr_n.make_fragment_B(thr_n.partition_B(sQ))          # (MMA, 1, 8, NSLOT)
+    tPqb = thr_n.make_fragment_B(thr_n.partition_B(sPq))        # (MMA, 1, 4, NSLOT)
+    tKb = thr_s.make_fragment_B(thr_s.partition_B(sK))          # (MMA, 1, 4, NSLOT)
+    accSt = cute.make_rmem_tensor(thr_s.partition_shape_C((VB, DK)), Float32)      # S^T[v, k]
+    accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # W S, then Vnew^T
+    accY = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # Q S, then O^T
+    assert str(accSt.layout) == "((2,2,16),1,1):((1,2,4),0,0)", str(accSt.layout)
+    assert str(accX.layout) == "((2,2,8),1,1):((1,2,4),0,0)", str(accX.layout)
+    rS = cute.make_rmem_tensor_like(accSt, BFloat16)            # A of G1, G2
+    rP = cute.make_rmem_tensor_like(accX, BFloat16)             # A of G3: bf16(Vnew^T coef_j)
+    rV = cute.make_rmem_tensor_like(accX, BFloat16)             # A of G4: bf16(Vnew^T)
+    tSa = cute.make_tensor(rS.iterator, _acc_as_a_layout(accSt.layout, DK // 16))
+    tPa = cute.make_tensor(rP.iterator, _acc_as_a_layout(accX.layout, CHUNK // 16))
+    tVa = cute.make_tensor(rV.iterator, _acc_as_a_layout(accX.layout, CHUNK // 16))
+    tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))     # (v, k) of accSt[e]
+    tXc = thr_n.partition_C(cute.make_identity_tensor((VB, CHUNK)))    # (v, j) of accX[e], accY[e]
+
+    # U^T by transposing ldmatrix from the (j, v) tile; O^T by transposing stmatrix into (i, v)
+    ld_u = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16),
+                                  mma_n64).get_slice(ltid)
+    st_o = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(True, 4), BFloat16),
+                                  mma_n64).get_slice(ltid)
+    rU = cute.make_rmem_tensor_like(accX, BFloat16)
+    rU_cv = ld_u.retile(rU)
+    accY_cv = st_o.retile(accY)
+    rO = cute.make_rmem_tensor_like(accY_cv, BFloat16)
+    cp_v = sw._rows_copy(VB)
+    thr_v = cp_v.get_slice(ltid)
+    tOC = thr_v.partition_S(cute.make_identity_tensor((CHUNK, VB)))
+
+    gS = cute.domain_offset((0, col0), state[slot, hv, None, None])   # (k, v) -> S[k, col0 + v]
+    if has_state != 0:
+        for e in cutlass.range_constexpr(cute.size(accSt)):
+            vv, kk = tScS[e]
+            accSt[e] = gS[kk, vv]
+    else:
+        accSt.fill(0.0)
+
+    mma_s.set(warpgroup.Field.ACCUMULATE, True)
+    for i in cutlass.range(nch, unroll=1):
+        s = i % NSLOT
+        t0 = bos + i * CHUNK
+        L = cutlass.min(eos - t0, CHUNK)
+        cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
+        if L < CHUNK:
+            # K rows j >= L may be NaN (NaN * 0 = NaN inside G3): thread ltid owns column k = ltid
+            for j in cutlass.range(L, CHUNK, unroll=1):
+                sK[ltid, j, s] = BFloat16(0.0)
+            cute.arch.fence_proxy("async.shared", space="cta")
+            cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128)
+        # G1: X = bf16(S^T) W^T, then G2: Y = bf16(S^T) Q^T behind it (G2 overlaps the Vnew work)
+        rS.store(accSt.load().to(BFloat16))
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(tSa, mode=[2])):
+            mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
+            cute.gemm(mma_n64, accX, tSa[None, None, kb], tWb[None, None, kb, s], accX)
+        warpgroup.commit_group()
+        for kb in cutlass.range_constexpr(cute.size(tSa, mode=[2])):
+            mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
+            cute.gemm(mma_n64, accY, tSa[None, None, kb], tQb[None, None, kb, s], accY)
+        warpgroup.commit_group()
+        # under G1: the decay of S^T, U^T, and the output of chunk i - 1
+        decay = sTab[2 * CHUNK, s]
+        for e in cutlass.range_constexpr(cute.size(accSt)):
+            accSt[e] = accSt[e] * decay
+        cute.copy(ld_u, ld_u.partition_S(sU_vj[None, None, s]), rU_cv)
+        if i > 0:
+            _epilogue(i - 1, bos, eos, hv, col0, ltid, store_warp, empty_bar, accY_cv, rO, st_o, sO, sO_vi,
+                      tma_o, mO_h, out, cp_v, thr_v, tOC)
+        warpgroup.wait_group(1)           # G1 (G2 may still run)
+        # Vnew^T = U^T - X; columns j >= L selected to 0; P^T = Vnew^T coef_j
+        for e in cutlass.range_constexpr(cute.size(accX)):
+            j = tXc[e][1]
+            vn = Float32(0.0)
+            if j < L:
+                vn = Float32(rU[e]) - accX[e]
+            rV[e] = BFloat16(vn)
+            rP[e] = BFloat16(vn * sTab[j, s])
+        # G3: S^T = g S^T + bf16(P^T) K (the chain)
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(tPa, mode=[2])):
+            cute.gemm(mma_s, accSt, tPa[None, None, kb], tKb[None, None, kb, s], accSt)
+        warpgroup.commit_group()
+        warpgroup.wait_group(1)           # G2 (G3 may still run)
+        for e in cutlass.range_constexpr(cute.size(accY)):
+            accY[e] = accY[e] * sTab[CHUNK + tXc[e][1], s]
+        # G4: O^T = c_i Y + bf16(Vnew^T) Pqk^T
+        warpgroup.fence()
+        mma_n64.set(warpgroup.Field.ACCUMULATE, True)
+        for kb in cutlass.range_constexpr(cute.size(tVa, mode=[2])):
+            cute.gemm(mma_n64, accY, tVa[None, None, kb], tPqb[None, None, kb, s], accY)
+        warpgroup.commit_group()
+        warpgroup.wait_group(0)           # G3, G4: nothing is in flight across the loop's back edge
+        # O^T -> bf16 registers now: the epilogue runs under the next chunk's G1, where reading
+        # registers a wgmma defined would make ptxas wait for G1 (C7517)
+        for e in cutlass.range_constexpr(cute.size(accY_cv)):
+            rO[e] = BFloat16(accY_cv[e])
+
+    warpgroup.wait_group(0)
+    if nch > 0:
+        _epilogue(nch - 1, bos, eos, hv, col0, ltid, store_warp, empty_bar, accY_cv, rO, st_o, sO, sO_vi,
+                  tma_o, mO_h, out, cp_v, thr_v, tOC)
+    if has_state != 0:
+        for e in cutlass.range_constexpr(cute.size(accSt)):
+            vv, kk = tScS[e]
+            gS[kk, vv] = accSt[e]
+    if store_warp:
+        cute.arch.cp_async_bulk_wait_group(0)
+
+
+@cute.jit
+def _epilogue(c: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, ltid: Int32, store_warp,
+              empty_bar, accY_cv, rO, st_o, sO, sO_vi, tma_o, mO_h, out: cute.Tensor, cp_v, thr_v, tOC):
+    """Chunk c's output (its G4 complete): release its slot, O^T -> bf16 -> sO[c % 2] (transposing
+    stmatrix) -> rows t0 .. t0 + L of out (TMA store; thread stores of rows < L for a partial chunk).
+    sO[c % 2] was last read by the store of chunk c - 2, which the storing warp waited for before
+    the barrier of chunk c - 1."""
+    t0 = bos + c * CHUNK
+    L = cutlass.min(eos - t0, CHUNK)
+    if ltid % 32 == 0:
+        cute.arch.mbarrier_arrive(empty_bar + c % NSLOT)      # this warp is done with the slot
+    buf = c % 2
+    cute.copy(st_o, rO, st_o.partition_D(sO_vi[None, None, buf]))
+    cute.arch.fence_proxy("async.shared", space="cta")
+    if store_warp:
+        cute.arch.cp_async_bulk_wait_group(0, read=True)    # the store of chunk c - 1 has read sO[1 - buf]
+    cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128)
+    sw._store_rows_vb(L, store_warp, tma_o, sO, mO_h, out, cp_v, thr_v, thr_v.partition_S(sO[None, None, buf]),
+                      tOC, t0, hv, col0, buf, VB)
+
+
+@cute.jit
+def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32, full_bar, empty_bar, sTab,
+           gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, scale: Float32,
+           tma_w, mW, tma_u, mU, tma_k, mK, tma_q, mQ, tma_pq, mPq, sW, sU, sK, sQ, sPq):
+    """Warp 4: the TMA tiles of every chunk and its coefficient table, slot i % NSLOT as soon as
+    the four consumer warps have released it.  Lane l computes rows l and l + 32 of the table
+    from row data loaded one chunk ahead (the global loads' latency stays off the ring)."""
+    lane = cute.arch.lane_idx()
+    mW_h = mW[None, None, hv]
+    mU_h = mU[None, None, hv]
+    mK_h = mK[None, None, hk]
+    mQ_h = mQ[None, None, hk]
+    mPq_h = mPq[None, None, hv]
+    ga = Float32(0.0)
+    gb = Float32(0.0)
+    ka = Float32(0.0)
+    kb = Float32(0.0)
+    qa = Float32(0.0)
+    qb = Float32(0.0)
+    gl = Float32(0.0)
+    if nch > 0:
+        gl, ga, ka, qa, gb, kb, qb = _row_data(gcum, rk, rq, hv, bos, eos, lane, ga, ka, qa, gb, kb, qb)
+    for i in cutlass.range(nch, unroll=1):
+        s = i % NSLOT
+        t0 = bos + i * CHUNK
+        L = cutlass.min(eos - t0, CHUNK)
+        if i >= NSLOT:
+            cute.arch.mbarrier_wait(empty_bar + s, ((i - NSLOT) // NSLOT) % 2)
+        bar = full_bar + s
+        with cute.arch.elect_one():
+            cute.arch.mbarrier_arrive_and_expect_tx(bar, _TMA_BYTES)
+        rank = Int32(0)
+        sw._tma_load(tma_w, sw._gmem_tile(mW_h, (t0, 0), (CHUNK, DK)), sW[None, None, s], bar, rank, 1)
+        sw._tma_load(tma_u, sw._gmem_tile(mU_h, (t0, col0), (CHUNK, VB)), sU[None, None, s], bar, rank, 1)
+        sw._tma_load(tma_k, sw._gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, s], bar, rank, 1)
+        sw._tma_load(tma_q, sw._gmem_tile(mQ_h, (t0, 0), (CHUNK, DK)), sQ[None, None, s], bar, rank, 1)
+        sw._tma_load(tma_pq, sw._gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, s], bar, rank, 1)
+        # the table: coef_j = exp(g_last - gcum_j) rk_j, c_i = scale rq_i exp(gcum_i) (0 past L)
+        ca = Float32(0.0)
+        cb = Float32(0.0)
+        oa = Float32(0.0)
+        ob = Float32(0.0)
+        if lane < L:
+            ca = cute.math.exp(gl - ga) * ka
+            oa = scale * qa * cute.math.exp(ga)
+        if lane + 32 < L:
+            cb = cute.math.exp(gl - gb) * kb
+            ob = scale * qb * cute.math.exp(gb)
+        sTab[lane, s] = ca
+        sTab[lane + 32, s] = cb
+        sTab[CHUNK + lane, s] = oa
+        sTab[CHUNK + lane + 32, s] = ob
+        if lane == 0:
+            sTab[2 * CHUNK, s] = cute.math.exp(gl)
+        cute.arch.mbarrier_arrive(bar)
+        if i + 1 < nch:
+            gl, ga, ka, qa, gb, kb, qb = _row_data(gcum, rk, rq, hv, t0 + CHUNK, eos, lane,
+                                                   ga, ka, qa, gb, kb, qb)
+
+
+@cute.jit
+def _row_data(gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, hv: Int32, t0: Int32, eos: Int32,
+              lane: Int32, ga: Float32, ka: Float32, qa: Float32, gb: Float32, kb: Float32, qb: Float32):
+    """gcum of the chunk's last row, and gcum, rk, rq of rows lane and lane + 32 of the chunk at
+    t0 (rows at or past eos are never read: their values stay as given and are unused)."""
+    L = cutlass.min(eos - t0, CHUNK)
+    gl = gcum[t0 + L - 1, hv]
+    if lane < L:
+        ga = gcum[t0 + lane, hv]
+        ka = rk[t0 + lane, hv]
+        qa = rq[t0 + lane, hv]
+    if lane + 32 < L:
+        gb = gcum[t0 + lane + 32, hv]
+        kb = rk[t0 + lane + 32, hv]
+        qb = rq[t0 + lane + 32, hv]
+    return gl, ga, ka, qa, gb, kb, qb
+
+
+# --------------------------------------------------------------------------- launch
+@cute.jit
+def spine_rs(
+    q: cute.Tensor, k: cute.Tensor, w: cute.Tensor, u: cute.Tensor, pqk: cute.Tensor,
+    gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor,
+    cu_seqlens: cute.Tensor, chunk_offsets: cute.Tensor,
+    state: cute.Tensor, state_indices: cute.Tensor,
+    vnew: cute.Tensor, h: cute.Tensor, out: cute.Tensor, scale: Float32,
+    has_state: Int32, use_state_indices: Int32,
+    stream: cuda.CUstream,
+):
+    """The launch (parameter names: gdn_problem_t fields, as every spine build; chunk_offsets,
+    vnew and h are not used: the output is fused and the chunks of a sequence are contiguous)."""
+    lay = _smem_layouts()
+    load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
+    w_view, u_view, q_view, pq_view, o_view = (sw._tma_view(t, [0, 2, 1]) for t in (w, u, q, pqk, out))
+    k_view = sw._tma_view(k, [2, 0, 1])
+    one = lambda name: cute.slice_(lay[name], (None, None, 0))     # noqa: E731
+    tma_w, mW = cpasync.make_tiled_tma_atom(load, w_view, one("sW"), (CHUNK, DK))
+    tma_u, mU = cpasync.make_tiled_tma_atom(load, u_view, one("sU"), (CHUNK, VB))
+    tma_k, mK = cpasync.make_tiled_tma_atom(load, k_view, one("sK"), (DK, CHUNK))
+    tma_q, mQ = cpasync.make_tiled_tma_atom(load, q_view, one("sQ"), (CHUNK, DK))
+    tma_pq, mPq = cpasync.make_tiled_tma_atom(load, pq_view, one("sPq"), (CHUNK, CHUNK))
+    tma_o, mO = cpasync.make_tiled_tma_atom(store, o_view, one("sO"), (CHUNK, VB))
+    T = w.shape[0]
+    N = cu_seqlens.shape[0] - 1
+    Hv = w.shape[1]
+    spine_rs_kernel(
+        tma_w, mW, tma_u, mU, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
+        gcum, rk, rq, cu_seqlens, state, state_indices, out, scale,
+        has_state, use_state_indices, Hv // k.shape[1], Hv,
+    ).launch(grid=plan.grid_spine_rs(T, N, Hv), block=[THREADS, 1, 1], stream=stream)
+
+
+def launch_for(layout: str):
+    return spine_rs
+
+
+def SMEM_BYTES(layout: str) -> int:  # noqa: N802
+    return _smem_bytes()
+
+
+VARIANTS: dict[str, dict] = {
+    "spine_rs_o_kv": {"layout": "kv"},
+    "spine_rs_o_vk": {"layout": "vk"},
+}
+
+
+def fake_args(dims, layout):
+    return sw.fake_args(dims, layout)
