@@ -430,18 +430,34 @@ def recompute_wu_kernel(
         warpgroup.commit_group()
         warpgroup.wait_group(0)
         tGc = thr_g.partition_C(cute.make_identity_tensor((C, HALF)))   # (i, j - 32w) of accG[e]
+        # The fold reads each gcum / beta / rk value it needs once: a thread's 16 elements
+        # (fragment (2 columns, 2 rows, 4 column blocks)) lie on 2 rows and 8 columns, loaded into
+        # registers first (22 LDS; per element, interleaved with the sA stores, the compiler
+        # reloaded them: 96 LDS per thread, the most MIO traffic of the kernel after the inverse).
+        # Same operations in the same order: bit-identical.
+        assert str(accG.layout) == "((2,2,4),1,1):((1,2,4),0,0)", str(accG.layout)
+        rows = [tGc[2 * h][0] for h in range(2)]                       # e = v0 + 2 v1 + 4 v2
+        cols = [tGc[c % 2 + 4 * (c // 2)][1] + HALF * wg for c in range(8)]
+        g_row = [sG[r] for r in rows]
+        br_row = [sB[r] * sR[r] for r in rows]
+        g_col = [sG[c] for c in cols]
+        r_col = [sR[c] for c in cols]
+        if cutlass.const_expr(with_pqk):
+            q_row = [scale * sRq[r] for r in rows]
         for e in cutlass.range_constexpr(cute.size(accG)):
-            i, jj = tGc[e]
-            j = jj + HALF * wg
+            h = (e // 2) % 2                                           # row index v1
+            c = e % 2 + 2 * (e // 4)                                   # column index (v0, v2)
+            i = rows[h]
+            j = cols[c]
             val = Float32(0.0)
             pval = Float32(0.0)
             if i >= j:
-                ex = cute.math.exp(sG[i] - sG[j])
+                ex = cute.math.exp(g_row[h] - g_col[c])
                 if i > j:
-                    val = (accG[e] * (sB[i] * sR[i]) * sR[j]) * ex
+                    val = (accG[e] * br_row[h] * r_col[c]) * ex
                 if cutlass.const_expr(with_pqk):
                     # the in-chunk attention of fwd_o: scale rq_i rk_j (q_i . k_j) exp(gcum_i - gcum_j)
-                    pval = (accQ[e] * (scale * sRq[i]) * sR[j]) * ex
+                    pval = (accQ[e] * q_row[h] * r_col[c]) * ex
             sA[i, j] = val
             if cutlass.const_expr(with_pqk):
                 accQ[e] = pval
