@@ -2,12 +2,12 @@
 
     python benchmarks/bench_spine.py [--quick] [--json PATH] [--md PATH]
 
-Stages 1 (chunk_index, recompute_wu) run once to fill the workspace; then only the
+Stage 1 (recompute_wu) runs once to fill the workspace; then only the
 spine is captured in a CUDA graph and replayed (launch gaps removed), timed with CUDA
 events, median of many replays.  Shapes: T in {1K, 4K, 16K, 64K}, B in {1, 8},
 Hv = 32 (Hk = 16), K = V = 128, bf16 operands, fp32 state.
 
-The spine is the one of the four-kernel plan (it writes h and vnew for fwd_o), for both
+The spine is the one of the unfused plan (it writes h and vnew for fwd_o), for both
 spines.  Row "wgmma-o" is the spine with the chunk output fused (it also computes and writes O,
 and writes no h / vnew), the kernel the fused plan runs instead of spine + fwd_o: spine_rs_o_*
 (the state in the registers of one warpgroup per 64 state columns, a TMA warp) at every B.
@@ -35,7 +35,7 @@ def spine_flops(T_total: int, Hv: int, fused: bool = False) -> float:
 
 
 def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgroups: int = 0) -> dict:
-    """spine: "scalar", "wgmma" (both as in the four-kernel plan) or "wgmma-o" (output fused)."""
+    """spine: "scalar", "wgmma" (both as in the unfused plan) or "wgmma-o" (output fused)."""
     import torch
 
     import gdn_prefill
@@ -48,13 +48,13 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
     ws = torch.empty(gdn_prefill.workspace_bytes(Tt, N, Hv), dtype=torch.uint8, device="cuda")
     state = inp["state"].clone()
     args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
-    fused = 1 if spine == "wgmma-o" else 0       # both spines of the four-kernel plan: 0
+    fused = 1 if spine == "wgmma-o" else 0       # both spines of the unfused plan: 0
     kw = dict(cu_seqlens=inp["cu_seqlens"], spine=spine.split("-")[0], workspace=ws, fused=fused)
-    _ext._launch_stages(("chunk_index", "recompute_wu"), *args, **kw)
+    _ext._launch_stages(("recompute_wu",), *args, **kw)
     if warpgroups:
         kw["warpgroups"] = warpgroups  # force one wgmma build (0: the launcher's rule)
     build = _ext._builds(*args, cu_seqlens=inp["cu_seqlens"], spine=kw["spine"], warpgroups=warpgroups,
-                         fused=kw["fused"])[2]
+                         fused=kw["fused"])[1]
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):

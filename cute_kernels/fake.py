@@ -73,15 +73,6 @@ def cu_seqlens(dims: Dims):
     return cute.runtime.make_fake_tensor(Int32, (dims.N1,), stride=(1,), assumed_align=4)
 
 
-def chunk_offsets(dims: Dims):
-    return cute.runtime.make_fake_tensor(Int32, (dims.N1,), stride=(1,), assumed_align=4)
-
-
-def chunk_slots(dims: Dims):
-    """chunk_seq or chunk_token: [CB] int32."""
-    return cute.runtime.make_fake_tensor(Int32, (dims.CB,), stride=(1,), assumed_align=4)
-
-
 def state_indices(dims: Dims):
     return cute.runtime.make_fake_tensor(Int32, (dims.N,), stride=(1,), assumed_align=4)
 

@@ -1,15 +1,16 @@
 """Stage 3 "fwd_o": the chunk output of the Gated DeltaNet prefill, on tensor cores.
 
 One CTA per (chunk slot c, value head hv), FWD_O_THREADS = 256 threads = two
-warpgroups.  With n = chunk_seq[c], t0 = chunk_token[c], L = min(CHUNK,
-cu_seqlens[n+1] - t0) and rows i, j in [0, L) of the chunk (DESIGN.md §1, stage 3):
+warpgroups.  With slot c holding chunk i of sequence n (slots.chunk_of_slot), t0 = cu_seqlens[n]
++ 64 i, L = min(CHUNK, cu_seqlens[n+1] - t0) and rows i, j in [0, L) of the chunk (DESIGN.md §1,
+stage 3):
 
     out[t0+i, hv, :] = scale * ( exp(gcum_i) * (q̂_i . S)
                                  + sum_{j<=i} (q̂_i . k̂_j) exp(gcum_i - gcum_j) vnew_j )
 
 with S = h[c, hv] (bf16, S[k, v]), q̂ = q[., hk, :] * rq[., hv], k̂ = k[., hk, :] * rk[., hv],
 hk = hv // (Hv // Hk).  Rows i >= L are never read from global memory nor written; a
-slot with chunk_seq[c] < 0, or whose sequence is a padding entry (use_state_indices
+slot no chunk maps to, or whose sequence is a padding entry (use_state_indices
 and state_indices[n] < 0), returns at once.
 
 The l2norm factors are per-row scalars, so the raw bf16 q and k tiles are the MMA
@@ -69,7 +70,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import fake
-from cute_kernels.chunk_index import chunk_slot
+from cute_kernels.slots import chunk_of_slot
 from gdn_prefill import plan
 
 # ---- tile geometry (static) ----------------------------------------------------
@@ -229,8 +230,6 @@ def _fwd_o_kernel(
     vnew: cute.Tensor,
     cu_seqlens: cute.Tensor,
     state_indices: cute.Tensor,
-    chunk_seq: cute.Tensor,
-    chunk_token: cute.Tensor,
     out: cute.Tensor,
     scale: Float32,
     use_state_indices: Int32,
@@ -272,7 +271,7 @@ def _fwd_o_kernel(
     sV_jv = storage.sV.get_tensor(lay_v_jv.outer, swizzle=lay_v_jv.inner)    # (64 j, 64 v, 2) same bytes
 
     # ---- which chunk, and is it live? -------------------------------------------
-    live, n, t0, L = chunk_slot(c, chunk_seq, chunk_token, cu_seqlens, state_indices, use_state_indices)
+    live, n, t0, L = chunk_of_slot(c, cu_seqlens, state_indices, use_state_indices)
 
     if live != 0:
         Hv = gcum.shape[1]
@@ -469,8 +468,6 @@ def fwd_o(
     vnew: cute.Tensor,
     cu_seqlens: cute.Tensor,
     state_indices: cute.Tensor,
-    chunk_seq: cute.Tensor,
-    chunk_token: cute.Tensor,
     out: cute.Tensor,
     scale: Float32,
     use_state_indices: Int32,
@@ -483,7 +480,7 @@ def fwd_o(
     # compile-time: the 16-byte path iff the q, k and out types promise 16-byte rows
     aligned = _aligned16(q) and _aligned16(k) and _aligned16(out)
     _fwd_o_kernel(
-        q, k, gcum, rq, rk, h, vnew, cu_seqlens, state_indices, chunk_seq, chunk_token, out,
+        q, k, gcum, rq, rk, h, vnew, cu_seqlens, state_indices, out,
         scale, use_state_indices, aligned,
     ).launch(grid=[gx, gy, gz], block=[THREADS, 1, 1], stream=stream)
 
@@ -514,8 +511,6 @@ def fake_args(dims, aligned: bool = False) -> list:
         fake.ws_tvd(dims, _V),         # vnew
         fake.cu_seqlens(dims),         # cu_seqlens
         fake.state_indices(dims),      # state_indices
-        fake.chunk_slots(dims),        # chunk_seq
-        fake.chunk_slots(dims),        # chunk_token
         fake.tv(dims, **qk_kw),        # out
         fake.f32(1.0),                 # scale
         fake.i32(0),                   # use_state_indices

@@ -73,8 +73,8 @@ Assumptions the entry point's guards must enforce (nothing here checks them):
   Hv % Hk == 0; q, k, v last dim contiguous (stride 1) with K = V = 128; w, u
   compact [T, Hv, 128] with 16-byte aligned base (what fake.ws_tvd declares: the
   output uses 16-byte vector stores); gcum/rq/rk [T, Hv] with unit head stride;
-  chunk_seq/chunk_token produced by chunk_index (every active slot has 1 <= L <= 64
-  and t0 + L <= cu_seqlens[n+1] <= T).
+  cu_seqlens non-decreasing with cu_seqlens[N] <= T (each live slot then has 1 <= L <= 64 and
+  t0 + L <= cu_seqlens[n+1] <= T; slots.chunk_of_slot maps slot -> chunk).
 """
 from __future__ import annotations
 
@@ -88,7 +88,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import fake
-from cute_kernels.chunk_index import chunk_slot
+from cute_kernels.slots import chunk_of_slot
 from gdn_prefill import plan
 
 C = plan.CHUNK                    # 64 tokens per chunk
@@ -211,7 +211,6 @@ def _aligned16(t: cute.Tensor) -> bool:
 def recompute_wu_kernel(
     q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
     cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
-    chunk_seq: cute.Tensor, chunk_token: cute.Tensor,
     gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
     pqk: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32,
     aligned: cutlass.Constexpr, with_pqk: cutlass.Constexpr,
@@ -254,7 +253,7 @@ def recompute_wu_kernel(
         sRq = storage.rq.get_tensor(cute.make_layout(C))                  # rq
 
     # ---- which chunk, which sequence -------------------------------------------
-    active, n, t0, L = chunk_slot(c, chunk_seq, chunk_token, cu_seqlens, state_indices, use_state_indices)
+    active, n, t0, L = chunk_of_slot(c, cu_seqlens, state_indices, use_state_indices)
 
     if active != 0:
         hk = hv // (v.shape[1] // k.shape[1])
@@ -657,7 +656,6 @@ def _make_launch(with_pqk: bool):
     def recompute_wu(
         q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
         cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
-        chunk_seq: cute.Tensor, chunk_token: cute.Tensor,
         gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
         pqk: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32,
         stream: cuda.CUstream,
@@ -668,7 +666,7 @@ def _make_launch(with_pqk: bool):
         aligned = _aligned16(q) and _aligned16(k) and _aligned16(v)     # a Python bool at trace time
         assert aligned or not with_pqk, "the pqk build is written for the aligned (cp.async) loads"
         recompute_wu_kernel(
-            q, k, v, g, beta, cu_seqlens, state_indices, chunk_seq, chunk_token,
+            q, k, v, g, beta, cu_seqlens, state_indices,
             gcum, rq, rk, w, u, pqk, scale, use_qk_l2norm, use_state_indices, aligned, with_pqk,
         ).launch(grid=plan.grid_recompute_wu(T, N, Hv), block=[NTHREADS, 1, 1], stream=stream,
              min_blocks_per_mp=CTAS_PER_SM, preferred_smem_carveout=100)
@@ -709,8 +707,6 @@ def fake_args(dims: fake.Dims, beta_dtype=Float32, aligned: bool = False, with_p
         fake.th(dims, beta_dtype),        # beta
         fake.cu_seqlens(dims),            # cu_seqlens
         fake.state_indices(dims),         # state_indices
-        fake.chunk_slots(dims),           # chunk_seq
-        fake.chunk_slots(dims),           # chunk_token
         fake.ws_th(dims),                 # gcum
         fake.ws_th(dims),                 # rq
         fake.ws_th(dims),                 # rk

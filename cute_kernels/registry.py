@@ -5,7 +5,6 @@ import importlib
 
 # One stage or spine per module; each module lists its own VARIANTS.
 MODULES = (
-    "chunk_index",
     "recompute_wu",
     "spine_scalar",
     "spine_wgmma",

@@ -19,7 +19,7 @@ The chain of a chunk is G3(i-1) -> rS -> G1 -> Vnew -> G3: two MMAs and register
 fence, no barrier.  The cost: M = 64 state columns per warpgroup (the A operand's rows), so one
 (sequence, head) is 2 CTAs, not 4 (64 CTAs for one sequence at Hv = 32).
 
-Run 12 (branch spine-rs) measured the four-kernel form of this idea at 2.25 us/chunk (B=1):
+Run 12 (branch spine-rs) measured the unfused form of this idea at 2.25 us/chunk (B=1):
 it also staged bf16(S) (16 KB) per chunk for fwd_o, issued its TMA loads and stores from the
 warpgroup itself and met in a CTA barrier every chunk.  Here a loader warp (warp 4) owns every
 TMA load and computes each chunk's coefficient table (coef_j, c_i, exp(g_last)) into shared
@@ -440,14 +440,14 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, hv: Int32, t0
 def spine_rs(
     q: cute.Tensor, k: cute.Tensor, w: cute.Tensor, u: cute.Tensor, pqk: cute.Tensor,
     gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor,
-    cu_seqlens: cute.Tensor, chunk_offsets: cute.Tensor,
+    cu_seqlens: cute.Tensor,
     state: cute.Tensor, state_indices: cute.Tensor,
     vnew: cute.Tensor, h: cute.Tensor, out: cute.Tensor, scale: Float32,
     has_state: Int32, use_state_indices: Int32,
     stream: cuda.CUstream,
 ):
-    """The launch (parameter names: gdn_problem_t fields, as every spine build; chunk_offsets,
-    vnew and h are not used: the output is fused and the chunks of a sequence are contiguous)."""
+    """The launch (parameter names: gdn_problem_t fields, as every spine build; vnew and h are not
+    used: the output is fused)."""
     lay = _smem_layouts()
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
     w_view, u_view, q_view, pq_view, o_view = (sw._tma_view(t, [0, 2, 1]) for t in (w, u, q, pqk, out))

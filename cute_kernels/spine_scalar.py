@@ -42,7 +42,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 from cutlass.memory import SmemAllocator
 
-from cute_kernels import fake
+from cute_kernels import fake, slots
 from gdn_prefill import plan
 
 CHUNK = plan.CHUNK
@@ -81,7 +81,6 @@ def spine_scalar_kernel(
     gcum: cute.Tensor,
     rk: cute.Tensor,
     cu_seqlens: cute.Tensor,
-    chunk_offsets: cute.Tensor,
     state: cute.Tensor,
     state_indices: cute.Tensor,
     vnew: cute.Tensor,
@@ -120,7 +119,7 @@ def spine_scalar_kernel(
         nchunks = Int32(0)
         if eos > bos:
             nchunks = (eos - bos + (CHUNK - 1)) // CHUNK
-        coff = chunk_offsets[n]
+        coff = slots.first_slot(bos, n)                  # slot of chunk 0 (h)
 
         # ---- S0: registers (32 values per thread) and sS ------------------------------
         Sr = cute.make_rmem_tensor((4, 8), Float32)        # Sr[c, e] = S[kb + e, 4 vg + c]
@@ -271,7 +270,6 @@ def spine_scalar(
     gcum: cute.Tensor,
     rk: cute.Tensor,
     cu_seqlens: cute.Tensor,
-    chunk_offsets: cute.Tensor,
     state: cute.Tensor,
     state_indices: cute.Tensor,
     vnew: cute.Tensor,
@@ -287,7 +285,7 @@ def spine_scalar(
     # the logical S[k, v] view's V stride tells the two pool layouts apart at compile time
     state_kv = cutlass.const_expr(state.stride[3] == 1)
     spine_scalar_kernel(
-        k, w, u, gcum, rk, cu_seqlens, chunk_offsets, state, state_indices, vnew, h,
+        k, w, u, gcum, rk, cu_seqlens, state, state_indices, vnew, h,
         has_state, use_state_indices, Hv // Hk, T, state_kv,
     ).launch(grid=plan.grid_spine_scalar(T, N, Hv), block=[THREADS, 1, 1], stream=stream)
 
@@ -309,7 +307,6 @@ def fake_args(dims, layout):
         fake.ws_th(dims),              # gcum     [T, Hv] fp32 compact
         fake.ws_th(dims),              # rk       [T, Hv] fp32 compact
         fake.cu_seqlens(dims),         # cu_seqlens    [N+1]
-        fake.chunk_offsets(dims),      # chunk_offsets [N+1]
         fake.state(dims, layout),      # state    [P, Hv, K, V] logical view
         fake.state_indices(dims),      # state_indices [N]
         fake.ws_tvd(dims, DV),         # vnew     [T, Hv, V] bf16 compact

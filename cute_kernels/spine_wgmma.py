@@ -13,7 +13,7 @@ col0 = (vb*WG + g)*VB, and keeps them in its fp32 accumulator registers for the
 whole sequence.  Every warpgroup runs the same per-VB-column algorithm; they
 share one TMA-loaded copy of the W and K tiles (the 4x-redundant L2 traffic of
 one CTA per VB columns is what the sharing removes).  Per chunk
-(slot c = chunk_offsets[n] + i, t0 = cu_seqlens[n] + 64 i, L = min(64, eos - t0)),
+(slot c = slots.first_slot(cu_seqlens[n], n) + i, t0 = cu_seqlens[n] + 64 i, L = min(64, eos - t0)),
 for each warpgroup:
 
     h[c, hv, :, cols]  = bf16(S)                         (state at chunk entry)
@@ -91,7 +91,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from gdn_prefill import plan
 
-from cute_kernels import fake
+from cute_kernels import fake, slots
 
 CHUNK = plan.CHUNK                    # 64 tokens per chunk
 DK = plan.HEAD_DIM_K                  # 128
@@ -222,7 +222,7 @@ def spine_wgmma_kernel(
     tma_h: cute.CopyAtom, mH: cute.Tensor,
     tma_vn: cute.CopyAtom, mVn: cute.Tensor,
     gcum: cute.Tensor, rk: cute.Tensor,
-    cu_seqlens: cute.Tensor, chunk_offsets: cute.Tensor,
+    cu_seqlens: cute.Tensor,
     state: cute.Tensor, state_indices: cute.Tensor, vnew: cute.Tensor,
     has_state: Int32, use_state_indices: Int32, hv_per_hk: Int32,
     num_wg: cutlass.Constexpr, cz: cutlass.Constexpr,
@@ -284,7 +284,7 @@ def spine_wgmma_kernel(
         _sequence(mma1, mma2, tidx, ltid, wg, warp_idx, n, hv, vb, slot,
                   sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, full_bar, empty_bar,
                   tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
-                  gcum, rk, cu_seqlens, chunk_offsets, state,
+                  gcum, rk, cu_seqlens, state,
                   vnew, has_state, hv_per_hk, num_wg, cz)
     if cutlass.const_expr(cz > 1):
         # no CTA leaves while a peer may still arrive on its barriers (one chunk count per cluster)
@@ -317,7 +317,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
               n: Int32, hv: Int32, vb: Int32,
               slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, full_bar, empty_bar,
               tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
-              gcum, rk, cu_seqlens, chunk_offsets, state,
+              gcum, rk, cu_seqlens, state,
               vnew, has_state: Int32, hv_per_hk: Int32,
               num_wg: cutlass.Constexpr, cz: cutlass.Constexpr):
     """Everything one CTA does for a sequence that is not padding.
@@ -328,7 +328,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     bos = cu_seqlens[n]
     eos = cu_seqlens[n + 1]
     nch = (eos - bos + (CHUNK - 1)) // CHUNK
-    coff = chunk_offsets[n]
+    coff = slots.first_slot(bos, n)                             # slot of chunk 0 (h)
     hk = hv // hv_per_hk
     cta_col0 = vb * (VB * num_wg)                              # first state column of the CTA
     vblk = vb * num_wg + wg                                    # this warpgroup's VB-column block
@@ -665,7 +665,7 @@ def _make_launch(num_wg: int, multicast: bool):
     def spine_wgmma(
         q: cute.Tensor, k: cute.Tensor, w: cute.Tensor, u: cute.Tensor, pqk: cute.Tensor,
         gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor,
-        cu_seqlens: cute.Tensor, chunk_offsets: cute.Tensor,
+        cu_seqlens: cute.Tensor,
         state: cute.Tensor, state_indices: cute.Tensor,
         vnew: cute.Tensor, h: cute.Tensor, out: cute.Tensor, scale: Float32,
         has_state: Int32, use_state_indices: Int32,
@@ -694,7 +694,7 @@ def _make_launch(num_wg: int, multicast: bool):
         hv_per_hk = Hv // k.shape[1]
         spine_wgmma_kernel(
             tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
-            gcum, rk, cu_seqlens, chunk_offsets,
+            gcum, rk, cu_seqlens,
             state, state_indices, vnew, has_state, use_state_indices, hv_per_hk, num_wg, cz,
         ).launch(grid=plan.grid_spine_wgmma(T, N, Hv, num_wg), block=[threads, 1, 1],
                  cluster=[1, 1, cz], stream=stream)
@@ -742,7 +742,6 @@ def fake_args(dims, layout, warpgroups=1, multicast=False):
         fake.ws_th(dims),                        # rq
         fake.ws_th(dims),                        # rk
         fake.cu_seqlens(dims),
-        fake.chunk_offsets(dims),
         fake.state(dims, layout),
         fake.state_indices(dims),
         fake.ws_tvd(dims, DV),                   # vnew

@@ -12,7 +12,7 @@ What is timed
 Every implementation runs in this one process, on the same inputs, one after another:
 ``gdn:<spine>`` (gdn_prefill.prefill with ``spine=<spine>``, one row per spine compiled
 into the build; ``gdn:wgmma`` fuses the output into the spine where the inputs allow it,
-and ``gdn:wgmma-4k`` runs the same spine in the four-kernel plan, spine then fwd_o,
+and ``gdn:wgmma-4k`` runs the same spine in the unfused plan, spine then fwd_o,
 through the stage hook, so each table shows what the fusion gains), ``fla`` (fla.ops.gated_delta_rule.chunk_gated_delta_rule) and
 ``flashinfer`` (flashinfer.gdn_prefill.chunk_gated_delta_rule, skipped when it does
 not import).  Inputs are bf16 q/k/v, fp32 g (log decay) and beta, a dense fp32 initial
@@ -633,12 +633,12 @@ def _filter_kwargs(fn, kw: dict) -> dict:
 
 def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws) -> str:
     """One gdn call of `impl` ("gdn:<spine>" -> prefill(spine=<spine>); "gdn:wgmma-4k" -> the
-    four-kernel plan with the wgmma spine, through the stage hook); returns what ran."""
+    unfused plan with the wgmma spine, through the stage hook); returns what ran."""
     import gdn_prefill
     spine = impl.split(":", 1)[1]
     if spine == "wgmma-4k":
         from gdn_prefill import _ext
-        _ext._launch_stages(("chunk_index", "recompute_wu", "spine", "fwd_o"), s.q, s.k, s.v, s.g, s.beta, out,
+        _ext._launch_stages(("recompute_wu", "spine", "fwd_o"), s.q, s.k, s.v, s.g, s.beta, out,
                             state, cu_seqlens=cu32, spine="wgmma", use_qk_l2norm=use_l2, workspace=ws, fused=0)
         return spine
     return gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, spine=spine,

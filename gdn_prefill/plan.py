@@ -30,22 +30,26 @@ SM_COUNT = _C["GDN_SM_COUNT"]   # H100/H200 SXM; a fixed constant, the device is
 WGMMA_SPINE_WG1_MAX_CTAS = _C["GDN_WGMMA_WG1_MAX_CTAS"]
 
 
-def chunk_slots(T, N):
-    """Upper bound on the chunks of N packed sequences of T tokens in all.
+MAX_SEQUENCES = _C["GDN_MAX_SEQUENCES"]
+SLOT_SEARCH_ROUNDS = 4                 # 32 candidates per round (cute_kernels/slots.py)
+assert 32 ** SLOT_SEARCH_ROUNDS == MAX_SEQUENCES
 
-    sum_n ceil(len_n / C) <= T / C + N, so ceil(T / C) + N slots always suffice
-    without reading cu_seqlens; unused slots are marked -1 by chunk_index.
-    """
+
+def first_slot(bos, n):
+    """Chunk slot of sequence n's first chunk (bos = cu_seqlens[n]); its chunk i is first_slot + i.
+    Increasing in n, and a sequence's slots end before the next one's (cute_kernels/slots.py)."""
+    return bos // CHUNK + n
+
+
+def chunk_slots(T, N):
+    """Slots of the per-chunk workspace (h) and grids: first_slot(n) + i < floor(T / C) + N for
+    every chunk of N packed sequences of T tokens in all, so ceil(T / C) + N suffice without
+    reading cu_seqlens; slots no chunk maps to are idle."""
     return (T + CHUNK - 1) // CHUNK + N
 
 
-CHUNK_INDEX_THREADS = 256
 RECOMPUTE_WU_THREADS = 256
 FWD_O_THREADS = 256
-
-
-def grid_chunk_index(T, N, Hv):
-    return (1, 1, 1)
 
 
 def grid_recompute_wu(T, N, Hv):

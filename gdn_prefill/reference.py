@@ -51,6 +51,7 @@ __all__ = [
     "recurrent",
     "chunked",
     "chunked_intermediates",
+    "first_slot",
     "make_inputs",
     "rel_err",
 ]
@@ -284,23 +285,11 @@ def _chunk_stage3(S, q, k, gcum, decay, vnew, scale):
     return scale * inter + _chunk_attention(q, k, decay, scale) @ vnew
 
 
-def _chunk_layout(cu: list[int], T: int):
-    """chunk_offsets [N+1], chunk_seq [CB], chunk_token [CB] as in gdn_abi.h (int32)."""
-    N = len(cu) - 1
-    CB = (T + CHUNK - 1) // CHUNK + N
-    offsets = [0]
-    seq, tok = [], []
-    for n in range(N):
-        for start in range(cu[n], cu[n + 1], CHUNK):
-            seq.append(n)
-            tok.append(start)
-        offsets.append(len(seq))
-    assert len(seq) <= CB
-    seq += [-1] * (CB - len(seq))
-    tok += [0] * (CB - len(tok))
-    i32 = torch.int32
-    return (torch.tensor(offsets, dtype=i32), torch.tensor(seq, dtype=i32),
-            torch.tensor(tok, dtype=i32))
+def first_slot(cu: list[int], n: int) -> int:
+    """The chunk slot of sequence n's first chunk (gdn_abi.h: cu_seqlens[n] / 64 + n); its chunk
+    i is slot first_slot + i.  Mirrors plan.first_slot; kept here so the oracle imports nothing
+    from the package."""
+    return cu[n] // CHUNK + n
 
 
 def _run_chunked(p: _Problem, keep: bool):
@@ -313,10 +302,8 @@ def _run_chunked(p: _Problem, keep: bool):
     o = torch.full((T, Hv, V), nan, dtype=_F64)
     ws = None
     if keep:
-        chunk_offsets, chunk_seq, chunk_token = _chunk_layout(p.cu, T)
-        CB = chunk_seq.shape[0]
+        CB = (T + CHUNK - 1) // CHUNK + p.N
         ws = dict(
-            chunk_offsets=chunk_offsets, chunk_seq=chunk_seq, chunk_token=chunk_token,
             gcum=torch.full((T, Hv), nan, dtype=_F64),
             rq=torch.full((T, Hv), nan, dtype=_F64),
             rk=torch.full((T, Hv), nan, dtype=_F64),
@@ -342,7 +329,8 @@ def _run_chunked(p: _Problem, keep: bool):
             bc = p.beta[t0:t1].transpose(0, 1)
             gcum, w, u, decay = _chunk_stage1(kc, vc, gc, bc)
             if keep:
-                c = int(ws["chunk_offsets"][n]) + ci
+                c = first_slot(p.cu, n) + ci
+                assert c < CB
                 ws["h"][c] = S
             S_entry = S
             vnew, S = _chunk_stage2(S_entry, kc, gcum, w, u)
@@ -376,9 +364,8 @@ def chunked_intermediates(q, k, v, g, beta, *, cu_seqlens=None, state=None, stat
                           state_layout="kv", use_qk_l2norm=False, scale=None):
     """Every stage of the chunked algorithm, in the workspace layout of gdn_abi.h.
 
-    Returns a dict (CB = ceil(T/64) + N chunk slots):
-      chunk_offsets [N+1], chunk_seq [CB], chunk_token [CB]   int32 (computed from
-          cu_seqlens alone, padding sequences included; unused slots: seq -1, token 0)
+    Returns a dict (CB = ceil(T/64) + N chunk slots; chunk i of sequence n in slot
+    first_slot(cu, n) + i):
       gcum, rq, rk  [T, Hv]        float64 (rq/rk: 1/sqrt(sum x^2 + 1e-6), or 1.0)
       w [T, Hv, K], u [T, Hv, V], vnew [T, Hv, V]   float64
       h [CB, Hv, K, V]             float64, state at chunk entry, always S[k, v] orientation

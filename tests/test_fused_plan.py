@@ -1,9 +1,9 @@
 """The fused-output plan: which launches prefill() makes, and why (CPU only: explain()).
 
 spine="wgmma" with q, k, v and out 16-byte aligned (token / head strides multiples of 8
-elements) runs three kernels: chunk_index, recompute_wu's _pqk build (it also writes the
+elements) runs two kernels: recompute_wu's _pqk build (it also writes the
 in-chunk attention) and spine_rs_o* (the spine computes the chunk output itself: no h, no vnew,
-no fwd_o).  Anything else runs the four-kernel plan, and explain() says why.
+no fwd_o).  Anything else runs the unfused plan, and explain() says why.
 """
 from __future__ import annotations
 
@@ -34,33 +34,33 @@ def names(plan):
 
 @pytest.mark.parametrize("layout", ["kv", "vk"])
 @pytest.mark.parametrize("spine", ["auto", "wgmma"])
-def test_aligned_inputs_run_three_kernels(spine, layout):
+def test_aligned_inputs_run_two_kernels(spine, layout):
     args, cu = problem()
     st = torch.empty(2, 4, D, D)
     plan = gdn_prefill.explain(*args, st, cu_seqlens=cu, spine=spine, state_layout=layout)
     assert plan["chosen"] == "wgmma" and plan["fused_output"] == "runs"
-    assert names(plan) == ["chunk_index", "recompute_wu_bf16_betaf32_a16_pqk", f"spine_rs_o_{layout}"]
+    assert names(plan) == ["recompute_wu_bf16_betaf32_a16_pqk", f"spine_rs_o_{layout}"]
 
 
 def test_bf16_beta_takes_its_pqk_build():
     args, cu = problem(beta=torch.bfloat16)
-    assert names(gdn_prefill.explain(*args, cu_seqlens=cu, spine="wgmma"))[1] == "recompute_wu_bf16_betabf16_a16_pqk"
+    assert names(gdn_prefill.explain(*args, cu_seqlens=cu, spine="wgmma"))[0] == "recompute_wu_bf16_betabf16_a16_pqk"
 
 
 @pytest.mark.parametrize("odd", ["q", "v", "out"])
-def test_unaligned_tensor_runs_four_kernels_and_says_which(odd):
+def test_unaligned_tensor_runs_three_kernels_and_says_which(odd):
     args, cu = problem(odd=(odd,))
     plan = gdn_prefill.explain(*args, cu_seqlens=cu, spine="wgmma")
     assert plan["chosen"] == "wgmma"
     assert plan["fused_output"].startswith(f"{odd}: the fused output needs a 16-byte aligned base")
-    assert names(plan) == ["chunk_index", "recompute_wu_bf16_betaf32", "spine_wgmma_kv", "fwd_o_bf16"]
+    assert names(plan) == ["recompute_wu_bf16_betaf32", "spine_wgmma_kv", "fwd_o_bf16"]
 
 
-def test_scalar_spine_runs_four_kernels():
+def test_scalar_spine_runs_three_kernels():
     args, cu = problem()
     plan = gdn_prefill.explain(*args, cu_seqlens=cu, spine="scalar")
     assert "only the wgmma spine" in plan["fused_output"]
-    assert names(plan)[2:] == ["spine_scalar_kv", "fwd_o_bf16_a16"]
+    assert names(plan)[1:] == ["spine_scalar_kv", "fwd_o_bf16_a16"]
 
 
 def test_workspace_has_the_attention_tile_after_h():

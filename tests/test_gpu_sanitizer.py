@@ -20,10 +20,10 @@ for spine in [s for s in ("scalar", "wgmma") if any(v.startswith("spine_" + s) f
         st = inp["state"].clone()
         gdn_prefill.prefill(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, st,
                             cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"], spine=spine)
-        if spine == "wgmma":   # prefill() fused the output; the four-kernel plan too
+        if spine == "wgmma":   # prefill() fused the output; the unfused plan too
             from gdn_prefill import _ext
             ws = torch.empty(gdn_prefill.workspace_bytes(inp["q"].shape[0], 6, 4), dtype=torch.uint8, device="cuda")
-            _ext._launch_stages(("chunk_index", "recompute_wu", "spine", "fwd_o"), inp["q"], inp["k"], inp["v"],
+            _ext._launch_stages(("recompute_wu", "spine", "fwd_o"), inp["q"], inp["k"], inp["v"],
                                 inp["g"], inp["beta"], out, st, cu_seqlens=inp["cu_seqlens"],
                                 state_indices=inp["state_indices"], spine=spine, workspace=ws, fused=0)
 torch.cuda.synchronize()

@@ -72,6 +72,8 @@ CASES = [
     ("beta.shape", lambda a: {**a, "beta": a["beta"][:, :2]}, errors.GdnShapeError, "beta: dim 1 (value heads"),
     ("cu_seqlens.len", lambda a: {**a, "cu_seqlens": a["cu_seqlens"][:1]}, errors.GdnShapeError,
      "cu_seqlens: must hold N+1 >= 2"),
+    ("cu_seqlens.max", lambda a: {**a, "cu_seqlens": torch.zeros(1048578, dtype=torch.int32, device=a["q"].device)},
+     errors.GdnShapeError, "cu_seqlens: 1048577 sequences exceed the 1048576 a call can hold"),
     ("tokens.zero", lambda a: {**a, **{n: a[n][:0] for n in ("q", "k", "v", "g", "beta", "out")}},
      errors.GdnShapeError, "q: has 0 tokens"),
     ("state.count", lambda a: {**a, "state": a["state"][:1]}, errors.GdnShapeError,
@@ -173,9 +175,9 @@ def test_valid_problem_passes_and_explains():
     assert plan["spines"]["scalar"] == "runs"
     stages = [k["name"].split("_")[0] for k in plan["kernels"]]
     if plan["fused_output"] == "runs":   # the spine computes the output: no fwd_o launch
-        assert stages == ["chunk", "recompute", "spine"] and plan["kernels"][2]["name"].startswith("spine_rs_o")
+        assert stages == ["recompute", "spine"] and plan["kernels"][1]["name"].startswith("spine_rs_o")
     else:
-        assert stages == ["chunk", "recompute", "spine", "fwd"]
+        assert stages == ["recompute", "spine", "fwd"]
     assert plan["workspace_bytes"] == gdn_prefill.workspace_bytes(T, 2, HV)
 
 

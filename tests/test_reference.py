@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from gdn_prefill import reference as ref
-from gdn_prefill.reference import (CHUNK, chunked, chunked_intermediates, make_inputs, recurrent,
-                                   rel_err)
+from gdn_prefill.reference import (CHUNK, chunked, chunked_intermediates, first_slot, make_inputs,
+                                   recurrent, rel_err)
 
 TOL = 1e-12
 F64 = torch.float64  # hand cases: exact inputs (an fp32 log(1/2) would be off by 3e-9)
@@ -342,23 +342,18 @@ def test_intermediates(l2, layout):
         pool = pool.transpose(-1, -2)
 
     # shapes and dtypes
-    assert ws["chunk_offsets"].shape == (N + 1,) and ws["chunk_offsets"].dtype == torch.int32
-    assert ws["chunk_seq"].shape == (CB,) and ws["chunk_token"].shape == (CB,)
     for name, shp in (("gcum", (T, Hv)), ("rq", (T, Hv)), ("rk", (T, Hv)), ("w", (T, Hv, K)),
                       ("u", (T, Hv, V)), ("vnew", (T, Hv, V)), ("h", (CB, Hv, K, V))):
         assert ws[name].shape == shp and ws[name].dtype == torch.float64, name
 
-    # chunk tables
+    # chunk slots: chunk i of sequence n in slot first_slot(cu, n) + i, all distinct and < CB;
+    # the slots no live chunk maps to stay NaN
     nchunks = [-(-L // CHUNK) for L in T_list]
-    assert ws["chunk_offsets"].tolist() == [sum(nchunks[:n]) for n in range(N + 1)]
-    seq, tok = ws["chunk_seq"].tolist(), ws["chunk_token"].tolist()
-    used = sum(nchunks)
-    for n in range(N):
-        for i in range(nchunks[n]):
-            c = ws["chunk_offsets"][n].item() + i
-            assert seq[c] == n and tok[c] == cu[n] + CHUNK * i
-    assert seq[used:] == [-1] * (CB - used) and tok[used:] == [0] * (CB - used)
-    assert ws["h"][used:].isnan().all()
+    slots = [first_slot(cu, n) + i for n in range(N) for i in range(nchunks[n])]
+    assert slots == sorted(set(slots)) and slots[-1] < CB
+    live = [first_slot(cu, n) + i for n in range(N) if idx[n] != -1 for i in range(nchunks[n])]
+    idle = [c for c in range(CB) if c not in live]
+    assert ws["h"][idle].isnan().all() and not ws["h"][live].isnan().any()
 
     # against chunked()
     o, s = chunked(**inp, use_qk_l2norm=l2, scale=0.6)
@@ -378,7 +373,7 @@ def test_intermediates(l2, layout):
 
     for n in range(N):
         a, b = cu[n], cu[n + 1]
-        c0 = ws["chunk_offsets"][n].item()
+        c0 = first_slot(cu, n)
         if idx[n] == -1:
             for name in ("gcum", "rq", "rk", "w", "u", "vnew"):
                 assert ws[name][a:b].isnan().all(), name
@@ -430,7 +425,7 @@ def test_intermediates_no_state_starts_from_zero():
     assert torch.equal(ws["h"][2], torch.zeros(1, 16, 16, dtype=torch.float64))
     assert not torch.equal(ws["h"][1], ws["h"][0])
     assert ws["h"][3:].isnan().all()                                   # CB = 2 + 2 = 4, 3 used
-    assert ws["chunk_seq"].tolist() == [0, 0, 1, -1]
+    assert [first_slot(inp["cu_seqlens"].tolist(), n) for n in range(2)] == [0, 2]
 
 
 # --------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ def counts(variant: str) -> dict[str, int]:
 
 
 def test_every_stage_and_spine_is_built():
-    for name in ("chunk_index", "recompute_wu_bf16_betaf32", "recompute_wu_bf16_betabf16",
+    for name in ("recompute_wu_bf16_betaf32", "recompute_wu_bf16_betabf16",
                  "recompute_wu_bf16_betaf32_a16", "recompute_wu_bf16_betabf16_a16", "spine_scalar_kv",
                  "spine_scalar_vk", "spine_wgmma_kv", "spine_wgmma_vk", "spine_wgmma_wg2_kv", "spine_wgmma_wg2_vk",
                  "fwd_o_bf16", "fwd_o_bf16_a16", "recompute_wu_bf16_betaf32_a16_pqk",

@@ -1,4 +1,4 @@
-"""The four-kernel plan's wgmma spine builds (1 or 2 warpgroups per CTA), the rule that picks one
+"""The unfused plan's wgmma spine builds (1 or 2 warpgroups per CTA), the rule that picks one
 per call, and the fused plan's one spine build.
 
 Four-kernel plan (here: `out` rows off the 16-byte grid): WG=1 (spine_wgmma_<layout>) while the
@@ -21,7 +21,7 @@ D = 128
 
 def problem(n_seq, Hk, Hv, seq_len=64, state=True, fused=False):
     """Empty CPU tensors for n_seq sequences of seq_len tokens (explain reads no values); unless
-    fused, `out` starts 2 bytes past a 16-byte boundary, so the four-kernel plan runs."""
+    fused, `out` starts 2 bytes past a 16-byte boundary, so the unfused plan runs."""
     T = n_seq * seq_len
     bf = torch.bfloat16
     q = torch.empty(T, Hk, D, dtype=bf)

@@ -91,7 +91,7 @@ import gdn_prefill, gdn_prefill._ext
 assert gdn_prefill.__file__.startswith(sys.prefix), gdn_prefill.__file__
 variants = gdn_prefill.compiled_variants()
 print("compiled_variants:", variants)
-assert variants and "chunk_index" in variants, variants
+assert variants and "recompute_wu_bf16_betaf32" in variants, variants
 from gdn_prefill import _manifest, _abi
 for v in variants:
     for c in _manifest.cubins(v):

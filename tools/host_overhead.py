@@ -5,7 +5,7 @@ every launch only enters the queue and the loop never waits for the GPU; after t
 sleep must still be running (checked), else the sample is thrown away.  (Run 8 timed bursts of
 calls on an idle GPU: that measured how fast the GPU drains 4 tiny kernels per call, not the host.)
 
-Rows: prefill(); the _launch_stages hook with 0..4 stages (the same validation, then only the
+Rows: prefill(); the _launch_stages hook with 0..3 stages (the same validation, then only the
 named launches: the difference between rows is the cost of one DSL launch wrapper); and the
 pieces of prefill()'s Python side on their own.
 """
@@ -26,7 +26,7 @@ kw = dict(cu_seqlens=inp["cu_seqlens"], workspace=ws)
 dev = inp["q"].device
 named = (("q", inp["q"]), ("k", inp["k"]), ("v", inp["v"]), ("g", inp["g"]), ("beta", inp["beta"]),
          ("out", out), ("state", inp["state"]), ("cu_seqlens", inp["cu_seqlens"]), ("workspace", ws))
-STAGES = ("chunk_index", "recompute_wu", "spine", "fwd_o")
+STAGES = ("recompute_wu", "spine", "fwd_o")
 host_us = bench.host_cost_us   # median host us per call, the GPU kept busy
 
 
@@ -52,7 +52,7 @@ def _tensor_reads():
 
 nplan = len(gdn_prefill.explain(*args, **kw)["kernels"])
 rows = [(f"prefill() ({nplan} launches)", host_us(lambda: gdn_prefill.prefill(*args, **kw)))]
-for n in range(5):   # the four-kernel plan's stages, 0..4 of them
+for n in range(4):   # the unfused plan's stages, 0..3 of them
     st = STAGES[:n]
     rows.append((f"_launch_stages, {n} launches",
                  host_us(lambda st=st: _ext._launch_stages(st, *args, fused=0, **kw))))
@@ -67,6 +67,6 @@ print(f"| host cost, GPU kept busy ({bench.HOST_OVERHEAD_CALLS} calls x {bench.H
 print("|---|---|")
 for name, us in rows:
     print(f"| {name} | {us:.1f} |")
-per_launch = (rows[5][1] - rows[1][1]) / 4
-print(f"| one DSL launch wrapper (4 launches - 0 launches) / 4 | {per_launch:.1f} |")
+per_launch = (rows[4][1] - rows[1][1]) / 3
+print(f"| one DSL launch wrapper (3 launches - 0 launches) / 3 | {per_launch:.1f} |")
 print(f"| (run 8's measure: idle GPU, 100-call bursts; GPU-bound) | {idle:.1f} |")

@@ -28,6 +28,9 @@
 #define GDN_TMA_ALIGN_BYTES 16       /* TMA: base pointers and strides 16B aligned  */
 #define GDN_WORKSPACE_ALIGN_BYTES 256
 #define GDN_MAX_RANK 4
+/* sequences per call: the per-chunk kernels find a chunk slot's sequence by a warp search over
+ * cu_seqlens, 32 candidates per round, 4 rounds (cute_kernels/slots.py) */
+#define GDN_MAX_SEQUENCES 1048576
 
 /* ---- element types ----------------------------------------------------- */
 #define GDN_DTYPE_BF16 1
@@ -74,10 +77,8 @@ typedef struct {
  *   g, beta       [T, Hv]           cu_seqlens [N+1] int32, state_indices [N] int32
  *   state         [P, Hv, K, V] fp32 logical view (a "vk" pool is passed with its
  *                 last two strides swapped, so kernels always index S[k, v])
- * Workspace (carved by gdn_workspace_layout, CB = ceil(T/CHUNK) + N chunk slots):
- *   chunk_offsets [N+1] int32  first chunk slot of each sequence (prefix sum)
- *   chunk_seq     [CB]  int32  sequence of each chunk slot, -1 past the last chunk
- *   chunk_token   [CB]  int32  first token of each chunk slot
+ * Workspace (carved by gdn_workspace_layout, CB = ceil(T/CHUNK) + N chunk slots; chunk i
+ * of sequence n is slot cu_seqlens[n] / CHUNK + n + i, computed on the device: no index table):
  *   gcum, rq, rk  [T, Hv] fp32 in-chunk cumulative gate; 1/||q||, 1/||k|| (or 1)
  *   w             [T, Hv, K] bf16   u, vnew [T, Hv, V] bf16
  *   h             [CB, Hv, K, V] bf16   state at the entry of each chunk
@@ -87,7 +88,6 @@ typedef struct {
 typedef struct {
     gdn_tensor_t q, k, v, g, beta, out;
     gdn_tensor_t state, cu_seqlens, state_indices;
-    gdn_tensor_t chunk_offsets, chunk_seq, chunk_token;
     gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk;
     float scale;
     int32_t use_qk_l2norm;           /* 1: q, k are l2-normalised in the kernels    */

@@ -29,7 +29,6 @@ cdef enum:
 
 # ----------------------------------------------------------------------------- variants
 # Variant ids in the launch table, looked up once at import (-1: not compiled in).
-cdef int _v_chunk_index = gdn_variant_id(b"chunk_index")
 # Stages 1 and 3 come in two builds: any strides (2-byte loads), and "_a16" for q/k/v/out
 # whose base pointers are 16-byte aligned and token/head strides multiples of 8 elements
 # (16-byte cp.async loads and stores; the usual case).  _aligned16() picks one per call.
@@ -57,7 +56,7 @@ _v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV][1] = gdn_variant_id(b"spine_wgmma_wg2_kv
 _v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_wg2_vk")
 # The fused plan (spine="wgmma" with q, k, v, out 16-byte aligned): recompute_wu also writes the
 # in-chunk attention (pqk) and the spine computes the output itself (spine_rs_o_*: the state in
-# the registers of one warpgroup per 64 state columns, every regime): three launches, no h / vnew
+# the registers of one warpgroup per 64 state columns, every regime): two launches, no h / vnew
 # round trip through HBM, no fwd_o.  _fused_guard() decides per call.
 cdef int _v_wu_pqk[2]     # [beta is bf16]
 _v_wu_pqk[0] = gdn_variant_id(b"recompute_wu_bf16_betaf32_a16_pqk")
@@ -233,6 +232,10 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
         return GDN_ERR_SHAPE
     if N < 1:
         snprintf(msg, MSG_CAP, "cu_seqlens: must hold N+1 >= 2 offsets, got %lld", <long long>(N + 1))
+        return GDN_ERR_SHAPE
+    if N > GDN_MAX_SEQUENCES:
+        snprintf(msg, MSG_CAP, "cu_seqlens: %lld sequences exceed the %d a call can hold (the kernels' "
+                 "chunk-slot search over cu_seqlens)", <long long>N, <int>GDN_MAX_SEQUENCES)
         return GDN_ERR_SHAPE
     rc = _dim(&p.q, "q", 2, GDN_HEAD_DIM_K, "head dim K; the compiled tile is 128", msg)
     if rc: return rc
@@ -427,7 +430,7 @@ cdef int _spine_guard(const gdn_problem_t *p, int spine, int state_layout, char 
 
 cdef int _fused_guard(const gdn_problem_t *p, int chosen, int state_layout, char *why) noexcept nogil:
     """0 if the fused plan (spine + output in one kernel) can serve this problem with the chosen
-    spine, else GDN_ERR_SPINE and the reason (then the three-kernel plan runs)."""
+    spine, else GDN_ERR_SPINE and the reason (then the unfused plan runs)."""
     if chosen != GDN_SPINE_WGMMA:
         snprintf(why, MSG_CAP, "spine: only the wgmma spine has a fused-output build")
         return GDN_ERR_SPINE
@@ -473,9 +476,6 @@ cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t 
     cdef int64_t CB = (T + GDN_CHUNK - 1) // GDN_CHUNK + N
     cdef int64_t K = GDN_HEAD_DIM_K, V = GDN_HEAD_DIM_V
     cdef int64_t off = 0
-    off = _piece(&p.chunk_offsets, base, off, GDN_DTYPE_I32, 1, N + 1, 1, 1, 1)
-    off = _piece(&p.chunk_seq, base, off, GDN_DTYPE_I32, 1, CB, 1, 1, 1)
-    off = _piece(&p.chunk_token, base, off, GDN_DTYPE_I32, 1, CB, 1, 1, 1)
     off = _piece(&p.gcum, base, off, GDN_DTYPE_F32, 2, T, Hv, 1, 1)
     off = _piece(&p.rq, base, off, GDN_DTYPE_F32, 2, T, Hv, 1, 1)
     off = _piece(&p.rk, base, off, GDN_DTYPE_F32, 2, T, Hv, 1, 1)
@@ -580,8 +580,8 @@ cdef bint _aligned16(const gdn_problem_t *p) noexcept nogil:
 cdef int _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int warpgroups, int fused,
                      int *ids) noexcept nogil:
     """The build of each launch (-1 where it is not compiled in); returns the number of launches:
-    3 for the fused plan (chunk_index, recompute_wu with pqk, spine_rs_o), else 4 (chunk_index,
-    recompute_wu, spine, fwd_o).  The one place that picks the plan and the beta dtype, _a16 and
+    2 for the fused plan (recompute_wu with pqk, spine_rs_o), else 3 (recompute_wu, spine,
+    fwd_o).  The one place that picks the plan and the beta dtype, _a16 and
     warpgroups builds: prefill, explain and the stage test hook all read their launches from here.
     warpgroups 0 / fused -1: the rules; otherwise forced (test / benchmark hook only)."""
     cdef int a16 = 1 if _aligned16(p) else 0
@@ -589,17 +589,16 @@ cdef int _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int w
     cdef char why[MSG_CAP]
     if fused < 0:
         fused = 1 if _fused_guard(p, chosen, state_layout, why) == GDN_OK else 0
-    ids[0] = _v_chunk_index
     if fused:
-        ids[1] = _v_wu_pqk[bbf16] if a16 else -1
-        ids[2] = _v_spine_o[state_layout] if a16 and chosen == GDN_SPINE_WGMMA else -1
-        return 3
+        ids[0] = _v_wu_pqk[bbf16] if a16 else -1
+        ids[1] = _v_spine_o[state_layout] if a16 and chosen == GDN_SPINE_WGMMA else -1
+        return 2
     if warpgroups == 0:
         warpgroups = _spine_warpgroups(p, chosen)
-    ids[1] = _v_wu[bbf16][a16]
-    ids[2] = _spine_variant(p, chosen, state_layout, warpgroups)
-    ids[3] = _v_fwd_o[a16]
-    return 4
+    ids[0] = _v_wu[bbf16][a16]
+    ids[1] = _spine_variant(p, chosen, state_layout, warpgroups)
+    ids[2] = _v_fwd_o[a16]
+    return 3
 
 
 cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int *ids, int *n,
@@ -610,7 +609,7 @@ cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int *i
     for i in range(n[0]):
         if ids[i] < 0:
             snprintf(msg, MSG_CAP, "build: stage %d of %d (%s) is not compiled into this build", i + 1, n[0],
-                     "chunk_index" if i == 0 else ("recompute_wu" if i == 1 else ("spine" if i == 2 else "fwd_o")))
+                     "recompute_wu" if i == 0 else ("spine" if i == 1 else "fwd_o"))
             return GDN_ERR_UNKNOWN_VARIANT
     return GDN_OK
 
@@ -648,7 +647,7 @@ cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
     cdef gdn_problem_t p = problem[0]
     cdef char local[MSG_CAP]
     cdef int rc, chosen = 0, n = 0
-    cdef int ids[4]
+    cdef int ids[3]
     local[0] = 0
     rc = _prepare(&p, spine, state_layout, &chosen, local)
     if rc == GDN_OK:
@@ -837,9 +836,9 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
 
 cdef str _summary_build(const gdn_problem_t *p, int chosen, int layout_code):
     """The spine build prefill() ran (the fused-output build when that plan ran)."""
-    cdef int ids[4]
+    cdef int ids[3]
     _select_ids(p, chosen, layout_code, 0, -1, ids)
-    return gdn_variant_name(ids[2]).decode()
+    return gdn_variant_name(ids[1]).decode()
 
 
 def _spine_grid(int chosen, T, N, Hv, int warpgroups=0, bint fused=False):
@@ -860,14 +859,14 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     Takes prefill's arguments (tensors may live on any device, even "meta", when
     check_device=False).  Returns a dict: "spines" maps each spine to "runs" or the
     guard that rejects it; "chosen" the spine "auto" (or the requested one) runs;
-    "kernels" the launches with grid, block and shared-memory bytes (three when the output is
-    fused into the spine, else four); "fused_output" is "runs" or the reason the four-kernel plan
+    "kernels" the launches with grid, block and shared-memory bytes (two when the output is
+    fused into the spine, else three); "fused_output" is "runs" or the reason the unfused plan
     runs instead; "workspace_bytes".
     Raises the same errors prefill() raises.
     """
     cdef gdn_problem_t p
     cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s, n = 0
-    cdef int ids[4]
+    cdef int ids[3]
     cdef char msg[MSG_CAP]
     cdef char why[MSG_CAP]
     import torch
@@ -894,8 +893,8 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     fused = "runs" if _fused_guard(&p, chosen, layout_code, why) == GDN_OK else why.decode()
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
     spine_name = SPINE_NAMES[chosen]
-    grids = (_plan.grid_chunk_index(T, N, Hv), _plan.grid_recompute_wu(T, N, Hv),
-             _spine_grid(chosen, T, N, Hv, 0, n == 3), _plan.grid_fwd_o(T, N, Hv))
+    grids = (_plan.grid_recompute_wu(T, N, Hv), _spine_grid(chosen, T, N, Hv, 0, n == 2),
+             _plan.grid_fwd_o(T, N, Hv))
     kernels = [(gdn_variant_name(ids[i]).decode(), grids[i]) for i in range(n)]
     from gdn_prefill import _manifest
     return {
@@ -914,12 +913,11 @@ def workspace_layout(int64_t T, int64_t N, int64_t Hv):
     cdef gdn_problem_t p
     cdef char *base = <char *>GDN_WORKSPACE_ALIGN_BYTES  # any aligned non-NULL base: offsets only
     _carve(&p, base, T, N, Hv)
-    names = ("chunk_offsets", "chunk_seq", "chunk_token", "gcum", "rq", "rk", "w", "u", "vnew", "h", "pqk")
-    cdef gdn_tensor_t *ts[11]
-    ts[:] = [&p.chunk_offsets, &p.chunk_seq, &p.chunk_token, &p.gcum, &p.rq, &p.rk, &p.w, &p.u, &p.vnew, &p.h,
-             &p.pqk]
+    names = ("gcum", "rq", "rk", "w", "u", "vnew", "h", "pqk")
+    cdef gdn_tensor_t *ts[8]
+    ts[:] = [&p.gcum, &p.rq, &p.rk, &p.w, &p.u, &p.vnew, &p.h, &p.pqk]
     out = {}
-    for i in range(11):
+    for i in range(8):
         out[names[i]] = (<uintptr_t>ts[i].data - <uintptr_t>base, tuple(ts[i].shape[j] for j in range(ts[i].rank)),
                          _dtype_name(ts[i].dtype).decode())
     return out
@@ -931,7 +929,7 @@ def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None
     makes (what explain() lists for the rules, warpgroups 0 and fused -1)."""
     cdef gdn_problem_t p
     cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, n, i
-    cdef int ids[4]
+    cdef int ids[3]
     cdef char msg[MSG_CAP]
     _codes(spine, state_layout, &spine_code, &layout_code)
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, None, False)
@@ -949,17 +947,17 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
                    int warpgroups=0, int fused=-1):
     """Test hook: validate like prefill(), then launch only the named stages on the current stream.
 
-    `stages` is a subset of ("chunk_index", "recompute_wu", "spine", "fwd_o"), run in that order,
+    `stages` is a subset of ("recompute_wu", "spine", "fwd_o"), run in that order,
     so GPU tests can check each stage's workspace output against the fp64 oracle.  The builds
-    are the ones prefill() picks; `warpgroups` 1 or 2 forces the four-kernel plan's wgmma spine
+    are the ones prefill() picks; `warpgroups` 1 or 2 forces the unfused plan's wgmma spine
     build of that regime instead (benchmarks of the warpgroups rule; 0: the rule; the fused
-    plan has one spine build, spine_rs_o) and `fused` 0 / 1 the four-kernel or the
+    plan has one spine build, spine_rs_o) and `fused` 0 / 1 the unfused or the
     fused-output plan (-1: the rule; the fused plan has no fwd_o stage and writes no h / vnew).
     """
     cdef gdn_problem_t p
     cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, i, n = 0, nplan
-    cdef int all_ids[4]
-    cdef int ids[4]
+    cdef int all_ids[3]
+    cdef int ids[3]
     cdef char msg[MSG_CAP]
     import torch
     _codes(spine, state_layout, &spine_code, &layout_code)
@@ -973,13 +971,16 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
         raise _errors.GdnArgumentError("warpgroups: only the wgmma spine has builds by warpgroups")
     if rc == GDN_OK:
         rc = _bind_workspace(&p, <void *><uintptr_t>workspace.data_ptr(), workspace.numel(), msg)
-    order = ("chunk_index", "recompute_wu", "spine", "fwd_o")
+    order = ("recompute_wu", "spine", "fwd_o")
     if rc == GDN_OK:
         # only the requested stages must be compiled in
         nplan = _select_ids(&p, chosen, layout_code, warpgroups, fused, all_ids)
         if fused == 1 and _fused_guard(&p, chosen, layout_code, msg) != GDN_OK:
             raise _errors.GdnSpineError(f"fused: {msg.decode()}")
-        for i in range(4):
+        for stage in stages:
+            if stage not in order:
+                raise _errors.GdnArgumentError(f"stages: {stage!r} is not one of {order}")
+        for i in range(3):
             if order[i] in stages:
                 if i >= nplan:
                     raise _errors.GdnArgumentError(f"stage {order[i]} is not part of the fused-output plan")

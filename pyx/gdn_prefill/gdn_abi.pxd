@@ -24,6 +24,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_TMA_ALIGN_BYTES
         GDN_WORKSPACE_ALIGN_BYTES
         GDN_MAX_RANK
+        GDN_MAX_SEQUENCES
         GDN_DTYPE_BF16
         GDN_DTYPE_F16
         GDN_DTYPE_F32
@@ -53,7 +54,6 @@ cdef extern from "gdn/gdn_abi.h" nogil:
     ctypedef struct gdn_problem_t:
         gdn_tensor_t q, k, v, g, beta, out
         gdn_tensor_t state, cu_seqlens, state_indices
-        gdn_tensor_t chunk_offsets, chunk_seq, chunk_token
         gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk
         float scale
         int32_t use_qk_l2norm

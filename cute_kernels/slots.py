@@ -1,0 +1,75 @@
+"""Chunk slots: where each 64-token chunk of N packed sequences lives, with no index kernel.
+
+Sequence n (tokens cu[n] .. cu[n+1]) owns the slots
+
+    first_slot(n) = cu[n] // CHUNK + n,   first_slot(n) + i  for its chunks i = 0 .. ceil(len/CHUNK) - 1
+
+(plan.first_slot).  first_slot is strictly increasing in n and the slots of sequence n end
+before first_slot(n + 1), because floor(a/C) + ceil(l/C) <= floor((a+l)/C) + 1; the last slot
+is below floor(T/C) + N, so plan.chunk_slots(T, N) = ceil(T/C) + N slots always suffice and
+the host never reads cu_seqlens.  A per-chunk CTA finds its sequence from its slot by a warp
+search over cu_seqlens; the spines know n and compute the slot of each chunk directly.
+"""
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Int32
+
+from gdn_prefill import plan
+
+CHUNK = plan.CHUNK
+SEARCH_ROUNDS = plan.SLOT_SEARCH_ROUNDS    # 32 ** 4: the most sequences the search covers
+
+
+@cute.jit
+def first_slot(bos: Int32, n: Int32) -> Int32:
+    """The slot of sequence n's first chunk (bos = cu_seqlens[n])."""
+    return bos // CHUNK + n
+
+
+@cute.jit
+def chunk_of_slot(c: Int32, cu_seqlens: cute.Tensor, state_indices: cute.Tensor, use_state_indices: Int32):
+    """What a per-chunk CTA (recompute_wu, fwd_o) needs to know of its slot c: (live, n, t0, L).
+
+    live: 1 if slot c holds chunk i of sequence n and the sequence is not a padding entry
+    (state_indices[n] == -1 skips it); t0 = cu[n] + CHUNK i its first token; L = min(CHUNK,
+    cu[n+1] - t0) its rows.  Every warp searches on its own (no barrier): the last n with
+    first_slot(n) <= c, 32 candidates per round, each lane one load of cu_seqlens, a ballot
+    (first_slot is increasing, so the lanes that pass are a prefix); for N <= 32 one round,
+    then cu[n], cu[n+1] (and state_indices[n]) side by side."""
+    lane = cute.arch.lane_idx()
+    N = cu_seqlens.shape[0] - 1
+    lo = Int32(0)                  # invariant: first_slot(lo) <= c, if any n has it
+    size = N                       # candidates lo .. lo + size - 1
+    found = Int32(1)
+    for _ in cutlass.range_constexpr(SEARCH_ROUNDS):
+        if size > 1:
+            step = (size + 31) // 32
+            p = lo + lane * step
+            ok = Int32(0)
+            if p < lo + size:
+                if cu_seqlens[p] // CHUNK + p <= c:
+                    ok = Int32(1)
+            k = cute.arch.popc(cute.arch.vote_ballot_sync(ok != 0)) - 1
+            if k < 0:
+                found = Int32(0)   # c is below the first sequence's slots (cu[0] > 0)
+                k = Int32(0)
+            top = lo + size
+            lo = lo + k * step
+            size = cutlass.min(step, top - lo)
+    n = lo
+    bos = cu_seqlens[n]
+    eos = cu_seqlens[n + 1]
+    i = c - (bos // CHUNK + n)
+    live = Int32(0)
+    t0 = Int32(0)
+    L = Int32(0)
+    if found != 0 and i >= 0 and i * CHUNK < eos - bos:
+        live = Int32(1)
+        t0 = bos + i * CHUNK
+        L = cutlass.min(eos - t0, CHUNK)
+        if use_state_indices != 0:
+            if state_indices[n] < 0:
+                live = Int32(0)
+    return live, n, t0, L
