@@ -24,8 +24,8 @@ SEARCH_ROUNDS = plan.SLOT_SEARCH_ROUNDS    # 32 ** 4: the most sequences the sea
 
 @cute.jit
 def first_slot(bos: Int32, n: Int32) -> Int32:
-    """The slot of sequence n's first chunk (bos = cu_seqlens[n])."""
-    return bos // CHUNK + n
+    """The slot of sequence n's first chunk (bos = cu_seqlens[n]): plan.first_slot, the one formula."""
+    return plan.first_slot(bos, n)
 
 
 @cute.jit
@@ -49,7 +49,7 @@ def chunk_of_slot(c: Int32, cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
             p = lo + lane * step
             ok = Int32(0)
             if p < lo + size:
-                if cu_seqlens[p] // CHUNK + p <= c:
+                if first_slot(cu_seqlens[p], p) <= c:
                     ok = Int32(1)
             k = cute.arch.popc(cute.arch.vote_ballot_sync(ok != 0)) - 1
             if k < 0:
@@ -61,7 +61,7 @@ def chunk_of_slot(c: Int32, cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
     n = lo
     bos = cu_seqlens[n]
     eos = cu_seqlens[n + 1]
-    i = c - (bos // CHUNK + n)
+    i = c - first_slot(bos, n)
     live = Int32(0)
     t0 = Int32(0)
     L = Int32(0)

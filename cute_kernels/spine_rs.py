@@ -256,13 +256,10 @@ def _state(ltid: Int32, warp_idx: Int32, hv: Int32, slot: Int32, bos: Int32, eos
     thr_v = cp_v.get_slice(ltid)
     tOC = thr_v.partition_S(cute.make_identity_tensor((CHUNK, VB)))
 
+    # S^T[v, k] = S[k, col0 + v]: spine_wgmma's state load / store through the transposed view
     gS = cute.domain_offset((0, col0), state[slot, hv, None, None])   # (k, v) -> S[k, col0 + v]
-    if has_state != 0:
-        for e in cutlass.range_constexpr(cute.size(accSt)):
-            vv, kk = tScS[e]
-            accSt[e] = gS[kk, vv]
-    else:
-        accSt.fill(0.0)
+    gSt = cute.make_tensor(gS.iterator, cute.select(gS.layout, mode=[1, 0]))   # (v, k)
+    sw._load_state(accSt, tScS, gSt, has_state)
 
     mma_s.set(warpgroup.Field.ACCUMULATE, True)
     for i in cutlass.range(nch, unroll=1):
@@ -328,10 +325,7 @@ def _state(ltid: Int32, warp_idx: Int32, hv: Int32, slot: Int32, bos: Int32, eos
     if nch > 0:
         _epilogue(nch - 1, bos, eos, hv, col0, ltid, store_warp, empty_bar, accY_cv, rO, st_o, sO, sO_vi,
                   tma_o, mO_h, out, cp_v, thr_v, tOC)
-    if has_state != 0:
-        for e in cutlass.range_constexpr(cute.size(accSt)):
-            vv, kk = tScS[e]
-            gS[kk, vv] = accSt[e]
+    sw._store_state(accSt, tScS, gSt, has_state)
     if store_warp:
         cute.arch.cp_async_bulk_wait_group(0)
 
