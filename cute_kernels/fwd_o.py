@@ -69,7 +69,7 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-from cute_kernels import fake
+from cute_kernels import fake, pdl
 from cute_kernels.slots import chunk_of_slot
 from gdn_prefill import plan
 
@@ -235,6 +235,7 @@ def _fwd_o_kernel(
     use_state_indices: Int32,
     aligned: cutlass.Constexpr[bool],
 ):
+    pdl.enter()
     tid, _, _ = cute.arch.thread_idx()
     c, hv, _ = cute.arch.block_idx()
     wg = cute.arch.make_warp_uniform(cute.arch.warp_idx()) // (_WG // 32)    # warpgroup 0 or 1
@@ -482,7 +483,7 @@ def fwd_o(
     _fwd_o_kernel(
         q, k, gcum, rq, rk, h, vnew, cu_seqlens, state_indices, out,
         scale, use_state_indices, aligned,
-    ).launch(grid=[gx, gy, gz], block=[THREADS, 1, 1], stream=stream)
+    ).launch(grid=[gx, gy, gz], block=[THREADS, 1, 1], stream=stream, use_pdl=pdl.USE_PDL)
 
 
 LAUNCH = fwd_o

@@ -87,7 +87,7 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-from cute_kernels import fake
+from cute_kernels import fake, pdl
 from cute_kernels.slots import chunk_of_slot
 from gdn_prefill import plan
 
@@ -215,6 +215,7 @@ def recompute_wu_kernel(
     pqk: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32,
     aligned: cutlass.Constexpr, with_pqk: cutlass.Constexpr,
 ):
+    pdl.enter()
     tidx, _, _ = cute.arch.thread_idx()
     bx, _, _ = cute.arch.block_idx()
     Hv = v.shape[1]
@@ -669,7 +670,7 @@ def _make_launch(with_pqk: bool):
             q, k, v, g, beta, cu_seqlens, state_indices,
             gcum, rq, rk, w, u, pqk, scale, use_qk_l2norm, use_state_indices, aligned, with_pqk,
         ).launch(grid=plan.grid_recompute_wu(T, N, Hv), block=[NTHREADS, 1, 1], stream=stream,
-             min_blocks_per_mp=CTAS_PER_SM, preferred_smem_carveout=100)
+             min_blocks_per_mp=CTAS_PER_SM, preferred_smem_carveout=100, use_pdl=pdl.USE_PDL)
 
     return recompute_wu
 

@@ -60,7 +60,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from gdn_prefill import plan
 
-from cute_kernels import spine_wgmma as sw
+from cute_kernels import pdl, spine_wgmma as sw
 
 CHUNK = sw.CHUNK                      # 64
 DK = sw.DK                            # 128
@@ -164,6 +164,7 @@ def spine_rs_kernel(
     state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, scale: Float32,
     has_state: Int32, use_state_indices: Int32, hv_per_hk: Int32, Hv: Int32,
 ):
+    pdl.enter()
     tidx, _, _ = cute.arch.thread_idx()
     bx, _, _ = cute.arch.block_idx()
     nvb = DV // VB                        # plan.grid_spine_rs: vb fastest, then hv, then n
@@ -460,7 +461,8 @@ def spine_rs(
         tma_w, mW, tma_u, mU, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
         gcum, rk, rq, cu_seqlens, state, state_indices, out, scale,
         has_state, use_state_indices, Hv // k.shape[1], Hv,
-    ).launch(grid=plan.grid_spine_rs(T, N, Hv), block=[THREADS, 1, 1], stream=stream)
+    ).launch(grid=plan.grid_spine_rs(T, N, Hv), block=[THREADS, 1, 1], stream=stream,
+             use_pdl=pdl.USE_PDL)
 
 
 def launch_for(layout: str):

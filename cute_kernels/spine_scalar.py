@@ -42,7 +42,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 from cutlass.memory import SmemAllocator
 
-from cute_kernels import fake, slots
+from cute_kernels import fake, pdl, slots
 from gdn_prefill import plan
 
 CHUNK = plan.CHUNK
@@ -91,6 +91,7 @@ def spine_scalar_kernel(
     num_tokens: Int32,
     state_kv: cutlass.Constexpr,
 ):
+    pdl.enter()
     tid, _, _ = cute.arch.thread_idx()
     n, hv, vb = cute.arch.block_idx()
     wi = tid // 32
@@ -287,7 +288,8 @@ def spine_scalar(
     spine_scalar_kernel(
         k, w, u, gcum, rk, cu_seqlens, state, state_indices, vnew, h,
         has_state, use_state_indices, Hv // Hk, T, state_kv,
-    ).launch(grid=plan.grid_spine_scalar(T, N, Hv), block=[THREADS, 1, 1], stream=stream)
+    ).launch(grid=plan.grid_spine_scalar(T, N, Hv), block=[THREADS, 1, 1], stream=stream,
+             use_pdl=pdl.USE_PDL)
 
 
 LAUNCH = spine_scalar

@@ -91,7 +91,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from gdn_prefill import plan
 
-from cute_kernels import fake, slots
+from cute_kernels import fake, pdl, slots
 
 CHUNK = plan.CHUNK                    # 64 tokens per chunk
 DK = plan.HEAD_DIM_K                  # 128
@@ -229,6 +229,7 @@ def spine_wgmma_kernel(
 ):
     """num_wg: warpgroups of the CTA (compile time: 1, 2 or 4); cz: CTAs per cluster (1: no
     multicast, the CTA barrier releases a stage; else W/K multicast, empty mbarriers release)."""
+    pdl.enter()
     tidx, _, _ = cute.arch.thread_idx()
     n, hv, vb = cute.arch.block_idx()
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -697,7 +698,7 @@ def _make_launch(num_wg: int, multicast: bool):
             gcum, rk, cu_seqlens,
             state, state_indices, vnew, has_state, use_state_indices, hv_per_hk, num_wg, cz,
         ).launch(grid=plan.grid_spine_wgmma(T, N, Hv, num_wg), block=[threads, 1, 1],
-                 cluster=[1, 1, cz], stream=stream)
+                 cluster=[1, 1, cz], stream=stream, use_pdl=pdl.USE_PDL)
 
     return spine_wgmma
 
