@@ -88,6 +88,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import fake, pdl
+from cute_kernels import spine_wgmma as sw
 from cute_kernels.slots import chunk_of_slot
 from gdn_prefill import plan
 
@@ -212,7 +213,9 @@ def recompute_wu_kernel(
     q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
     cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
     gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
-    pqk: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32,
+    pqk: cute.Tensor, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom, mU: cute.Tensor,
+    tma_p: cute.CopyAtom, mP: cute.Tensor,
+    scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32,
     aligned: cutlass.Constexpr, with_pqk: cutlass.Constexpr,
 ):
     pdl.enter()
@@ -241,6 +244,7 @@ def recompute_wu_kernel(
     sT2 = storage.t2.get_tensor(lay_t2.outer, swizzle=lay_t2.inner)           # (64, 64, 2) Tw, Tu
     sA = storage.a.get_tensor(cute.make_layout((C, C), stride=(AS, 1)))
     sA4 = storage.a.get_tensor(cute.make_layout((C, C // 4, 4), stride=(AS, 4, 1)))   # float4 view
+    sA2 = storage.a.get_tensor(cute.make_layout((C, C // 2, 2), stride=(AS, 2, 1)))   # float2 view
     sX = storage.x.get_tensor(cute.make_layout((HALF, HALF), stride=(XS, 1)))
     sX4 = storage.x.get_tensor(cute.make_layout((HALF, HALF // 4, 4), stride=(XS, 4, 1)))
     sG = storage.gc.get_tensor(cute.make_layout(C))     # gcum
@@ -444,6 +448,8 @@ def recompute_wu_kernel(
         r_col = [sR[c] for c in cols]
         if cutlass.const_expr(with_pqk):
             q_row = [scale * sRq[r] for r in rows]
+        # elements e, e + 1 (v0 = 0, 1) are columns j, j + 1 of one row: one 8-byte store
+        pair = cute.make_rmem_tensor(2, Float32)
         for e in cutlass.range_constexpr(cute.size(accG)):
             h = (e // 2) % 2                                           # row index v1
             c = e % 2 + 2 * (e // 4)                                   # column index (v0, v2)
@@ -458,7 +464,9 @@ def recompute_wu_kernel(
                 if cutlass.const_expr(with_pqk):
                     # the in-chunk attention of fwd_o: scale rq_i rk_j (q_i . k_j) exp(gcum_i - gcum_j)
                     pval = (accQ[e] * q_row[h] * r_col[c]) * ex
-            sA[i, j] = val
+            pair[e % 2] = val
+            if cutlass.const_expr(e % 2 == 1):
+                sA2[i, j // 2, None].store(pair.load())
             if cutlass.const_expr(with_pqk):
                 accQ[e] = pval
         if cutlass.const_expr(with_pqk):
@@ -472,15 +480,22 @@ def recompute_wu_kernel(
             for e in cutlass.range_constexpr(cute.size(accQ_cv)):
                 rP[e] = BFloat16(accQ_cv[e])
             cute.copy(st_g, rP, st_g.partition_D(cute.local_tile(sT2[None, None, 0], (C, HALF), (0, wg))))
+            cute.arch.fence_proxy("async.shared", space="cta")      # the TMA store reads the tile next
         cute.arch.sync_threads()
 
         if cutlass.const_expr(with_pqk):
-            # pqk[t0 + i, hv, :] = P row i, rows i < L (16-byte vectors; 8 threads per 128-byte row)
+            # pqk[t0 + i, hv, :] = P row i: a full chunk by one TMA store (warp 0; it waits for the
+            # store's reads before the barrier that lets phase 3.4 overwrite the slot), a partial
+            # one by 16-byte thread stores of rows i < L (rows >= L are the next sequence's)
             cp_p = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((NTHREADS // 8, 8), stride=(8, 1)),
                                            cute.make_layout((1, 8)))
             thr_p = cp_p.get_slice(tidx)
-            _store_rows(cp_p, thr_p, thr_p.partition_S(sT2[None, None, 0]),
-                        thr_p.partition_S(cute.make_identity_tensor((C, C))), pqk, t0, hv, L, C)
+            if L >= C:
+                if warp == 0:
+                    sw._tma_store(tma_p, sT2[None, None, 0], sw._gmem_tile(mP[None, None, hv], (t0, 0), (C, C)))
+            else:
+                _store_rows(cp_p, thr_p, thr_p.partition_S(sT2[None, None, 0]),
+                            thr_p.partition_S(cute.make_identity_tensor((C, C))), pqk, t0, hv, L, C)
 
         # ---- phase 3: Tm = (I + A)^-1 in fp32, in place over sA (16x16 blocks) ----
         # 3.1 diagonal blocks: thread (b, jj) = (tidx // 16, tidx % 16) < 64 solves column jj of
@@ -574,6 +589,9 @@ def recompute_wu_kernel(
                 for f in cutlass.range_constexpr(4):
                     acc4[f] = acc4[f] + drow[e] * yrow[f]
         sA4[HALF + r3, cq, None].store(-acc4.load())
+        if cutlass.const_expr(with_pqk):
+            if warp == 0:
+                cute.arch.cp_async_bulk_wait_group(0, read=True)   # pqk's TMA store has read the Tw slot
         cute.arch.sync_threads()
 
         # 3.4 Tw = Tm diag(beta exp(gcum) rk), Tu = Tm diag(beta), ROUNDED TO BF16 (the A operands
@@ -622,18 +640,23 @@ def recompute_wu_kernel(
             for e in cutlass.range_constexpr(cute.size(accO_cv)):
                 rO[e] = BFloat16(accO_cv[e])
             cute.copy(st_o, rO, st_o.partition_D(cute.local_tile(sO, (C, DK // 2), (0, nh))))
+        cute.arch.fence_proxy("async.shared", space="cta")          # the TMA store reads the tile next
         cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
-        # then rows i < L -> HBM (16-byte vectors)
-
-        cp_o = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((8, 16), stride=(16, 1)),
-                                       cute.make_layout((1, 8)))
+        # then rows t0 .. t0 + 63 -> HBM: a full chunk by one TMA store (the warpgroup's first
+        # warp), a partial one by 16-byte thread stores of rows i < L
+        cp_o = sw._rows_copy(DK)
         thr_s = cp_o.get_slice(wtid)
         tSs = thr_s.partition_S(sO)                                  # (CPY, 8 row groups, 1)
         tSc = thr_s.partition_S(cute.make_identity_tensor((C, DK)))
+        store_warp = warp == 4 * wg
         if wg == 0:
-            _store_rows(cp_o, thr_s, tSs, tSc, w, t0, hv, L, DK)
+            sw._store_rows_vb(L, store_warp, tma_w, sRC, mW[None, None, hv], w, cp_o, thr_s, tSs, tSc,
+                              t0, hv, 0, wg, DK)
         else:
-            _store_rows(cp_o, thr_s, tSs, tSc, u, t0, hv, L, DV)
+            sw._store_rows_vb(L, store_warp, tma_u, sRC, mU[None, None, hv], u, cp_o, thr_s, tSs, tSc,
+                              t0, hv, 0, wg, DV)
+        if store_warp:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)        # before the CTA's smem is released
 
 
 @cute.jit
@@ -666,9 +689,21 @@ def _make_launch(with_pqk: bool):
         Hv = v.shape[1]
         aligned = _aligned16(q) and _aligned16(k) and _aligned16(v)     # a Python bool at trace time
         assert aligned or not with_pqk, "the pqk build is written for the aligned (cp.async) loads"
+        # W, U and P leave by TMA stores from their staging tiles (workspace tensors: aligned)
+        _, lay_kv_rc, _, lay_t2 = _smem_layouts()
+        store = cpasync.CopyBulkTensorTileS2GOp()
+        tma_w, mW = cpasync.make_tiled_tma_atom(store, sw._tma_view(w, [0, 2, 1]),
+                                                cute.slice_(lay_kv_rc, (None, None, 0)), (C, DK))
+        tma_u, mU = cpasync.make_tiled_tma_atom(store, sw._tma_view(u, [0, 2, 1]),
+                                                cute.slice_(lay_kv_rc, (None, None, 0)), (C, DV))
+        tma_p, mP = tma_w, mW                                    # unused without with_pqk
+        if cutlass.const_expr(with_pqk):
+            tma_p, mP = cpasync.make_tiled_tma_atom(store, sw._tma_view(pqk, [0, 2, 1]),
+                                                    cute.slice_(lay_t2, (None, None, 0)), (C, C))
         recompute_wu_kernel(
             q, k, v, g, beta, cu_seqlens, state_indices,
-            gcum, rq, rk, w, u, pqk, scale, use_qk_l2norm, use_state_indices, aligned, with_pqk,
+            gcum, rq, rk, w, u, pqk, tma_w, mW, tma_u, mU, tma_p, mP,
+            scale, use_qk_l2norm, use_state_indices, aligned, with_pqk,
         ).launch(grid=plan.grid_recompute_wu(T, N, Hv), block=[NTHREADS, 1, 1], stream=stream,
              min_blocks_per_mp=CTAS_PER_SM, preferred_smem_carveout=100, use_pdl=pdl.USE_PDL)
 

@@ -36,31 +36,48 @@ def chunk_of_slot(c: Int32, cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
     (state_indices[n] == -1 skips it); t0 = cu[n] + CHUNK i its first token; L = min(CHUNK,
     cu[n+1] - t0) its rows.  Every warp searches on its own (no barrier): the last n with
     first_slot(n) <= c, 32 candidates per round, each lane one load of cu_seqlens, a ballot
-    (first_slot is increasing, so the lanes that pass are a prefix); for N <= 32 one round,
-    then cu[n], cu[n+1] (and state_indices[n]) side by side."""
+    (first_slot is increasing, so the lanes that pass are a prefix).  The final round's lanes
+    also hold cu[n] and cu[n+1] (one lane loads the end of the last candidate): shuffles, not a
+    second dependent load; for 2 <= N <= 32 that is one load of cu_seqlens per lane in all
+    (then state_indices[n], when used)."""
     lane = cute.arch.lane_idx()
     N = cu_seqlens.shape[0] - 1
     lo = Int32(0)                  # invariant: first_slot(lo) <= c, if any n has it
     size = N                       # candidates lo .. lo + size - 1
     found = Int32(1)
+    bos = Int32(0)
+    eos = Int32(0)
+    have = Int32(0)                # bos, eos came from the last round's own loads
     for _ in cutlass.range_constexpr(SEARCH_ROUNDS):
         if size > 1:
             step = (size + 31) // 32
             p = lo + lane * step
             ok = Int32(0)
-            if p < lo + size:
-                if first_slot(cu_seqlens[p], p) <= c:
-                    ok = Int32(1)
+            x = Int32(0)
+            if p <= lo + size:     # lo + size <= N: cu[lo + size] is the last candidate's end
+                x = cu_seqlens[p]
+                if p < lo + size:
+                    if first_slot(x, p) <= c:
+                        ok = Int32(1)
             k = cute.arch.popc(cute.arch.vote_ballot_sync(ok != 0)) - 1
             if k < 0:
                 found = Int32(0)   # c is below the first sequence's slots (cu[0] > 0)
                 k = Int32(0)
+            if step == 1:
+                # the final round: lane k loaded cu[n] and lane k + 1 cu[n + 1] (one dependent
+                # global load fewer than loading them again; lane 32 does not exist)
+                bos = cute.arch.shuffle_sync(x, k)
+                eos = cute.arch.shuffle_sync(x, cutlass.min(k + 1, 31))
+                have = Int32(1)
+                if k == 31:
+                    have = Int32(0)
             top = lo + size
             lo = lo + k * step
             size = cutlass.min(step, top - lo)
     n = lo
-    bos = cu_seqlens[n]
-    eos = cu_seqlens[n + 1]
+    if have == 0:
+        bos = cu_seqlens[n]
+        eos = cu_seqlens[n + 1]
     i = c - first_slot(bos, n)
     live = Int32(0)
     t0 = Int32(0)

@@ -107,6 +107,11 @@ FORMS = {
     "custom_scale": ([77], 2, 2, dict(l2norm_inputs=True, state="dense"), dict(scale=0.3)),
     "beta_bf16": ([150], 2, 4, dict(l2norm_inputs=True, beta_dtype=torch.bfloat16, state="dense"), {}),
     "no_state_many_seqs": ([3, 64, 17, 128, 1, 90, 33, 64], 2, 4, dict(l2norm_inputs=True), {}),
+    # the chunk-slot search (slots.chunk_of_slot) at its edges: 32 sequences (one round; the last
+    # candidate's end is lane 32's, which does not exist), 33 (two rounds) and 1100 (three)
+    "search_32_seqs": ([(37 * i) % 150 for i in range(32)], 1, 2, dict(l2norm_inputs=True, state="dense"), {}),
+    "search_33_seqs": ([(53 * i) % 140 + 1 for i in range(33)], 1, 2, dict(l2norm_inputs=True), {}),
+    "search_1100_seqs": ([(7 * i) % 5 for i in range(1100)], 1, 2, dict(l2norm_inputs=True, state="dense"), {}),
     # many sequences x heads: N * Hv * 4 = 1536 > 2 * 132 CTAs, so spine="wgmma" runs the
     # 2-warpgroup build (spine_wgmma_wg2_*); every other form above runs the 1-warpgroup build
     "many_seqs_wg2_dense_kv": (MANY_SEQS, 4, 16, dict(l2norm_inputs=True, state="dense"), {}),
