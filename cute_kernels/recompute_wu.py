@@ -72,7 +72,7 @@ scratch (fp32, 32 rows of stride 36), gcum / beta / beta*exp(gcum) / rk vectors.
 Assumptions the entry point's guards must enforce (nothing here checks them):
   Hv % Hk == 0; q, k, v last dim contiguous (stride 1) with K = V = 128; w, u
   compact [T, Hv, 128] with 16-byte aligned base (what fake.ws_tvd declares: the
-  output uses 16-byte vector stores); gcum/rq/rk [T, Hv] with unit head stride;
+  output uses 16-byte vector stores); gcum/rq/rk [T, Hv] head-major (token stride 1);
   cu_seqlens non-decreasing with cu_seqlens[N] <= T (each live slot then has 1 <= L <= 64 and
   t0 + L <= cu_seqlens[n+1] <= T; slots.chunk_of_slot maps slot -> chunk).
 """

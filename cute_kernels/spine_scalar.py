@@ -306,8 +306,8 @@ def fake_args(dims, layout):
         fake.qk(dims),                 # k        [T, Hk, K] bf16, strides free
         fake.ws_tvd(dims, DK),         # w        [T, Hv, K] bf16 compact
         fake.ws_tvd(dims, DV),         # u        [T, Hv, V] bf16 compact
-        fake.ws_th(dims),              # gcum     [T, Hv] fp32 compact
-        fake.ws_th(dims),              # rk       [T, Hv] fp32 compact
+        fake.ws_th(dims),              # gcum     [T, Hv] fp32 head-major
+        fake.ws_th(dims),              # rk       [T, Hv] fp32 head-major
         fake.cu_seqlens(dims),         # cu_seqlens    [N+1]
         fake.state(dims, layout),      # state    [P, Hv, K, V] logical view
         fake.state_indices(dims),      # state_indices [N]

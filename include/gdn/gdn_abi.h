@@ -79,7 +79,8 @@ typedef struct {
  *                 last two strides swapped, so kernels always index S[k, v])
  * Workspace (carved by gdn_workspace_layout, CB = ceil(T/CHUNK) + N chunk slots; chunk i
  * of sequence n is slot cu_seqlens[n] / CHUNK + n + i, computed on the device: no index table):
- *   gcum, rq, rk  [T, Hv] fp32 in-chunk cumulative gate; 1/||q||, 1/||k|| (or 1)
+ *   gcum, rq, rk  [T, Hv] fp32 in-chunk cumulative gate; 1/||q||, 1/||k|| (or 1); stored
+ *                 head-major (strides 1, T): a chunk's rows of one head are contiguous
  *   w             [T, Hv, K] bf16   u, vnew [T, Hv, V] bf16
  *   h             [CB, Hv, K, V] bf16   state at the entry of each chunk
  *   pqk           [T, Hv, CHUNK] bf16   in-chunk attention of the fused spine + output:

@@ -476,9 +476,10 @@ cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t 
     cdef int64_t CB = (T + GDN_CHUNK - 1) // GDN_CHUNK + N
     cdef int64_t K = GDN_HEAD_DIM_K, V = GDN_HEAD_DIM_V
     cdef int64_t off = 0
-    off = _piece(&p.gcum, base, off, GDN_DTYPE_F32, 2, T, Hv, 1, 1)
-    off = _piece(&p.rq, base, off, GDN_DTYPE_F32, 2, T, Hv, 1, 1)
-    off = _piece(&p.rk, base, off, GDN_DTYPE_F32, 2, T, Hv, 1, 1)
+    # gcum, rq, rk: [T, Hv] stored head-major, so a chunk's rows of one head are contiguous
+    off = _head_major(&p.gcum, base, off, T, Hv)
+    off = _head_major(&p.rq, base, off, T, Hv)
+    off = _head_major(&p.rk, base, off, T, Hv)
     off = _piece(&p.w, base, off, GDN_DTYPE_BF16, 3, T, Hv, K, 1)
     off = _piece(&p.u, base, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
     off = _piece(&p.vnew, base, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
@@ -506,6 +507,16 @@ cdef int64_t _piece(gdn_tensor_t *t, char *base, int64_t off, int dtype, int ran
         if i < rank:
             stride *= dims[i]
     return _aligned(off + stride * _elsize(dtype))
+
+
+cdef int64_t _head_major(gdn_tensor_t *t, char *base, int64_t off, int64_t T, int64_t Hv) noexcept nogil:
+    """An fp32 [T, Hv] tensor stored as a compact [Hv, T] one (strides 1, T)."""
+    off = _piece(t, base, off, GDN_DTYPE_F32, 2, Hv, T, 1, 1)
+    t.shape[0] = T
+    t.shape[1] = Hv
+    t.stride[0] = 1
+    t.stride[1] = T
+    return off
 
 
 cdef int64_t gdn_workspace_bytes(int64_t T, int64_t N, int64_t Hv) noexcept nogil:
@@ -909,7 +920,9 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
 
 
 def workspace_layout(int64_t T, int64_t N, int64_t Hv):
-    """{name: (byte offset, shape, dtype name)} of the workspace tensors (gdn_abi.h)."""
+    """{name: (byte offset, shape, dtype name)} of the workspace tensors (gdn_abi.h); shape is the
+    storage's row-major shape: (Hv, T) for gcum, rq and rk, which are stored head-major (the
+    kernels index them [t, hv]), the logical shape for the others."""
     cdef gdn_problem_t p
     cdef char *base = <char *>GDN_WORKSPACE_ALIGN_BYTES  # any aligned non-NULL base: offsets only
     _carve(&p, base, T, N, Hv)
@@ -918,7 +931,9 @@ def workspace_layout(int64_t T, int64_t N, int64_t Hv):
     ts[:] = [&p.gcum, &p.rq, &p.rk, &p.w, &p.u, &p.vnew, &p.h, &p.pqk]
     out = {}
     for i in range(8):
-        out[names[i]] = (<uintptr_t>ts[i].data - <uintptr_t>base, tuple(ts[i].shape[j] for j in range(ts[i].rank)),
+        strides = [ts[i].stride[j] for j in range(ts[i].rank)]
+        order = sorted(range(ts[i].rank), key=lambda j: -strides[j])          # storage order
+        out[names[i]] = (<uintptr_t>ts[i].data - <uintptr_t>base, tuple(ts[i].shape[j] for j in order),
                          _dtype_name(ts[i].dtype).decode())
     return out
 
