@@ -87,8 +87,7 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-from cute_kernels import fake, pdl
-from cute_kernels import spine_wgmma as sw
+from cute_kernels import fake, pdl, tma
 from cute_kernels.slots import chunk_of_slot
 from gdn_prefill import plan
 
@@ -492,7 +491,7 @@ def recompute_wu_kernel(
             thr_p = cp_p.get_slice(tidx)
             if L >= C:
                 if warp == 0:
-                    sw._tma_store(tma_p, sT2[None, None, 0], sw._gmem_tile(mP[None, None, hv], (t0, 0), (C, C)))
+                    tma.store(tma_p, sT2[None, None, 0], tma.gmem_tile(mP[None, None, hv], (t0, 0), (C, C)))
             else:
                 _store_rows(cp_p, thr_p, thr_p.partition_S(sT2[None, None, 0]),
                             thr_p.partition_S(cute.make_identity_tensor((C, C))), pqk, t0, hv, L, C)
@@ -644,16 +643,16 @@ def recompute_wu_kernel(
         cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
         # then rows t0 .. t0 + 63 -> HBM: a full chunk by one TMA store (the warpgroup's first
         # warp), a partial one by 16-byte thread stores of rows i < L
-        cp_o = sw._rows_copy(DK)
+        cp_o = tma.rows_copy(DK)
         thr_s = cp_o.get_slice(wtid)
         tSs = thr_s.partition_S(sO)                                  # (CPY, 8 row groups, 1)
         tSc = thr_s.partition_S(cute.make_identity_tensor((C, DK)))
         store_warp = warp == 4 * wg
         if wg == 0:
-            sw._store_rows_vb(L, store_warp, tma_w, sRC, mW[None, None, hv], w, cp_o, thr_s, tSs, tSc,
+            tma.store_rows(L, store_warp, tma_w, sRC, mW[None, None, hv], w, cp_o, thr_s, tSs, tSc,
                               t0, hv, 0, wg, DK)
         else:
-            sw._store_rows_vb(L, store_warp, tma_u, sRC, mU[None, None, hv], u, cp_o, thr_s, tSs, tSc,
+            tma.store_rows(L, store_warp, tma_u, sRC, mU[None, None, hv], u, cp_o, thr_s, tSs, tSc,
                               t0, hv, 0, wg, DV)
         if store_warp:
             cute.arch.cp_async_bulk_wait_group(0, read=True)        # before the CTA's smem is released
@@ -692,13 +691,13 @@ def _make_launch(with_pqk: bool):
         # W, U and P leave by TMA stores from their staging tiles (workspace tensors: aligned)
         _, lay_kv_rc, _, lay_t2 = _smem_layouts()
         store = cpasync.CopyBulkTensorTileS2GOp()
-        tma_w, mW = cpasync.make_tiled_tma_atom(store, sw._tma_view(w, [0, 2, 1]),
+        tma_w, mW = cpasync.make_tiled_tma_atom(store, tma.view(w, [0, 2, 1]),
                                                 cute.slice_(lay_kv_rc, (None, None, 0)), (C, DK))
-        tma_u, mU = cpasync.make_tiled_tma_atom(store, sw._tma_view(u, [0, 2, 1]),
+        tma_u, mU = cpasync.make_tiled_tma_atom(store, tma.view(u, [0, 2, 1]),
                                                 cute.slice_(lay_kv_rc, (None, None, 0)), (C, DV))
         tma_p, mP = tma_w, mW                                    # unused without with_pqk
         if cutlass.const_expr(with_pqk):
-            tma_p, mP = cpasync.make_tiled_tma_atom(store, sw._tma_view(pqk, [0, 2, 1]),
+            tma_p, mP = cpasync.make_tiled_tma_atom(store, tma.view(pqk, [0, 2, 1]),
                                                     cute.slice_(lay_t2, (None, None, 0)), (C, C))
         recompute_wu_kernel(
             q, k, v, g, beta, cu_seqlens, state_indices,

@@ -60,7 +60,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from gdn_prefill import plan
 
-from cute_kernels import pdl, spine_wgmma as sw
+from cute_kernels import pdl, spine_wgmma as sw, tma
 
 CHUNK = sw.CHUNK                      # 64
 DK = sw.DK                            # 128
@@ -253,7 +253,7 @@ def _state(ltid: Int32, warp_idx: Int32, hv: Int32, slot: Int32, bos: Int32, eos
     rU_cv = ld_u.retile(rU)
     accY_cv = st_o.retile(accY)
     rO = cute.make_rmem_tensor_like(accY_cv, BFloat16)
-    cp_v = sw._rows_copy(VB)
+    cp_v = tma.rows_copy(VB)
     thr_v = cp_v.get_slice(ltid)
     tOC = thr_v.partition_S(cute.make_identity_tensor((CHUNK, VB)))
 
@@ -348,7 +348,7 @@ def _epilogue(c: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, ltid: In
     if store_warp:
         cute.arch.cp_async_bulk_wait_group(0, read=True)    # the store of chunk c - 1 has read sO[1 - buf]
     cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128)
-    sw._store_rows_vb(L, store_warp, tma_o, sO, mO_h, out, cp_v, thr_v, thr_v.partition_S(sO[None, None, buf]),
+    tma.store_rows(L, store_warp, tma_o, sO, mO_h, out, cp_v, thr_v, thr_v.partition_S(sO[None, None, buf]),
                       tOC, t0, hv, col0, buf, VB)
 
 
@@ -384,11 +384,11 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
         with cute.arch.elect_one():
             cute.arch.mbarrier_arrive_and_expect_tx(bar, _TMA_BYTES)
         rank = Int32(0)
-        sw._tma_load(tma_w, sw._gmem_tile(mW_h, (t0, 0), (CHUNK, DK)), sW[None, None, s], bar, rank, 1)
-        sw._tma_load(tma_u, sw._gmem_tile(mU_h, (t0, col0), (CHUNK, VB)), sU[None, None, s], bar, rank, 1)
-        sw._tma_load(tma_k, sw._gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, s], bar, rank, 1)
-        sw._tma_load(tma_q, sw._gmem_tile(mQ_h, (t0, 0), (CHUNK, DK)), sQ[None, None, s], bar, rank, 1)
-        sw._tma_load(tma_pq, sw._gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, s], bar, rank, 1)
+        tma.load(tma_w, tma.gmem_tile(mW_h, (t0, 0), (CHUNK, DK)), sW[None, None, s], bar, rank, 1)
+        tma.load(tma_u, tma.gmem_tile(mU_h, (t0, col0), (CHUNK, VB)), sU[None, None, s], bar, rank, 1)
+        tma.load(tma_k, tma.gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, s], bar, rank, 1)
+        tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (CHUNK, DK)), sQ[None, None, s], bar, rank, 1)
+        tma.load(tma_pq, tma.gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, s], bar, rank, 1)
         # the table: coef_j = exp(g_last - gcum_j) rk_j, c_i = scale rq_i exp(gcum_i) (0 past L)
         ca = Float32(0.0)
         cb = Float32(0.0)
@@ -445,8 +445,8 @@ def spine_rs(
     used: the output is fused)."""
     lay = _smem_layouts()
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
-    w_view, u_view, q_view, pq_view, o_view = (sw._tma_view(t, [0, 2, 1]) for t in (w, u, q, pqk, out))
-    k_view = sw._tma_view(k, [2, 0, 1])
+    w_view, u_view, q_view, pq_view, o_view = (tma.view(t, [0, 2, 1]) for t in (w, u, q, pqk, out))
+    k_view = tma.view(k, [2, 0, 1])
     one = lambda name: cute.slice_(lay[name], (None, None, 0))     # noqa: E731
     tma_w, mW = cpasync.make_tiled_tma_atom(load, w_view, one("sW"), (CHUNK, DK))
     tma_u, mU = cpasync.make_tiled_tma_atom(load, u_view, one("sU"), (CHUNK, VB))

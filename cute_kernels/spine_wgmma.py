@@ -91,7 +91,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from gdn_prefill import plan
 
-from cute_kernels import fake, pdl, slots
+from cute_kernels import fake, pdl, slots, tma
 
 CHUNK = plan.CHUNK                    # 64 tokens per chunk
 DK = plan.HEAD_DIM_K                  # 128
@@ -306,13 +306,6 @@ def _pool_slot(n: Int32, state_indices: cute.Tensor, use_state_indices: Int32):
     return run, slot
 
 
-def _tma_view(t: cute.Tensor, modes) -> cute.Tensor:
-    """The same memory with its modes reordered so that the first two are the box a TMA copy
-    moves: (rows, cols, head) for [T, H, D] tensors (modes [0, 2, 1]); (cols, rows, head) for
-    the K tile read as K^T ([2, 0, 1])."""
-    return cute.make_tensor(t.iterator, cute.select(t.layout, mode=modes))
-
-
 @cute.jit
 def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32, wg: Int32, warp_idx: Int32,
               n: Int32, hv: Int32, vb: Int32,
@@ -378,7 +371,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
 
     # partial chunks: bf16(Vnew) rows j < L from sVn to vnew with 16-byte vectors (a warpgroup's
     # 128 threads = 32 rows x 4 groups of 8 columns; 2 row passes over the 64-row tile)
-    cp_v = _rows_copy()
+    cp_v = tma.rows_copy(VB)
     thr_v = cp_v.get_slice(ltid)
     tVnS = thr_v.partition_S(sVn[None, None, wg])
     tVnC = thr_v.partition_S(cute.make_identity_tensor((CHUNK, VB)))
@@ -456,7 +449,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                              bos + nxt * CHUNK, cta_col0, nxt % NUM_STAGES, rank, num_wg, cz)
         # h[c, hv, :, cols] = bf16(S): one TMA store per warpgroup, off the chain
         if store_warp:
-            _tma_store(tma_h, sS_kv[None, None, wg],
+            tma.store(tma_h, sS_kv[None, None, wg],
                        cute.zipped_divide(mH[None, None, c, hv], (DK, VB))[((None, None), (0, vblk))])
         if i + 1 < nch:
             nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, t0 + CHUNK, eos, row_a, row_b,
@@ -513,22 +506,13 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         for kb in cutlass.range_constexpr(num_kb2):
             cute.gemm(mma2, accS, tKr[None, None, kb, stage], tPr[None, None, kb, wg], accS)
         warpgroup.commit_group()
-        _store_rows_vb(L, store_warp, tma_vn, sVn, mVn_h, vnew, cp_v, thr_v, tVnS, tVnC, t0, hv, col0, wg)
+        tma.store_rows(L, store_warp, tma_vn, sVn, mVn_h, vnew, cp_v, thr_v, tVnS, tVnC, t0, hv, col0, wg, VB)
         warpgroup.wait_group(0)
 
     # ---- final state; every TMA store of this CTA complete before its shared memory is released
     _store_state(accS, tScS, gS, has_state)
     if store_warp:
         cute.arch.cp_async_bulk_wait_group(0)
-
-
-def _rows_copy(vb: int = VB) -> cute.TiledCopy:
-    """16-byte thread copies of a (64, vb) tile by one warpgroup (128 / (vb/8) rows x vb/8
-    vectors per pass): a sequence's last, partial chunk leaves by these, rows j < L only."""
-    return cute.make_tiled_copy_tv(
-        cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128),
-        cute.make_layout((128 // (vb // 8), vb // 8), stride=(vb // 8, 1)),
-        cute.make_layout((1, 8)))
 
 
 @cute.jit
@@ -572,23 +556,6 @@ def _barrier(store_warp):
 
 
 @cute.jit
-def _store_rows_vb(L: Int32, store_warp, tma_vn, sVn, mVn_h, rows_out: cute.Tensor, cp_v, thr_v,
-                   tVnS, tVnC, t0: Int32, hv: Int32, col0: Int32, wg: Int32, vb: cutlass.Constexpr = VB):
-    """This warpgroup's staged (64, vb) tile sVn[..., wg] -> rows t0 + j, columns col0 .. + vb:
-    one TMA store (storing warp) for a full chunk; a sequence's last, partial chunk (rows >= L
-    belong to the next sequence) by 16-byte thread stores of rows j < L."""
-    if L >= CHUNK:
-        if store_warp:
-            _tma_store(tma_vn, sVn[None, None, wg], _gmem_tile(mVn_h, (t0, col0), (CHUNK, vb)))
-    else:
-        gV = cute.domain_offset((t0, col0), rows_out[None, hv, None])  # (j, v) -> [t0+j, hv, col0+v]
-        tVnG = thr_v.partition_D(cute.local_tile(gV, (CHUNK, vb), (0, 0)))
-        for m in cutlass.range_constexpr(cute.size(tVnS, mode=[1])):
-            if tVnC[0, m, 0][0] < L:
-                cute.copy(cp_v, tVnS[None, m, None], tVnG[None, m, None])
-
-
-@cute.jit
 def _row_data(gcum: cute.Tensor, rk: cute.Tensor, hv: Int32, t0: Int32, eos: Int32,
               row_a: Int32, row_b: Int32, ga: Float32, ra: Float32, gb: Float32, rb: Float32):
     """Row data of the chunk starting at token t0 (< eos): gcum of its last row, and gcum, rk
@@ -616,39 +583,11 @@ def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
     bar = full_bar + stage
     with cute.arch.elect_one():
         cute.arch.mbarrier_arrive_and_expect_tx(bar, _tma_bytes_per_stage(num_wg))
-    _tma_load(tma_w, _gmem_tile(mW_h, (t0, 0), (CHUNK, DK)), sW[None, None, stage], bar, rank, cz)
+    tma.load(tma_w, tma.gmem_tile(mW_h, (t0, 0), (CHUNK, DK)), sW[None, None, stage], bar, rank, cz)
     for g in cutlass.range_constexpr(num_wg):
-        _tma_load(tma_u, _gmem_tile(mU_h, (t0, cta_col0 + g * VB), (CHUNK, VB)),
+        tma.load(tma_u, tma.gmem_tile(mU_h, (t0, cta_col0 + g * VB), (CHUNK, VB)),
                   sU[None, None, stage * num_wg + g], bar, Int32(0), 1)
-    _tma_load(tma_k, _gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, stage], bar, rank, cz)
-
-
-def _gmem_tile(g_view, origin, tile):
-    """The tile-shaped window of a TMA coordinate tensor that starts at element `origin`."""
-    return cute.zipped_divide(cute.domain_offset(origin, g_view), tile)[((None, None), (0, 0))]
-
-
-@cute.jit
-def _tma_load(atom: cute.CopyAtom, g_tile: cute.Tensor, s_tile: cute.Tensor, bar, rank: Int32,
-              cz: cutlass.Constexpr):
-    """TMA-load g_tile into the shared-memory tile s_tile, completing on mbarrier `bar`; with
-    cz > 1 this CTA loads its 1/cz slice (`rank`) and multicasts it to every CTA of the cluster."""
-    ts, tg = cpasync.tma_partition(atom, rank, cute.make_layout(cz),
-                                   cute.group_modes(s_tile, 0, 2), cute.group_modes(g_tile, 0, 2))
-    if cutlass.const_expr(cz > 1):
-        cute.copy(atom, tg, ts, tma_bar_ptr=bar, mcast_mask=cutlass.Int16((1 << cz) - 1))
-    else:
-        cute.copy(atom, tg, ts, tma_bar_ptr=bar)
-
-
-@cute.jit
-def _tma_store(atom: cute.CopyAtom, s_tile: cute.Tensor, g_tile: cute.Tensor):
-    """TMA-store the shared-memory tile s_tile to g_tile as one bulk async-group of the calling
-    warp (its cp_async_bulk_wait_group calls track it)."""
-    ts, tg = cpasync.tma_partition(atom, 0, cute.make_layout(1),
-                                   cute.group_modes(s_tile, 0, 2), cute.group_modes(g_tile, 0, 2))
-    cute.copy(atom, ts, tg)
-    cute.arch.cp_async_bulk_commit_group()
+    tma.load(tma_k, tma.gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, stage], bar, rank, cz)
 
 
 # --------------------------------------------------------------------------- launch
@@ -679,9 +618,9 @@ def _make_launch(num_wg: int, multicast: bool):
         # TMA views whose first two modes match the smem tiles: w, u, vnew -> (T, 128, Hv) for
         # (rows, cols) tiles; k -> (128, T, Hk) so the K tile lands as K^T (the MN-major A operand
         # of wgmma 2); h -> (128 k, 128 v, C, Hv) stored from the (k, v) view of bf16(S)
-        w_view, u_view, vn_view = _tma_view(w, [0, 2, 1]), _tma_view(u, [0, 2, 1]), _tma_view(vnew, [0, 2, 1])
-        k_view = _tma_view(k, [2, 0, 1])
-        h_view = _tma_view(h, [2, 3, 0, 1])
+        w_view, u_view, vn_view = tma.view(w, [0, 2, 1]), tma.view(u, [0, 2, 1]), tma.view(vnew, [0, 2, 1])
+        k_view = tma.view(k, [2, 0, 1])
+        h_view = tma.view(h, [2, 3, 0, 1])
         lay_s_kv = cute.select(lay_s, mode=[1, 0, 2])
         tma_w, mW = cpasync.make_tiled_tma_atom(wk_load, w_view, cute.slice_(lay_w, (None, None, 0)), (CHUNK, DK), cz)
         tma_u, mU = cpasync.make_tiled_tma_atom(load, u_view, cute.slice_(lay_u, (None, None, 0)), (CHUNK, VB))
