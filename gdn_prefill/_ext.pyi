@@ -37,7 +37,7 @@ class Plan(TypedDict):
     """spine name -> "runs" or the guard that rejects it"""
     chosen: _RanSpineName
     fused_output: str
-    """"runs" (three launches: the spine computes the output) or why the four-kernel plan runs"""
+    """"runs" (two launches: the spine computes the output) or why the three-launch plan runs"""
     kernels: list[KernelLaunch]
     workspace_bytes: int
     chunk_slots: int
