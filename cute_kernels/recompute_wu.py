@@ -489,12 +489,9 @@ def recompute_wu_kernel(
             cp_p = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((NTHREADS // 8, 8), stride=(8, 1)),
                                            cute.make_layout((1, 8)))
             thr_p = cp_p.get_slice(tidx)
-            if L >= C:
-                if warp == 0:
-                    tma.store(tma_p, sT2[None, None, 0], tma.gmem_tile(mP[None, None, hv], (t0, 0), (C, C)))
-            else:
-                _store_rows(cp_p, thr_p, thr_p.partition_S(sT2[None, None, 0]),
-                            thr_p.partition_S(cute.make_identity_tensor((C, C))), pqk, t0, hv, L, C)
+            tma.store_rows(L, warp == 0, tma_p, sT2, mP[None, None, hv], pqk, cp_p, thr_p,
+                           thr_p.partition_S(sT2[None, None, 0]),
+                           thr_p.partition_S(cute.make_identity_tensor((C, C))), t0, hv, 0, 0, C)
 
         # ---- phase 3: Tm = (I + A)^-1 in fp32, in place over sA (16x16 blocks) ----
         # 3.1 diagonal blocks: thread (b, jj) = (tidx // 16, tidx % 16) < 64 solves column jj of
@@ -656,18 +653,6 @@ def recompute_wu_kernel(
                               t0, hv, 0, wg, DV)
         if store_warp:
             cute.arch.cp_async_bulk_wait_group(0, read=True)        # before the CTA's smem is released
-
-
-@cute.jit
-def _store_rows(cp_o: cute.TiledCopy, thr_s, tSs: cute.Tensor, tSc: cute.Tensor, out: cute.Tensor,
-                t0: Int32, hv: Int32, L: Int32, cols: cutlass.Constexpr):
-    """out[t0 + i, hv, :cols] = staged row i, for the rows i < L this thread holds."""
-    gO = cute.local_tile(cute.domain_offset((t0, 0), out[None, hv, None]), (C, cols), (0, 0))
-    tSg = thr_s.partition_D(gO)
-    for m in cutlass.range_constexpr(cute.size(tSs, mode=[1])):
-        row, _ = tSc[0, m, 0]
-        if row < L:
-            cute.copy(cp_o, tSs[None, m, None], tSg[None, m, None])
 
 
 # --------------------------------------------------------------------------- launch
