@@ -89,7 +89,12 @@ def main(argv=None) -> int:
     ap.add_argument("--crossover", action="store_true",
                     help="time the wgmma spine's WG=1 and WG=2 builds at B = 1..8 (T = 4096) to place the "
                          "launcher's switch")
+    ap.add_argument("--spines", help="comma-separated subset of scalar,wgmma,wgmma-o (default: every compiled one)")
     a = ap.parse_args(argv)
+    wanted = a.spines.split(",") if a.spines else []
+    unknown = [s for s in wanted if s not in ("scalar", "wgmma", "wgmma-o")]
+    if unknown:
+        ap.error(f"--spines: unknown spine(s) {unknown}; choose from scalar, wgmma, wgmma-o")
     import torch
 
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
@@ -99,6 +104,11 @@ def main(argv=None) -> int:
     spines = [s for s in ("scalar", "wgmma") if any(v.startswith(f"spine_{s}_") for v in gdn_prefill.compiled_variants())]
     if "spine_rs_o_kv" in gdn_prefill.compiled_variants():
         spines.append("wgmma-o")
+    if a.spines:
+        missing = [s for s in wanted if s not in spines]
+        if missing:
+            ap.error(f"--spines: {missing} not compiled into this build (compiled: {spines})")
+        spines = [s for s in spines if s in wanted]
     if a.crossover:
         rows = [time_spine(B, 4096, 32, 16, "wgmma", 20, wg) for B in (1, 2, 3, 4, 6, 8) for wg in (1, 2)]
         print("| B | N*Hv*4 (WG=1 CTAs) | WG=1 us/chunk | WG=2 us/chunk |\n|---|---|---|---|")
