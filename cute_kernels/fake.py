@@ -71,6 +71,11 @@ def ws_h(dims: Dims):
                                          stride=(_stride(kv), kv, HEAD_DIM_V, 1), assumed_align=16)
 
 
+def ws_ready(dims: Dims):
+    """Workspace ready: [CB, Hv] int32 compact, one flag per (chunk slot, value head) (overlap plan)."""
+    return cute.runtime.make_fake_tensor(Int32, (dims.CB, dims.Hv), stride=(_stride(), 1), assumed_align=16)
+
+
 def cu_seqlens(dims: Dims):
     return cute.runtime.make_fake_tensor(Int32, (dims.N1,), stride=(1,), assumed_align=4)
 

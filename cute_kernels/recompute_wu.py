@@ -69,6 +69,11 @@ Shared memory (SMEM_BYTES = 72,704 B): K and V tiles (bf16, 2 x 16 KB, 128-byte
 swizzle), Tw and Tu (bf16, 2 x 8 KB), A / Tm (fp32, 64 rows of stride 68), the solve's
 scratch (fp32, 32 rows of stride 36), gcum / beta / beta*exp(gcum) / rk vectors.
 
+Launch range: one launch covers chunk slots [slot_begin, slot_end) (plan.grid_recompute_wu_slots;
+the serial plan all of them).  In the overlap plan the slots >= ready_from run beside the fused
+spine, which waits for them: their CTA publishes ready[slot, hv] = 1 after its last store is
+complete (_publish: bulk wait, proxy fence, CTA barrier, release store).
+
 Assumptions the entry point's guards must enforce (nothing here checks them):
   Hv % Hk == 0; q, k, v last dim contiguous (stride 1) with K = V = 128; w, u
   compact [T, Hv, 128] with 16-byte aligned base (what fake.ws_tvd declares: the
@@ -213,16 +218,17 @@ def recompute_wu_kernel(
     cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
     gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
     pqk: cute.Tensor, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom, mU: cute.Tensor,
-    tma_p: cute.CopyAtom, mP: cute.Tensor,
-    scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32,
+    tma_p: cute.CopyAtom, mP: cute.Tensor, ready: cute.Tensor,
+    scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32, slot_begin: Int32, ready_from: Int32,
     aligned: cutlass.Constexpr, with_pqk: cutlass.Constexpr,
 ):
     pdl.enter()
     tidx, _, _ = cute.arch.thread_idx()
     bx, _, _ = cute.arch.block_idx()
     Hv = v.shape[1]
-    c = bx // Hv                      # plan.grid_recompute_wu: the value head runs fastest
-    hv = bx - c * Hv
+    cr = bx // Hv                     # plan.grid_recompute_wu_slots: the value head runs fastest
+    hv = bx - cr * Hv
+    slot = slot_begin + cr            # the chunk slot (`c` is reused below as a column index)
     lane = tidx % 32
     warp = tidx // 32
     wg = tidx // WG                   # warpgroup 0 / 1
@@ -257,7 +263,7 @@ def recompute_wu_kernel(
         sRq = storage.rq.get_tensor(cute.make_layout(C))                  # rq
 
     # ---- which chunk, which sequence -------------------------------------------
-    active, n, t0, L = chunk_of_slot(c, cu_seqlens, state_indices, use_state_indices)
+    active, n, t0, L = chunk_of_slot(slot, cu_seqlens, state_indices, use_state_indices)
 
     if active != 0:
         hk = hv // (v.shape[1] // k.shape[1])
@@ -651,8 +657,27 @@ def recompute_wu_kernel(
         else:
             tma.store_rows(L, store_warp, tma_u, sRC, mU[None, None, hv], u, cp_o, thr_s, tSs, tSc,
                               t0, hv, 0, wg, DV)
-        if store_warp:
+        if slot >= ready_from:
+            # overlap plan: the fused spine is running and waits for this (slot, head)
+            _publish(ready, slot, hv, tidx, store_warp)
+        elif store_warp:
             cute.arch.cp_async_bulk_wait_group(0, read=True)        # before the CTA's smem is released
+
+
+@cute.jit
+def _publish(ready: cute.Tensor, c: Int32, hv: Int32, tidx: Int32, store_warp):
+    """ready[c, hv] = 1 once every store of this CTA (the TMA stores of W, U, P: complete, not just
+    read out of smem; the thread stores of gcum, rq, rk and of a partial chunk's rows) is visible
+    at GPU scope: bulk wait, proxy fence, CTA barrier, then one release store.  The spine's loader
+    acquires the flag before it reads the slot (spine_rs._await_ready)."""
+    if store_warp:
+        cute.arch.cp_async_bulk_wait_group(0, read=False)
+        cute.arch.fence_proxy("async.global")
+    cute.arch.sync_threads()
+    if tidx == 0:
+        cute.arch.fence_acq_rel_gpu()
+        cute.arch.store(ready.iterator + cute.crd2idx((c, hv), ready.layout), Int32(1),
+                        sem="release", scope="gpu")
 
 
 # --------------------------------------------------------------------------- launch
@@ -665,11 +690,10 @@ def _make_launch(with_pqk: bool):
         q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
         cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
         gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
-        pqk: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32,
+        pqk: cute.Tensor, ready: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32,
+        slot_begin: Int32, slot_end: Int32, ready_from: Int32,
         stream: cuda.CUstream,
     ):
-        T = q.shape[0]
-        N = cu_seqlens.shape[0] - 1
         Hv = v.shape[1]
         aligned = _aligned16(q) and _aligned16(k) and _aligned16(v)     # a Python bool at trace time
         assert aligned or not with_pqk, "the pqk build is written for the aligned (cp.async) loads"
@@ -686,9 +710,9 @@ def _make_launch(with_pqk: bool):
                                                     cute.slice_(lay_t2, (None, None, 0)), (C, C))
         recompute_wu_kernel(
             q, k, v, g, beta, cu_seqlens, state_indices,
-            gcum, rq, rk, w, u, pqk, tma_w, mW, tma_u, mU, tma_p, mP,
-            scale, use_qk_l2norm, use_state_indices, aligned, with_pqk,
-        ).launch(grid=plan.grid_recompute_wu(T, N, Hv), block=[NTHREADS, 1, 1], stream=stream,
+            gcum, rq, rk, w, u, pqk, tma_w, mW, tma_u, mU, tma_p, mP, ready,
+            scale, use_qk_l2norm, use_state_indices, slot_begin, ready_from, aligned, with_pqk,
+        ).launch(grid=plan.grid_recompute_wu_slots(slot_begin, slot_end, Hv), block=[NTHREADS, 1, 1], stream=stream,
              min_blocks_per_mp=CTAS_PER_SM, preferred_smem_carveout=100, use_pdl=pdl.USE_PDL)
 
     return recompute_wu
@@ -733,7 +757,11 @@ def fake_args(dims: fake.Dims, beta_dtype=Float32, aligned: bool = False, with_p
         fake.ws_tvd(dims, DK),            # w
         fake.ws_tvd(dims, DV),            # u
         fake.ws_tvd(dims, C),             # pqk
+        fake.ws_ready(dims),              # ready
         fake.f32(1.0),                    # scale
         fake.i32(1),                      # use_qk_l2norm
         fake.i32(0),                      # use_state_indices
+        fake.i32(0),                      # slot_begin
+        fake.i32(1),                      # slot_end
+        fake.i32(0),                      # ready_from
     ]

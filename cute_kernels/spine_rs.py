@@ -42,6 +42,11 @@ three waits per chunk (LE 1, LE 1, LE 0).
 Measured (run 27, H200, Hv = 32): 1.30 us/chunk at B=1 T=4K (spine_la_o 1.35), 5.96 at B=8
 (spine_wgmma_o_wg2 7.77); the whole prefill 2-19 % faster at every benchmarked shape.
 
+Overlap plan (pyx/gdn_prefill/_ext.pyx, _launch_overlap): when few sequences leave most SMs idle
+beside this spine, recompute_wu's chunk slots >= ready_from run concurrently with it and publish
+each (slot, head) in `ready`; the loader warp acquires that flag before it reads the chunk's row
+data and tiles (_await_ready).  The consumer warpgroup is unchanged: it waits on the TMA ring.
+
 Masking: rows >= L of a partial chunk's W / U / q / pqk tiles may be another sequence's rows
 or uninitialised workspace: Vnew^T columns j >= L are selected to 0 (not multiplied), output
 columns i >= L are never stored (thread stores of rows < L), and K rows >= L are zeroed in
@@ -161,8 +166,8 @@ def spine_rs_kernel(
     tma_k: cute.CopyAtom, mK: cute.Tensor, tma_o: cute.CopyAtom, mO: cute.Tensor,
     tma_q: cute.CopyAtom, mQ: cute.Tensor, tma_pq: cute.CopyAtom, mPq: cute.Tensor,
     gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, cu_seqlens: cute.Tensor,
-    state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, scale: Float32,
-    has_state: Int32, use_state_indices: Int32, hv_per_hk: Int32, Hv: Int32,
+    state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, ready: cute.Tensor, scale: Float32,
+    has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
 ):
     pdl.enter()
     tidx, _, _ = cute.arch.thread_idx()
@@ -209,7 +214,8 @@ def spine_rs_kernel(
         col0 = vb * VB
         if warp_idx == LOAD_WARP:
             _loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, gcum, rk, rq, scale,
-                   tma_w, mW, tma_u, mU, tma_k, mK, tma_q, mQ, tma_pq, mPq, sW, sU, sK, sQ, sPq)
+                   tma_w, mW, tma_u, mU, tma_k, mK, tma_q, mQ, tma_pq, mPq, sW, sU, sK, sQ, sPq,
+                   ready, ready_from, plan.first_slot(bos, n))
         else:
             _state(tidx, warp_idx, hv, slot, bos, eos, nch, col0, sW, sK, sU_vj, sQ, sPq, sO, sO_vi, sTab,
                    full_bar, empty_bar, tma_o, mO, state, out, has_state)
@@ -355,10 +361,13 @@ def _epilogue(c: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, ltid: In
 @cute.jit
 def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32, full_bar, empty_bar, sTab,
            gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, scale: Float32,
-           tma_w, mW, tma_u, mU, tma_k, mK, tma_q, mQ, tma_pq, mPq, sW, sU, sK, sQ, sPq):
+           tma_w, mW, tma_u, mU, tma_k, mK, tma_q, mQ, tma_pq, mPq, sW, sU, sK, sQ, sPq,
+           ready: cute.Tensor, ready_from: Int32, slot0: Int32):
     """Warp 4: the TMA tiles of every chunk and its coefficient table, slot i % NSLOT as soon as
     the four consumer warps have released it.  Lane l computes rows l and l + 32 of the table
-    from row data loaded one chunk ahead (the global loads' latency stays off the ring)."""
+    from row data loaded one chunk ahead (the global loads' latency stays off the ring).
+    Overlap plan: chunk i (chunk slot slot0 + i) is awaited before its row data, the first thing
+    of it that is read (its tiles are loaded one iteration later)."""
     lane = cute.arch.lane_idx()
     mW_h = mW[None, None, hv]
     mU_h = mU[None, None, hv]
@@ -373,6 +382,7 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
     qb = Float32(0.0)
     gl = Float32(0.0)
     if nch > 0:
+        _await_ready(ready, slot0, hv, ready_from)
         gl, ga, ka, qa, gb, kb, qb = _row_data(gcum, rk, rq, hv, bos, eos, lane, ga, ka, qa, gb, kb, qb)
     for i in cutlass.range(nch, unroll=1):
         s = i % NSLOT
@@ -408,8 +418,23 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
             sTab[2 * CHUNK, s] = cute.math.exp(gl)
         cute.arch.mbarrier_arrive(bar)
         if i + 1 < nch:
+            _await_ready(ready, slot0 + i + 1, hv, ready_from)
             gl, ga, ka, qa, gb, kb, qb = _row_data(gcum, rk, rq, hv, t0 + CHUNK, eos, lane,
                                                    ga, ka, qa, gb, kb, qb)
+
+
+@cute.jit
+def _await_ready(ready: cute.Tensor, c: Int32, hv: Int32, ready_from: Int32):
+    """Overlap plan: chunk slot c >= ready_from is produced by the recompute_wu launch running
+    beside this spine; spin (every lane: each reads the rows after its own acquire) until it has
+    published ready[c, hv] (recompute_wu._publish), then order this warp's TMA loads of the slot
+    (async proxy) after the acquire."""
+    if c >= ready_from:
+        flag = ready.iterator + cute.crd2idx((c, hv), ready.layout)
+        seen = cute.arch.load(flag, Int32, sem="acquire", scope="gpu")
+        while seen == 0:
+            seen = cute.arch.load(flag, Int32, sem="acquire", scope="gpu")
+        cute.arch.fence_proxy("async.global")
 
 
 @cute.jit
@@ -438,11 +463,11 @@ def spine_rs(
     cu_seqlens: cute.Tensor,
     state: cute.Tensor, state_indices: cute.Tensor,
     vnew: cute.Tensor, h: cute.Tensor, out: cute.Tensor, scale: Float32,
-    has_state: Int32, use_state_indices: Int32,
+    has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32,
     stream: cuda.CUstream,
 ):
-    """The launch (parameter names: gdn_problem_t fields, as every spine build; vnew and h are not
-    used: the output is fused)."""
+    """The launch (parameter names: gdn_problem_t fields, as every spine build, then the overlap
+    plan's ready flags and first published slot; vnew and h are not used: the output is fused)."""
     lay = _smem_layouts()
     load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
     w_view, u_view, q_view, pq_view, o_view = (tma.view(t, [0, 2, 1]) for t in (w, u, q, pqk, out))
@@ -459,8 +484,8 @@ def spine_rs(
     Hv = w.shape[1]
     spine_rs_kernel(
         tma_w, mW, tma_u, mU, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
-        gcum, rk, rq, cu_seqlens, state, state_indices, out, scale,
-        has_state, use_state_indices, Hv // k.shape[1], Hv,
+        gcum, rk, rq, cu_seqlens, state, state_indices, out, ready, scale,
+        has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv,
     ).launch(grid=plan.grid_spine_rs(T, N, Hv), block=[THREADS, 1, 1], stream=stream,
              use_pdl=pdl.USE_PDL)
 
@@ -480,4 +505,6 @@ VARIANTS: dict[str, dict] = {
 
 
 def fake_args(dims, layout):
-    return sw.fake_args(dims, layout)
+    """spine_wgmma's parameters, then ready and ready_from (the overlap plan)."""
+    from cute_kernels import fake
+    return sw.fake_args(dims, layout) + [fake.ws_ready(dims), fake.i32(0)]

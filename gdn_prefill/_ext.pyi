@@ -41,6 +41,10 @@ class Plan(TypedDict):
     kernels: list[KernelLaunch]
     workspace_bytes: int
     chunk_slots: int
+    overlap: str
+    """"runs: ..." (stage 1 split around the spine: recompute_wu launches twice) or why the serial plan runs"""
+    overlap_split: int | None
+    """the first chunk slot of stage 1's second part, or None"""
 
 def compiled_variants() -> list[str]: ...
 def workspace_bytes(T: int, N: int, Hv: int) -> int: ...

@@ -12,8 +12,10 @@ What is timed
 Every implementation runs in this one process, on the same inputs, one after another:
 ``gdn:<spine>`` (gdn_prefill.prefill with ``spine=<spine>``, one row per spine compiled
 into the build; ``gdn:wgmma`` fuses the output into the spine where the inputs allow it,
-and ``gdn:wgmma-4k`` runs the same spine in the unfused plan, spine then fwd_o,
-through the stage hook, so each table shows what the fusion gains), ``fla`` (fla.ops.gated_delta_rule.chunk_gated_delta_rule) and
+``gdn:wgmma-4k`` runs the same spine in the unfused plan, spine then fwd_o,
+through the stage hook, so each table shows what the fusion gains, and ``gdn:wgmma-serial`` the
+fused plan without the overlap plan (stage 1 wholly before the spine; the same row as
+``gdn:wgmma`` where the overlap rule does not apply), so it shows what the overlap gains), ``fla`` (fla.ops.gated_delta_rule.chunk_gated_delta_rule) and
 ``flashinfer`` (flashinfer.gdn_prefill.chunk_gated_delta_rule, skipped when it does
 not import).  Inputs are bf16 q/k/v, fp32 g (log decay) and beta, a dense fp32 initial
 state that every implementation reads and whose final value it writes, K = V = 128,
@@ -596,6 +598,7 @@ def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
         import gdn_prefill
         if "wgmma" in spines and "spine_rs_o_kv" in gdn_prefill.compiled_variants():
             names.append("gdn:wgmma-4k")
+            names.append("gdn:wgmma-serial")
     except Exception:
         pass
     try:
@@ -633,13 +636,19 @@ def _filter_kwargs(fn, kw: dict) -> dict:
 
 def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws) -> str:
     """One gdn call of `impl` ("gdn:<spine>" -> prefill(spine=<spine>); "gdn:wgmma-4k" -> the
-    unfused plan with the wgmma spine, through the stage hook); returns what ran."""
+    unfused plan with the wgmma spine, "gdn:wgmma-serial" -> the fused plan without the overlap,
+    both through the stage hook); returns what ran."""
     import gdn_prefill
     spine = impl.split(":", 1)[1]
     if spine == "wgmma-4k":
         from gdn_prefill import _ext
         _ext._launch_stages(("recompute_wu", "spine", "fwd_o"), s.q, s.k, s.v, s.g, s.beta, out,
                             state, cu_seqlens=cu32, spine="wgmma", use_qk_l2norm=use_l2, workspace=ws, fused=0)
+        return spine
+    if spine == "wgmma-serial":
+        from gdn_prefill import _ext
+        _ext._launch_stages(("recompute_wu", "spine"), s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32,
+                            spine="wgmma", use_qk_l2norm=use_l2, workspace=ws, fused=1, overlap_split=0)
         return spine
     return gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, spine=spine,
                                use_qk_l2norm=use_l2, workspace=ws)

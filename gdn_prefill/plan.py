@@ -59,6 +59,30 @@ def grid_recompute_wu(T, N, Hv):
     return (chunk_slots(T, N) * Hv, 1, 1)
 
 
+def grid_recompute_wu_slots(slot_begin, slot_end, Hv):
+    """The grid of one recompute_wu launch over chunk slots [slot_begin, slot_end): the serial plan
+    launches [0, chunk_slots(T, N)) (= grid_recompute_wu), the overlap plan two ranges."""
+    return ((slot_end - slot_begin) * Hv, 1, 1)
+
+
+def overlap_split(T, N, Hv, sm_count):
+    """First chunk slot of the part of stage 1 that runs beside the fused spine, or None for the
+    serial plan.  The one Python copy of the launcher's rule (pyx/gdn_prefill/_ext.pyx,
+    _overlap_split; gdn_abi.h has the constants and why): the spine's N * Hv * (V / 64) CTAs (one
+    per SM) must leave at least half of the SMs to stage 1, which they wait for (else a deadlock
+    could starve it), and there must be enough chunk slots for the head start to pay."""
+    cb = chunk_slots(T, N)
+    if not overlap_fits(N, Hv, sm_count) or cb < _C["GDN_OVERLAP_MIN_SLOTS"]:
+        return None
+    return cb * _C["GDN_OVERLAP_SPLIT_PCT"] // 100
+
+
+def overlap_fits(N, Hv, sm_count):
+    """The overlap plan's deadlock guard (_ext.pyx, _overlap_fits): the spine's CTAs leave at least
+    half of the SMs to the part of stage 1 they wait for."""
+    return 2 * N * Hv * (HEAD_DIM_V // RS_SPINE_VBLOCK) <= sm_count
+
+
 def grid_spine_scalar(T, N, Hv):
     return (N, Hv, HEAD_DIM_V // SCALAR_SPINE_VBLOCK)
 

@@ -1,4 +1,5 @@
-"""compute-sanitizer memcheck over a small varlen prefill with a pool and padding."""
+"""compute-sanitizer memcheck over a small varlen prefill with a pool and padding, and one in the
+overlap plan."""
 from __future__ import annotations
 
 import shutil
@@ -26,6 +27,14 @@ for spine in [s for s in ("scalar", "wgmma") if any(v.startswith("spine_" + s) f
             _ext._launch_stages(("recompute_wu", "spine", "fwd_o"), inp["q"], inp["k"], inp["v"],
                                 inp["g"], inp["beta"], out, st, cu_seqlens=inp["cu_seqlens"],
                                 state_indices=inp["state_indices"], spine=spine, workspace=ws, fused=0)
+# the overlap plan (2 sequences, 35 chunk slots: stage 1 split around the spine, ready flags)
+inp = ref.make_inputs([2100, 70], 2, 4, seed=6, device="cuda", state="dense", l2norm_inputs=True)
+if "spine_rs_o_kv" in gdn_prefill.compiled_variants():
+    out = torch.empty(inp["v"].shape, dtype=torch.bfloat16, device="cuda")
+    st = inp["state"].clone()
+    assert gdn_prefill.explain(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, st,
+                               cu_seqlens=inp["cu_seqlens"])["overlap_split"] is not None
+    gdn_prefill.prefill(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, st, cu_seqlens=inp["cu_seqlens"])
 torch.cuda.synchronize()
 print("case done")
 """

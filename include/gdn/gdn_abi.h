@@ -31,6 +31,19 @@
 /* sequences per call: the per-chunk kernels find a chunk slot's sequence by a warp search over
  * cu_seqlens, 32 candidates per round, 4 rounds (cute_kernels/slots.py) */
 #define GDN_MAX_SEQUENCES 1048576
+/* overlap plan (fused spine, few sequences): recompute_wu's slots [0, split) run first, then the
+ * spine on a library-owned high-priority stream beside recompute_wu's slots [split, CB) on the
+ * caller's stream, which publish each (slot, head) in `ready`.  split = CB * PCT / 100: early
+ * enough that the spine starts soon, late enough that it does not overtake stage 1 on the SMs it
+ * leaves.  Measured (benchmarks/bench_overlap.py, H200, 16/32, run 40), us at 0/25/35/45 %:
+ * 1x8K 289.4/248.8/237.1/245.9, 1x16K 557.8/465.0/454.5/477.1, 1x64K 2127/1773/1767/1850.
+ * Deadlock-free because the producer never waits on the spine and the spine's CTAs leave at
+ * least half of the device's SMs (queried) to it. */
+#define GDN_OVERLAP_SPLIT_PCT 35
+/* fewer chunk slots: the serial plan.  At 16/32, split 35 % (run 42): 1x1K (17 slots) 50.7 ->
+ * 48.3 us, 1x2K (33) 88.0 -> 73.4, 1x4K (65) 158.3 -> 128.6; shorter shapes not measured. */
+#define GDN_OVERLAP_MIN_SLOTS 16
+#define GDN_NO_OVERLAP 2147483647    /* ready_from of the serial plan                 */
 
 /* ---- element types ----------------------------------------------------- */
 #define GDN_DTYPE_BF16 1
@@ -85,15 +98,25 @@ typedef struct {
  *   h             [CB, Hv, K, V] bf16   state at the entry of each chunk
  *   pqk           [T, Hv, CHUNK] bf16   in-chunk attention of the fused spine + output:
  *                 row t0+i = scale rq_i rk_j (q_i . k_j) exp(gcum_i - gcum_j), j <= i (else 0)
+ *   ready         [CB, Hv] int32   overlap plan: 1 once recompute_wu has stored slot c's W, U, P,
+ *                 gcum, rq, rk of head hv (zeroed by the launcher before each overlapped call)
+ *
+ * Launch ranges (set by the launcher per launch, not by the caller):
+ *   slot_begin, slot_end  recompute_wu runs chunk slots [slot_begin, slot_end)
+ *   ready_from            slots >= ready_from are produced concurrently with the fused spine:
+ *                         recompute_wu publishes them in `ready`, the spine waits for them
+ *                         (GDN_NO_OVERLAP: the serial plan, nothing published or awaited)
  */
 typedef struct {
     gdn_tensor_t q, k, v, g, beta, out;
     gdn_tensor_t state, cu_seqlens, state_indices;
-    gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk;
+    gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk, ready;
     float scale;
     int32_t use_qk_l2norm;           /* 1: q, k are l2-normalised in the kernels    */
     int32_t has_state;               /* 0: S_0 = 0 and no final state is written    */
     int32_t use_state_indices;       /* 1: sequence n uses slot state_indices[n]    */
+    int32_t slot_begin, slot_end;    /* recompute_wu's chunk slots of this launch   */
+    int32_t ready_from;              /* first slot published through `ready`        */
 } gdn_problem_t;
 
 #endif /* GDN_ABI_H */

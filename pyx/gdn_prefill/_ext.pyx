@@ -485,6 +485,7 @@ cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t 
     off = _piece(&p.vnew, base, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
     off = _piece(&p.h, base, off, GDN_DTYPE_BF16, 4, CB, Hv, K, V)
     off = _piece(&p.pqk, base, off, GDN_DTYPE_BF16, 3, T, Hv, GDN_CHUNK, 1)
+    off = _piece(&p.ready, base, off, GDN_DTYPE_I32, 2, CB, Hv, 1, 1)
     return off
 
 
@@ -635,6 +636,10 @@ cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_by
         snprintf(msg, MSG_CAP, "workspace: data pointer is not %d-byte aligned", GDN_WORKSPACE_ALIGN_BYTES)
         return GDN_ERR_LAYOUT
     _carve(p, <char *>workspace, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1])
+    # the serial plan: recompute_wu over every chunk slot, nothing published through `ready`
+    p.slot_begin = 0
+    p.slot_end = <int32_t>p.ready.shape[0]
+    p.ready_from = GDN_NO_OVERLAP
     return GDN_OK
 
 
@@ -652,6 +657,153 @@ cdef int _launch(const gdn_problem_t *p, const int *ids, int n, cudaStream_t str
     return GDN_OK
 
 
+# ----------------------------------------------------------------------------- overlap plan
+# With few sequences the fused spine occupies N * Hv * 2 SMs for its whole run and stage 1 leaves
+# them idle meanwhile (1x8K: 64 of 132 SMs for 151 us).  The overlap plan runs recompute_wu's
+# first chunk slots [0, split) on the whole device, then the spine beside recompute_wu's other
+# slots [split, CB), which publish each (slot, head) in the workspace's `ready` flags; the spine's
+# loader waits for a flag before it reads the slot.  The spine and the first part run on a
+# library-owned stream of the highest priority (so the spine's CTAs are placed as soon as the
+# first part drains), the second part on the caller's stream; fork and join are events, so the
+# caller's stream orders everything after the call behind both, and a CUDA graph captures it.
+# Deadlock-freedom: the second part never waits for the spine, and the spine's CTAs (one per SM)
+# leave at least half of the SMs (queried: a MIG slice has fewer) to it.
+
+cdef extern from "pthread.h" nogil:
+    ctypedef struct pthread_mutex_t:
+        pass
+    int pthread_mutex_init(pthread_mutex_t *m, void *attr)
+    int pthread_mutex_lock(pthread_mutex_t *m)
+    int pthread_mutex_unlock(pthread_mutex_t *m)
+
+cdef enum:
+    MAX_DEVICES = 64
+
+cdef pthread_mutex_t _side_lock
+pthread_mutex_init(&_side_lock, NULL)
+cdef int _side_state[MAX_DEVICES]           # 0: not created, 1: ready, -1: creation failed
+cdef cudaStream_t _side_stream[MAX_DEVICES]
+cdef cudaEvent_t _side_fork[MAX_DEVICES]
+cdef cudaEvent_t _side_join[MAX_DEVICES]
+memset(_side_state, 0, sizeof(_side_state))
+
+
+cdef int _sm_count() noexcept nogil:
+    """SMs of the current device (GDN_SM_COUNT if it cannot be queried)."""
+    cdef int dev = 0, sms = 0
+    if cudaGetDevice(&dev) != 0 or cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != 0:
+        cudaGetLastError()
+        return GDN_SM_COUNT
+    return sms
+
+
+cdef bint _overlap_fits(int64_t N, int64_t Hv, int sms) noexcept nogil:
+    """The overlap plan's deadlock guard: the spine's CTAs (one per SM) leave at least half of the
+    SMs to the part of stage 1 they wait for."""
+    return 2 * N * Hv * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK) <= sms
+
+
+cdef int64_t _overlap_split(int64_t T, int64_t N, int64_t Hv, int sms) noexcept nogil:
+    """First chunk slot of stage 1's second part, or 0 for the serial plan (the one C copy of
+    gdn_prefill.plan.overlap_split; gdn_abi.h has the constants)."""
+    cdef int64_t cb = (T + GDN_CHUNK - 1) // GDN_CHUNK + N
+    if not _overlap_fits(N, Hv, sms) or cb < GDN_OVERLAP_MIN_SLOTS:
+        return 0
+    return cb * GDN_OVERLAP_SPLIT_PCT // 100
+
+
+def _overlap_split_rule(int64_t T, int64_t N, int64_t Hv, int sms):
+    """Test hook: the launcher's overlap rule (None: the serial plan)."""
+    cdef int64_t split = _overlap_split(T, N, Hv, sms)
+    return int(split) if split > 0 else None
+
+
+cdef int _side_get(cudaStream_t stream, cudaStream_t *side, cudaEvent_t *fork, cudaEvent_t *join) noexcept nogil:
+    """The current device's side stream and events, created on first use; 0 if unavailable (then
+    the serial plan runs): creation failed, or the first use is inside a stream capture, where
+    creating a stream is not permitted."""
+    cdef int dev = 0, least = 0, greatest = 0, ok = 0
+    cdef cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone
+    if cudaGetDevice(&dev) != 0 or dev < 0 or dev >= MAX_DEVICES:
+        cudaGetLastError()
+        return 0
+    if _side_state[dev] == 0:
+        pthread_mutex_lock(&_side_lock)
+        if _side_state[dev] == 0:
+            if cudaStreamIsCapturing(stream, &capturing) != 0 or capturing != cudaStreamCaptureStatusNone:
+                cudaGetLastError()
+                pthread_mutex_unlock(&_side_lock)
+                return 0
+            ok = (cudaDeviceGetStreamPriorityRange(&least, &greatest) == 0
+                  and cudaStreamCreateWithPriority(&_side_stream[dev], cudaStreamNonBlocking, greatest) == 0
+                  and cudaEventCreateWithFlags(&_side_fork[dev], cudaEventDisableTiming) == 0
+                  and cudaEventCreateWithFlags(&_side_join[dev], cudaEventDisableTiming) == 0)
+            if not ok:
+                cudaGetLastError()
+            _side_state[dev] = 1 if ok else -1
+        pthread_mutex_unlock(&_side_lock)
+    if _side_state[dev] != 1:
+        return 0
+    side[0] = _side_stream[dev]
+    fork[0] = _side_fork[dev]
+    join[0] = _side_join[dev]
+    return 1
+
+
+cdef const char *_OVERLAP_STEPS[5]
+_OVERLAP_STEPS[:] = [b"zeroing the ready flags", b"forking the side stream", b"launching recompute_wu (first part)",
+                     b"launching recompute_wu (second part)", b"launching the spine"]
+
+
+cdef int _launch_overlap(const gdn_problem_t *p, const int *ids, int64_t split, cudaStream_t stream,
+                         char *msg) noexcept nogil:
+    """The fused plan's two builds (ids[0] recompute_wu, ids[1] the spine) as the overlap plan.
+    The spine is launched last: if any earlier step fails it is never launched, so nothing waits
+    for a flag that will not come."""
+    cdef gdn_problem_t a = p[0]
+    cdef gdn_problem_t b = p[0]
+    cdef cudaStream_t side
+    cdef cudaEvent_t fork, join
+    cdef int rc, step = 0
+    if not _side_get(stream, &side, &fork, &join):
+        return _launch(p, ids, 2, stream, msg)
+    rc = gdn_load_modules()
+    if rc != 0:
+        snprintf(msg, MSG_CAP, "CUDA error while loading the kernel modules: %s", cudaGetErrorString(<cudaError_t>rc))
+        return GDN_ERR_LAUNCH
+    a.slot_begin = 0
+    a.slot_end = <int32_t>split
+    a.ready_from = <int32_t>split
+    b.slot_begin = <int32_t>split
+    b.slot_end = p.slot_end
+    b.ready_from = <int32_t>split
+    rc = cudaMemsetAsync(p.ready.data, 0, p.ready.shape[0] * p.ready.shape[1] * 4, stream)
+    if rc == 0:
+        step = 1
+        rc = cudaEventRecord(fork, stream)
+    if rc == 0:
+        rc = cudaStreamWaitEvent(side, fork, 0)
+    if rc == 0:
+        step = 2
+        rc = gdn_launch_variant(ids[0], &a, side)
+    if rc == 0:
+        step = 3
+        rc = gdn_launch_variant(ids[0], &b, stream)
+    if rc == 0:
+        step = 4
+        rc = gdn_launch_variant(ids[1], &a, side)
+    if step >= 2:
+        # join even after a failed launch, so the caller's stream stays ordered behind the side stream
+        if cudaEventRecord(join, side) != 0 or cudaStreamWaitEvent(stream, join, 0) != 0:
+            if rc == 0:
+                rc = <int>cudaGetLastError()
+    if rc != 0:
+        snprintf(msg, MSG_CAP, "CUDA error in the overlap plan (%s): %s", _OVERLAP_STEPS[step],
+                 cudaGetErrorString(<cudaError_t>rc))
+        return GDN_ERR_LAUNCH
+    return GDN_OK
+
+
 cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
                          void *workspace, int64_t workspace_bytes, cudaStream_t stream,
                          int *chosen_spine, char *msg, size_t msg_cap) noexcept nogil:
@@ -659,6 +811,7 @@ cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
     cdef char local[MSG_CAP]
     cdef int rc, chosen = 0, n = 0
     cdef int ids[3]
+    cdef int64_t split
     local[0] = 0
     rc = _prepare(&p, spine, state_layout, &chosen, local)
     if rc == GDN_OK:
@@ -666,7 +819,11 @@ cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
     if rc == GDN_OK:
         rc = _stage_ids(&p, chosen, state_layout, ids, &n, local)
     if rc == GDN_OK:
-        rc = _launch(&p, ids, n, stream, local)
+        split = _overlap_split(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], _sm_count()) if n == 2 else 0
+        if split > 0:
+            rc = _launch_overlap(&p, ids, split, stream, local)
+        else:
+            rc = _launch(&p, ids, n, stream, local)
     if chosen_spine != NULL:
         chosen_spine[0] = chosen
     if msg != NULL and msg_cap > 0:
@@ -870,9 +1027,11 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     Takes prefill's arguments (tensors may live on any device, even "meta", when
     check_device=False).  Returns a dict: "spines" maps each spine to "runs" or the
     guard that rejects it; "chosen" the spine "auto" (or the requested one) runs;
-    "kernels" the launches with grid, block and shared-memory bytes (two when the output is
+    "kernels" the builds with grid, block and shared-memory bytes (two when the output is
     fused into the spine, else three); "fused_output" is "runs" or the reason the unfused plan
-    runs instead; "workspace_bytes".
+    runs instead; "overlap" is "runs: ..." when stage 1 is split around the spine (the
+    recompute_wu build then launches twice, over chunk slots [0, overlap_split) and the rest;
+    "overlap_split" that slot, else None) or the reason the serial plan runs; "workspace_bytes".
     Raises the same errors prefill() raises.
     """
     cdef gdn_problem_t p
@@ -903,6 +1062,20 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         _raise(rc, msg)
     fused = "runs" if _fused_guard(&p, chosen, layout_code, why) == GDN_OK else why.decode()
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
+    cb = _plan.chunk_slots(T, N)
+    sms = _sm_count() if check_device else GDN_SM_COUNT
+    split = _overlap_split(T, N, Hv, sms) if n == 2 else 0
+    if split > 0:
+        overlap = (f"runs: recompute_wu's chunk slots [0, {split}) first, then the spine beside slots "
+                   f"[{split}, {cb}) (library side stream; the first call inside a graph capture runs "
+                   "the serial plan)")
+    elif n != 2:
+        overlap = "only the fused-output plan overlaps stage 1 with the spine"
+    elif cb < GDN_OVERLAP_MIN_SLOTS:
+        overlap = f"{cb} chunk slots: fewer than GDN_OVERLAP_MIN_SLOTS = {GDN_OVERLAP_MIN_SLOTS}"
+    else:
+        overlap = (f"the spine's {N * Hv * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK)} CTAs would hold more than "
+                   f"half of the {sms} SMs that stage 1 needs beside it")
     spine_name = SPINE_NAMES[chosen]
     grids = (_plan.grid_recompute_wu(T, N, Hv), _spine_grid(chosen, T, N, Hv, 0, n == 2),
              _plan.grid_fwd_o(T, N, Hv))
@@ -915,7 +1088,9 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         "kernels": [dict(name=name, grid=tuple(int(x) for x in grid), **_manifest.launch_info(name))
                     for name, grid in kernels],
         "workspace_bytes": int(gdn_workspace_bytes(T, N, Hv)),
-        "chunk_slots": int(_plan.chunk_slots(T, N)),
+        "chunk_slots": int(cb),
+        "overlap": overlap,
+        "overlap_split": int(split) if split > 0 else None,
     }
 
 
@@ -926,11 +1101,11 @@ def workspace_layout(int64_t T, int64_t N, int64_t Hv):
     cdef gdn_problem_t p
     cdef char *base = <char *>GDN_WORKSPACE_ALIGN_BYTES  # any aligned non-NULL base: offsets only
     _carve(&p, base, T, N, Hv)
-    names = ("gcum", "rq", "rk", "w", "u", "vnew", "h", "pqk")
-    cdef gdn_tensor_t *ts[8]
-    ts[:] = [&p.gcum, &p.rq, &p.rk, &p.w, &p.u, &p.vnew, &p.h, &p.pqk]
+    names = ("gcum", "rq", "rk", "w", "u", "vnew", "h", "pqk", "ready")
+    cdef gdn_tensor_t *ts[9]
+    ts[:] = [&p.gcum, &p.rq, &p.rk, &p.w, &p.u, &p.vnew, &p.h, &p.pqk, &p.ready]
     out = {}
-    for i in range(8):
+    for i in range(9):
         strides = [ts[i].stride[j] for j in range(ts[i].rank)]
         order = sorted(range(ts[i].rank), key=lambda j: -strides[j])          # storage order
         out[names[i]] = (<uintptr_t>ts[i].data - <uintptr_t>base, tuple(ts[i].shape[j] for j in order),
@@ -959,7 +1134,7 @@ def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None
 
 def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None,
                    str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto", workspace,
-                   int warpgroups=0, int fused=-1):
+                   int warpgroups=0, int fused=-1, int64_t overlap_split=-1):
     """Test hook: validate like prefill(), then launch only the named stages on the current stream.
 
     `stages` is a subset of ("recompute_wu", "spine", "fwd_o"), run in that order,
@@ -968,9 +1143,13 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     build of that regime instead (benchmarks of the warpgroups rule; 0: the rule; the fused
     plan has one spine build, spine_rs_o) and `fused` 0 / 1 the unfused or the
     fused-output plan (-1: the rule; the fused plan has no fwd_o stage and writes no h / vnew).
+    With both stages of the fused plan, `overlap_split` 0 runs the serial plan, s > 0 the overlap
+    plan split at chunk slot s (wherever the rule's deadlock guard allows it, also below its
+    minimum of chunk slots), -1 the rule; the other stage sets run serially.
     """
     cdef gdn_problem_t p
     cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, i, n = 0, nplan
+    cdef int64_t split = 0, rule = 0
     cdef int all_ids[3]
     cdef int ids[3]
     cdef char msg[MSG_CAP]
@@ -1004,7 +1183,24 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
                 ids[n] = all_ids[i]
                 n += 1
         stream_ptr = torch.cuda.current_stream().cuda_stream
-        rc = _launch(&p, ids, n, <cudaStream_t><uintptr_t>stream_ptr, msg)
+        split = 0
+        if nplan == 2 and n == 2:
+            rule = _overlap_split(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], _sm_count())
+            if overlap_split < 0:
+                split = rule
+            elif overlap_split > 0:
+                # a forced split may ignore the rule's GDN_OVERLAP_MIN_SLOTS (a speed threshold that
+                # bench_overlap.py measures) but never its deadlock guard
+                if not _overlap_fits(p.cu_seqlens.shape[0] - 1, p.v.shape[1], _sm_count()):
+                    raise _errors.GdnArgumentError("overlap_split: the spine's CTAs would hold more than half of "
+                                                   "the SMs, which the second part of stage 1 needs (deadlock guard)")
+                if overlap_split >= p.slot_end:
+                    raise _errors.GdnArgumentError(f"overlap_split: must be below the {p.slot_end} chunk slots")
+                split = overlap_split
+        if split > 0:
+            rc = _launch_overlap(&p, ids, split, <cudaStream_t><uintptr_t>stream_ptr, msg)
+        else:
+            rc = _launch(&p, ids, n, <cudaStream_t><uintptr_t>stream_ptr, msg)
     if rc != GDN_OK:
         _raise(rc, msg)
     return SPINE_NAMES[chosen]

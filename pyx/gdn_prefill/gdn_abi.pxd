@@ -11,6 +11,20 @@ cdef extern from "cuda_runtime.h" nogil:
     cudaError_t cudaGetLastError()
     cdef int cudaDevAttrComputeCapabilityMajor
     cdef int cudaDevAttrComputeCapabilityMinor
+    cdef int cudaDevAttrMultiProcessorCount
+    # the overlap plan's side stream and fork / join events
+    ctypedef void *cudaEvent_t
+    enum cudaStreamCaptureStatus:
+        cudaStreamCaptureStatusNone
+    cdef unsigned int cudaStreamNonBlocking
+    cdef unsigned int cudaEventDisableTiming
+    cudaError_t cudaDeviceGetStreamPriorityRange(int *least, int *greatest)
+    cudaError_t cudaStreamCreateWithPriority(cudaStream_t *stream, unsigned int flags, int priority)
+    cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+    cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+    cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+    cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *status)
+    cudaError_t cudaMemsetAsync(void *ptr, int value, size_t count, cudaStream_t stream)
 
 cdef extern from "gdn/gdn_abi.h" nogil:
     enum:
@@ -19,12 +33,16 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_HEAD_DIM_V
         GDN_SCALAR_SPINE_VBLOCK
         GDN_WGMMA_SPINE_VBLOCK
+        GDN_RS_SPINE_VBLOCK
         GDN_SM_COUNT
         GDN_WGMMA_WG1_MAX_CTAS
         GDN_TMA_ALIGN_BYTES
         GDN_WORKSPACE_ALIGN_BYTES
         GDN_MAX_RANK
         GDN_MAX_SEQUENCES
+        GDN_OVERLAP_SPLIT_PCT
+        GDN_OVERLAP_MIN_SLOTS
+        GDN_NO_OVERLAP
         GDN_DTYPE_BF16
         GDN_DTYPE_F16
         GDN_DTYPE_F32
@@ -54,11 +72,13 @@ cdef extern from "gdn/gdn_abi.h" nogil:
     ctypedef struct gdn_problem_t:
         gdn_tensor_t q, k, v, g, beta, out
         gdn_tensor_t state, cu_seqlens, state_indices
-        gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk
+        gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk, ready
         float scale
         int32_t use_qk_l2norm
         int32_t has_state
         int32_t use_state_indices
+        int32_t slot_begin, slot_end
+        int32_t ready_from
 
 cdef extern from "gdn/gdn_kernels.h" nogil:
     int gdn_num_variants()

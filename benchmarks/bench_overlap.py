@@ -1,0 +1,115 @@
+"""Where to split stage 1 around the fused spine (the overlap plan): a sweep of the split slot.
+
+    python benchmarks/bench_overlap.py [--shapes 1x1K,1x2K,1x8K,1x64K] [--heads 16/32] [--json PATH] [--md PATH]
+
+For each shape, the fused plan (recompute_wu + spine_rs_o) captured in a CUDA graph with stage 1
+split at a fraction of the chunk slots (0 %: the serial plan), replayed round-robin over 3 buffer
+sets; median of CUDA-event timings.  The launcher's split is GDN_OVERLAP_SPLIT_PCT of the chunk
+slots, and it splits from GDN_OVERLAP_MIN_SLOTS slots on (gdn_abi.h); this table is what those
+constants are chosen from (short shapes are swept below that minimum too).  Needs a Hopper GPU; without
+one it says so and exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+
+FRACTIONS = (0, 15, 25, 35, 45, 55, 70)
+
+
+def _tokens(s: str) -> int:
+    s = s.upper()
+    return int(s[:-1]) * 1024 if s.endswith("K") else int(s)
+
+
+def time_split(B: int, T: int, hk: int, hv: int, pct: int, reps: int = 20) -> dict:
+    import torch
+
+    import gdn_prefill
+    from gdn_prefill import _ext, plan, reference as ref
+    lens = [T] * B
+    sets = [ref.make_inputs(lens, hk, hv, seed=s, device="cuda", state="dense", l2norm_inputs=True) for s in range(3)]
+    N, Ttot = B, B * T
+    cb = plan.chunk_slots(Ttot, N)
+    split = cb * pct // 100
+    ws = torch.empty(gdn_prefill.workspace_bytes(Ttot, N, hv), dtype=torch.uint8, device="cuda")
+    outs = [torch.empty(Ttot, hv, 128, dtype=torch.bfloat16, device="cuda") for _ in sets]
+
+    def call(i):
+        x = sets[i]
+        _ext._launch_stages(("recompute_wu", "spine"), x["q"], x["k"], x["v"], x["g"], x["beta"], outs[i], x["state"],
+                            cu_seqlens=x["cu_seqlens"], spine="wgmma", workspace=ws, fused=1, overlap_split=split)
+    for i in range(3):
+        call(i)                          # eager first: the side stream exists before the capture
+    torch.cuda.synchronize()
+    graphs = []
+    for i in range(3):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            call(i)
+        graphs.append(g)
+    times = []
+    for r in range(reps + 3):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graphs[r % 3].replay()
+        b.record()
+        b.synchronize()
+        if r >= 3:
+            times.append(a.elapsed_time(b) * 1000.0)
+    return dict(shape=f"{B}x{T // 1024}K", heads=f"{hk}/{hv}", chunk_slots=cb, pct=pct, split=split,
+                us=statistics.median(times))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", default="1x1K,1x2K,1x8K,1x64K", help="comma list of BxT (T may end in K)")
+    ap.add_argument("--heads", default="16/32", help="Hk/Hv")
+    ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--md", help="write a markdown table here")
+    a = ap.parse_args(argv)
+    hk, hv = (int(x) for x in a.heads.split("/"))
+    shapes = [(int(b), _tokens(t)) for b, t in (s.split("x") for s in a.shapes.split(","))]
+    import torch
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        print("bench_overlap: no Hopper GPU visible; nothing to time.")
+        return 0
+    from gdn_prefill import plan
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = []
+    for B, T in shapes:
+        if not plan.overlap_fits(B, hv, sms):
+            print(f"{B}x{T}: the spine's CTAs would hold more than half of the SMs (deadlock guard); skipped")
+            continue
+        for pct in FRACTIONS:
+            r = time_split(B, T, hk, hv, pct)
+            rows.append(r)
+            print(f"{r['shape']} split {pct:3d}% (slot {r['split']:5d} of {r['chunk_slots']}): {r['us']:8.1f} us",
+                  flush=True)
+    meta = dict(card=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(), torch=torch.__version__,
+                rule_pct=plan._C["GDN_OVERLAP_SPLIT_PCT"],
+                method="fused plan through _ext._launch_stages(overlap_split=...), CUDA graph per buffer set, "
+                       "median of 20 replays (CUDA events)")
+    lines = [f"Overlap split sweep — {meta['card']}, {meta['date']}, Hk/Hv = {a.heads}, {meta['method']}; "
+             f"the launcher's rule: {meta['rule_pct']} %", "",
+             "| shape | split % | split slot / slots | µs | vs serial |", "|---|---|---|---|---|"]
+    base = {r["shape"]: r["us"] for r in rows if r["pct"] == 0}
+    for r in rows:
+        lines.append(f"| {r['shape']} | {r['pct']} | {r['split']} / {r['chunk_slots']} | {r['us']:.1f} | "
+                     f"{r['us'] / base[r['shape']]:.3f} |")
+    table = "\n".join(lines)
+    print(table)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dict(meta=meta, rows=rows), f, indent=1)
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write(table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The overlap plan's rule (CPU): when stage 1 is split around the fused spine, and what explain() says.
+
+The launcher's C rule (_ext._overlap_split) and its Python copy (plan.overlap_split) must agree
+everywhere, in particular at the edges of the deadlock guard (the spine's CTAs may hold at most
+half of the SMs) and of GDN_OVERLAP_MIN_SLOTS.  tests/test_gpu_overlap.py runs the plan itself.
+"""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+import gdn_prefill
+from gdn_prefill import _abi, _ext, plan
+
+MIN = _abi.CONSTANTS["GDN_OVERLAP_MIN_SLOTS"]
+PCT = _abi.CONSTANTS["GDN_OVERLAP_SPLIT_PCT"]
+
+
+def test_c_and_python_rules_agree():
+    Ts = [1, 64 * (MIN - 2), 64 * (MIN - 1), 64 * MIN, 1000, 8192, 65536]
+    for T, N, Hv, sms in itertools.product(Ts, [1, 2, 3], [4, 16, 32, 33, 64], [16, 114, 128, 132]):
+        assert _ext._overlap_split_rule(T, N, Hv, sms) == plan.overlap_split(T, N, Hv, sms), (T, N, Hv, sms)
+
+
+def test_rule_edges():
+    # one sequence of 64 (MIN - 1) tokens: MIN slots (the slot count includes one per sequence)
+    assert plan.overlap_split(64 * (MIN - 1), 1, 4, 132) == MIN * PCT // 100
+    assert plan.overlap_split(64 * (MIN - 2), 1, 4, 132) is None
+    # the deadlock guard: N * Hv * 2 spine CTAs <= SMs / 2
+    assert plan.overlap_split(8192, 1, 33, 132) == plan.chunk_slots(8192, 1) * PCT // 100     # 66 CTAs
+    assert plan.overlap_split(8192, 1, 34, 132) is None                                     # 68 CTAs
+    assert plan.overlap_split(8192, 1, 32, 114) is None      # an H100 PCIe: 64 CTAs > 57
+    assert plan.overlap_split(8192, 2, 32, 132) is None
+
+
+def _meta_problem(lens, hk, hv):
+    T = sum(lens)
+    m = dict(device="meta")
+    q = torch.empty(T, hk, 128, dtype=torch.bfloat16, **m)
+    v = torch.empty(T, hv, 128, dtype=torch.bfloat16, **m)
+    g = torch.empty(T, hv, dtype=torch.float32, **m)
+    cu = torch.tensor([0] + list(itertools.accumulate(lens)), dtype=torch.int32).to("meta")
+    return (q, q.clone(), v, g, g.clone(), v.clone()), dict(cu_seqlens=cu, check_device=False)
+
+
+@pytest.mark.skipif(not any(v.startswith("spine_rs_o_") for v in gdn_prefill.compiled_variants()),
+                    reason="fused spine not built")
+def test_explain_reports_the_overlap():
+    args, kw = _meta_problem([8192], 16, 32)
+    p = gdn_prefill.explain(*args, **kw)
+    assert p["fused_output"] == "runs"
+    assert p["overlap_split"] == plan.chunk_slots(8192, 1) * PCT // 100 and p["overlap"].startswith("runs")
+    args, kw = _meta_problem([4096] * 8, 16, 32)
+    p = gdn_prefill.explain(*args, **kw)
+    assert p["overlap_split"] is None and "512 CTAs" in p["overlap"], p["overlap"]
+    args, kw = _meta_problem([64], 16, 32)
+    p = gdn_prefill.explain(*args, **kw)
+    assert p["overlap_split"] is None and "chunk slots" in p["overlap"], p["overlap"]
+    args, kw = _meta_problem([8192], 16, 32)
+    p = gdn_prefill.explain(*args, spine="scalar", **kw)
+    assert p["overlap_split"] is None and "fused-output" in p["overlap"], p["overlap"]
+
+
+def test_workspace_has_one_ready_flag_per_slot_and_head():
+    layout = gdn_prefill.workspace_layout(8192, 1, 32)
+    off, shape, dtype = layout["ready"]
+    assert shape == (plan.chunk_slots(8192, 1), 32) and dtype == "int32"
+    assert off + 4 * shape[0] * shape[1] <= gdn_prefill.workspace_bytes(8192, 1, 32)
