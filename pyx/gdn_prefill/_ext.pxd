@@ -7,13 +7,18 @@
 # cu_seqlens, state_indices as gdn_tensor_t {data, shape, stride in elements, rank,
 # dtype = GDN_DTYPE_*}; rank 0 marks an absent state / state_indices; set `scale`
 # yourself (the Python default is K^-1/2) and `use_qk_l2norm`; leave the workspace
-# fields and has_state / use_state_indices zeroed: they are derived), pass a device
+# fields, has_state / use_state_indices and the launch ranges (slot_begin, slot_end,
+# ready_from) zeroed: they are derived), pass a device
 # workspace of gdn_workspace_bytes(T, N, Hv) bytes (GDN_WORKSPACE_ALIGN_BYTES = 256-byte
 # aligned), and call gdn_prefill_raw without the GIL.  `spine` is GDN_SPINE_AUTO /
 # _SCALAR / _WGMMA and `state_layout` GDN_STATE_KV / _VK.  It runs every guard the
 # Python API runs (it is the same code), then launches on `stream` for the *current*
 # CUDA device (cudaSetDevice first); it never reads device memory nor synchronises, so
 # it can be captured in a CUDA graph, and it is safe to call from several threads.
+# With few sequences it runs the overlap plan (explain()["overlap"]): part of the work goes
+# to a library-owned stream per device, forked from and joined back into `stream` by events,
+# so work queued on `stream` after the call waits for all of it.  That stream is created by
+# the first such call; if the first one is inside a stream capture, the serial plan runs.
 # It returns GDN_OK (0) or a GDN_ERR_* status with a message naming the argument and
 # the rule in `msg` (at most msg_cap - 1 bytes, always NUL-terminated when msg_cap > 0;
 # 512 bytes always suffice); on an error nothing has been launched and nothing written.
