@@ -268,27 +268,38 @@ def test_deterministic_bitwise(spine, many):
         assert torch.equal(s, outs[0][1])
 
 
+GRAPH_CASES = {
+    "pool_3_seqs": [200, 64, 1],
+    # 2 sequences, 52 chunk slots: with the wgmma spine the overlap plan (its side stream's fork
+    # and join are captured too)
+    "overlap_2_seqs": [3000, 200],
+}
+
+
+@pytest.mark.parametrize("case", list(GRAPH_CASES))
 @pytest.mark.parametrize("spine", spine_params())
-def test_cuda_graph_replay_with_new_values(spine):
+def test_cuda_graph_replay_with_new_values(spine, case):
     """Captured once, replayed on new input values: no host sync anywhere in a call."""
-    inp = ref.make_inputs([200, 64, 1], 2, 4, seed=1, device="cuda", state="pool", l2norm_inputs=True)
+    lens = GRAPH_CASES[case]
+    inp = ref.make_inputs(lens, 2, 4, seed=1, device="cuda", state="pool", l2norm_inputs=True)
     T, Hv = inp["v"].shape[0], 4
     out = torch.empty(T, Hv, 128, dtype=torch.bfloat16, device="cuda")
     state = inp["state"].clone()
-    ws = torch.empty(gdn_prefill.workspace_bytes(T, 3, Hv), dtype=torch.uint8, device="cuda")
-    call = lambda: gdn_prefill.prefill(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state,  # noqa
-                                       cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"],
-                                       spine=spine, workspace=ws)
+    ws = torch.empty(gdn_prefill.workspace_bytes(T, len(lens), Hv), dtype=torch.uint8, device="cuda")
+    args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
+    kw = dict(cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"], spine=spine, workspace=ws)
+    if case.startswith("overlap") and spine == "wgmma":
+        assert gdn_prefill.explain(*args, **kw)["overlap_split"] is not None
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        call()  # warm-up: loads the kernel modules outside the capture
+        gdn_prefill.prefill(*args, **kw)  # warm-up: modules (and the overlap's stream) outside the capture
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        call()
+        gdn_prefill.prefill(*args, **kw)
     for seed in (11, 12):
-        new = ref.make_inputs([200, 64, 1], 2, 4, seed=seed, device="cuda", state="pool", l2norm_inputs=True)
+        new = ref.make_inputs(lens, 2, 4, seed=seed, device="cuda", state="pool", l2norm_inputs=True)
         for name in ("q", "k", "v", "g", "beta", "state_indices"):
             inp[name].copy_(new[name])
         state.copy_(new["state"])
