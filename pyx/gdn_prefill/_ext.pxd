@@ -19,6 +19,8 @@
 # to a library-owned stream per device, forked from and joined back into `stream` by events,
 # so work queued on `stream` after the call waits for all of it.  That stream is created by
 # the first such call; if the first one is inside a stream capture, the serial plan runs.
+# That stream is shared by every caller on the device: while one thread captures a graph,
+# another must not call prefill eagerly on the same device (its work would join the capture).
 # It returns GDN_OK (0) or a GDN_ERR_* status with a message naming the argument and
 # the rule in `msg` (at most msg_cap - 1 bytes, always NUL-terminated when msg_cap > 0;
 # 512 bytes always suffice); on an error nothing has been launched and nothing written.
