@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import statistics
 import sys
+
+from gdn_prefill.bench import write_json, write_text
 
 FRACTIONS = (0, 15, 25, 35, 45, 55, 70)
 
@@ -103,11 +104,9 @@ def main(argv=None) -> int:
     table = "\n".join(lines)
     print(table)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(dict(meta=meta, rows=rows), f, indent=1)
+        write_json(dict(meta=meta, rows=rows), a.json)
     if a.md:
-        with open(a.md, "w") as f:
-            f.write(table + "\n")
+        write_text(table + "\n", a.md)
     return 0
 
 

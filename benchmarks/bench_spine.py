@@ -24,6 +24,8 @@ import json
 import statistics
 import sys
 
+from gdn_prefill.bench import write_json, write_text
+
 PEAK_TFLOPS = 989.0
 CHUNK = 64
 
@@ -132,8 +134,7 @@ def main(argv=None) -> int:
                 torch=torch.__version__, shapes="Hk/Hv=16/32, K=V=128", method="CUDA graph of the spine alone, "
                 "median of replays timed with CUDA events")
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(dict(meta=meta, rows=rows), f, indent=1)
+        write_json(dict(meta=meta, rows=rows), a.json)
     lines = [f"Spine microbenchmark — {meta['card']}, {meta['date']}, {meta['shapes']}, {meta['method']}", "",
              "| spine | build | B | T | µs | µs/chunk | TFLOP/s | % bf16 peak | wgmma speed-up |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -146,8 +147,7 @@ def main(argv=None) -> int:
     table = "\n".join(lines)
     print(table)
     if a.md:
-        with open(a.md, "w") as f:
-            f.write(table + "\n")
+        write_text(table + "\n", a.md)
     return 0
 
 

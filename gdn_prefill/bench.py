@@ -1206,6 +1206,8 @@ def show_plan(case: Case = REPRESENTATIVE, out=print) -> bool:
     out("  spines: " + "; ".join(f"{k}: {v}" for k, v in plan["spines"].items()) + f"  -> auto runs '{plan['chosen']}'")
     if "fused_output" in plan:
         out(f"  output fused into the spine: {plan['fused_output']}")
+    if "overlap" in plan:
+        out(f"  stage 1 overlapped with the spine: {plan['overlap']}")
     out(f"  {'kernel':<34} {'grid':<16} {'block':>5} {'cluster':>7} {'smem bytes':>11}")
     for kern in plan["kernels"]:
         out(f"  {kern['name']:<34} {str(tuple(kern['grid'])):<16} {str(kern.get('block')):>5} "

@@ -212,6 +212,8 @@ def test_main_job_without_gpu(monkeypatch, capsys):
     from gdn_prefill import plan
     assert "spine_rs_o_kv" in out and str(plan.grid_spine_rs(8192, 1, 32)) in out
     assert f"workspace: {gdn_prefill.workspace_bytes(8192, 1, 32):,} bytes" in out
+    split = plan.overlap_split(8192, 1, 32, plan.SM_COUNT)
+    assert f"stage 1 overlapped with the spine: runs: recompute_wu's chunk slots [0, {split})" in out
     # the oracle check, with its error printed
     assert "reference.recurrent vs reference.chunked" in out and "-> OK" in out and "rel err o = " in out
 
@@ -306,3 +308,19 @@ def test_main_job_on_gpu_path_with_stubs(monkeypatch, capsys):
     monkeypatch.setattr(bench, "run_numerics", lambda args, log=print: numerics(args, err=0.5))
     assert bench.main_job() == 1
     assert "an error above 0.01" in capsys.readouterr().out
+
+
+def test_microbenchmark_scripts_without_gpu():
+    """benchmarks/bench_spine.py and bench_overlap.py: on a machine without a Hopper GPU they say so
+    and exit 0; a bad --spines value is an argument error (exit 2) naming the flag."""
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is visible: the scripts would time it")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for script in ("bench_spine.py", "bench_overlap.py"):
+        run = subprocess.run([sys.executable, os.path.join(root, "benchmarks", script)], capture_output=True,
+                             text=True, timeout=120)
+        assert run.returncode == 0 and "no Hopper GPU visible" in run.stdout, run.stdout + run.stderr
+    run = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "bench_spine.py"), "--spines", "fast"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "--spines: unknown spine(s) ['fast']" in run.stderr, run.stderr
