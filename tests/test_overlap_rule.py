@@ -7,6 +7,9 @@ half of the SMs) and of GDN_OVERLAP_MIN_SLOTS.  tests/test_gpu_overlap.py runs t
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -68,3 +71,19 @@ def test_workspace_has_one_ready_flag_per_slot_and_head():
     off, shape, dtype = layout["ready"]
     assert shape == (plan.chunk_slots(8192, 1), 32) and dtype == "int32"
     assert off + 4 * shape[0] * shape[1] <= gdn_prefill.workspace_bytes(8192, 1, 32)
+
+
+@pytest.mark.skipif(not any(v.startswith("spine_rs_o_") for v in gdn_prefill.compiled_variants()),
+                    reason="fused spine not built")
+def test_overlap_can_be_disabled_by_the_environment():
+    """GDN_PREFILL_OVERLAP=0 (read at import): the serial plan, and explain() says why."""
+    code = ("import torch, gdn_prefill; m = dict(device='meta'); "
+            "q = torch.empty(8192, 16, 128, dtype=torch.bfloat16, **m); "
+            "v = torch.empty(8192, 32, 128, dtype=torch.bfloat16, **m); g = torch.empty(8192, 32, **m); "
+            "cu = torch.tensor([0, 8192], dtype=torch.int32).to('meta'); "
+            "p = gdn_prefill.explain(q, q, v, g, g, v, cu_seqlens=cu, check_device=False); "
+            "print(p['overlap_split'], '|', p['overlap'])")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "GDN_PREFILL_OVERLAP": "0"})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "None | disabled by GDN_PREFILL_OVERLAP=0", run.stdout

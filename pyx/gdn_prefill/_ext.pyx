@@ -688,6 +688,12 @@ cdef cudaEvent_t _side_join[MAX_DEVICES]
 memset(_side_state, 0, sizeof(_side_state))
 
 
+# GDN_PREFILL_OVERLAP=0 (read once, at import) runs the serial plan everywhere: for deployments
+# where the queried SM count overstates the SMs a process gets (MPS with an active-thread
+# percentage, green contexts), on which the deadlock guard's count would be wrong.
+cdef bint _overlap_enabled = os.environ.get("GDN_PREFILL_OVERLAP", "1") != "0"
+
+
 cdef int _sm_count() noexcept nogil:
     """SMs of the current device (GDN_SM_COUNT if it cannot be queried)."""
     cdef int dev = 0, sms = 0
@@ -819,7 +825,9 @@ cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
     if rc == GDN_OK:
         rc = _stage_ids(&p, chosen, state_layout, ids, &n, local)
     if rc == GDN_OK:
-        split = _overlap_split(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], _sm_count()) if n == 2 else 0
+        split = 0
+        if n == 2 and _overlap_enabled:
+            split = _overlap_split(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], _sm_count())
         if split > 0:
             rc = _launch_overlap(&p, ids, split, stream, local)
         else:
@@ -1064,13 +1072,15 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
     cb = _plan.chunk_slots(T, N)
     sms = _sm_count() if check_device else GDN_SM_COUNT
-    split = _overlap_split(T, N, Hv, sms) if n == 2 else 0
+    split = _overlap_split(T, N, Hv, sms) if n == 2 and _overlap_enabled else 0
     if split > 0:
         overlap = (f"runs: recompute_wu's chunk slots [0, {split}) first, then the spine beside slots "
                    f"[{split}, {cb}) (library side stream; the first call inside a graph capture runs "
                    "the serial plan)")
     elif n != 2:
         overlap = "only the fused-output plan overlaps stage 1 with the spine"
+    elif not _overlap_enabled:
+        overlap = "disabled by GDN_PREFILL_OVERLAP=0"
     elif cb < GDN_OVERLAP_MIN_SLOTS:
         overlap = f"{cb} chunk slots: fewer than GDN_OVERLAP_MIN_SLOTS = {GDN_OVERLAP_MIN_SLOTS}"
     else:
@@ -1187,7 +1197,7 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
         if nplan == 2 and n == 2:
             rule = _overlap_split(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], _sm_count())
             if overlap_split < 0:
-                split = rule
+                split = rule if _overlap_enabled else 0
             elif overlap_split > 0:
                 # a forced split may ignore the rule's GDN_OVERLAP_MIN_SLOTS (a speed threshold that
                 # bench_overlap.py measures) but never its deadlock guard
