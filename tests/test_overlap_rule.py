@@ -75,8 +75,9 @@ def test_workspace_has_one_ready_flag_per_slot_and_head():
 
 @pytest.mark.skipif(not any(v.startswith("spine_rs_o_") for v in gdn_prefill.compiled_variants()),
                     reason="fused spine not built")
-def test_overlap_can_be_disabled_by_the_environment():
-    """GDN_PREFILL_OVERLAP=0 (read at import): the serial plan, and explain() says why."""
+def test_overlap_can_be_disabled_by_the_environment(tmp_path):
+    """GDN_PREFILL_OVERLAP=0 (read at import): the serial plan, and explain() says why.  (Run
+    outside the source tree, so the subprocess imports the installed package, not ./gdn_prefill.)"""
     code = ("import torch, gdn_prefill; m = dict(device='meta'); "
             "q = torch.empty(8192, 16, 128, dtype=torch.bfloat16, **m); "
             "v = torch.empty(8192, 32, 128, dtype=torch.bfloat16, **m); g = torch.empty(8192, 32, **m); "
@@ -84,6 +85,6 @@ def test_overlap_can_be_disabled_by_the_environment():
             "p = gdn_prefill.explain(q, q, v, g, g, v, cu_seqlens=cu, check_device=False); "
             "print(p['overlap_split'], '|', p['overlap'])")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "GDN_PREFILL_OVERLAP": "0"})
+                         env={**os.environ, "GDN_PREFILL_OVERLAP": "0"}, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "None | disabled by GDN_PREFILL_OVERLAP=0", run.stdout
