@@ -56,12 +56,12 @@ def grid_recompute_wu(T, N, Hv):
     """One CTA per (chunk slot, value head), the head fastest: block x = slot * Hv + hv.  The Hv
     CTAs of a chunk run side by side, so the q/k rows a key head shares with its Hv/Hk value
     heads are read from HBM once and from L2 after (slot-fastest, they were a wave apart)."""
-    return (chunk_slots(T, N) * Hv, 1, 1)
+    return grid_recompute_wu_slots(0, chunk_slots(T, N), Hv)
 
 
 def grid_recompute_wu_slots(slot_begin, slot_end, Hv):
     """The grid of one recompute_wu launch over chunk slots [slot_begin, slot_end): the serial plan
-    launches [0, chunk_slots(T, N)) (= grid_recompute_wu), the overlap plan two ranges."""
+    launches them all (grid_recompute_wu), the overlap plan two ranges."""
     return ((slot_end - slot_begin) * Hv, 1, 1)
 
 

@@ -471,9 +471,14 @@ cdef inline int64_t _aligned(int64_t n) noexcept nogil:
     return (n + GDN_WORKSPACE_ALIGN_BYTES - 1) // GDN_WORKSPACE_ALIGN_BYTES * GDN_WORKSPACE_ALIGN_BYTES
 
 
+cdef inline int64_t _chunk_slots(int64_t T, int64_t N) noexcept nogil:
+    """The C copy of gdn_prefill.plan.chunk_slots: ceil(T / CHUNK) + N slots cover every chunk."""
+    return (T + GDN_CHUNK - 1) // GDN_CHUNK + N
+
+
 cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t Hv) noexcept nogil:
     """Lay the workspace tensors out from `base` (NULL: only count); returns the bytes used."""
-    cdef int64_t CB = (T + GDN_CHUNK - 1) // GDN_CHUNK + N
+    cdef int64_t CB = _chunk_slots(T, N)
     cdef int64_t K = GDN_HEAD_DIM_K, V = GDN_HEAD_DIM_V
     cdef int64_t off = 0
     # gcum, rq, rk: [T, Hv] stored head-major, so a chunk's rows of one head are contiguous
@@ -643,11 +648,19 @@ cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_by
     return GDN_OK
 
 
-cdef int _launch(const gdn_problem_t *p, const int *ids, int n, cudaStream_t stream, char *msg) noexcept nogil:
-    cdef int i, rc = gdn_load_modules()
+cdef int _load_modules(char *msg) noexcept nogil:
+    """Load every kernel module once (first call); GDN_ERR_LAUNCH and the CUDA error if that fails."""
+    cdef int rc = gdn_load_modules()
     if rc != 0:
         snprintf(msg, MSG_CAP, "CUDA error while loading the kernel modules: %s", cudaGetErrorString(<cudaError_t>rc))
         return GDN_ERR_LAUNCH
+    return GDN_OK
+
+
+cdef int _launch(const gdn_problem_t *p, const int *ids, int n, cudaStream_t stream, char *msg) noexcept nogil:
+    cdef int i, rc = _load_modules(msg)
+    if rc != GDN_OK:
+        return rc
     for i in range(n):
         rc = gdn_launch_variant(ids[i], p, stream)
         if rc != 0:
@@ -712,10 +725,18 @@ cdef bint _overlap_fits(int64_t N, int64_t Hv, int sms) noexcept nogil:
 cdef int64_t _overlap_split(int64_t T, int64_t N, int64_t Hv, int sms) noexcept nogil:
     """First chunk slot of stage 1's second part, or 0 for the serial plan (the one C copy of
     gdn_prefill.plan.overlap_split; gdn_abi.h has the constants)."""
-    cdef int64_t cb = (T + GDN_CHUNK - 1) // GDN_CHUNK + N
+    cdef int64_t cb = _chunk_slots(T, N)
     if not _overlap_fits(N, Hv, sms) or cb < GDN_OVERLAP_MIN_SLOTS:
         return 0
     return cb * GDN_OVERLAP_SPLIT_PCT // 100
+
+
+cdef int64_t _plan_split(const gdn_problem_t *p, int n_launches, int sms) noexcept nogil:
+    """The split the launcher uses for this (validated) problem: the rule for the fused plan
+    (n_launches == 2) unless GDN_PREFILL_OVERLAP=0; 0 for the serial plan."""
+    if n_launches != 2 or not _overlap_enabled:
+        return 0
+    return _overlap_split(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], sms)
 
 
 def _overlap_split_rule(int64_t T, int64_t N, int64_t Hv, int sms):
@@ -773,10 +794,9 @@ cdef int _launch_overlap(const gdn_problem_t *p, const int *ids, int64_t split, 
     cdef int rc, step = 0
     if not _side_get(stream, &side, &fork, &join):
         return _launch(p, ids, 2, stream, msg)
-    rc = gdn_load_modules()
-    if rc != 0:
-        snprintf(msg, MSG_CAP, "CUDA error while loading the kernel modules: %s", cudaGetErrorString(<cudaError_t>rc))
-        return GDN_ERR_LAUNCH
+    rc = _load_modules(msg)
+    if rc != GDN_OK:
+        return rc
     a.slot_begin = 0
     a.slot_end = <int32_t>split
     a.ready_from = <int32_t>split
@@ -825,9 +845,7 @@ cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
     if rc == GDN_OK:
         rc = _stage_ids(&p, chosen, state_layout, ids, &n, local)
     if rc == GDN_OK:
-        split = 0
-        if n == 2 and _overlap_enabled:
-            split = _overlap_split(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], _sm_count())
+        split = _plan_split(&p, n, _sm_count())
         if split > 0:
             rc = _launch_overlap(&p, ids, split, stream, local)
         else:
@@ -1072,7 +1090,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
     cb = _plan.chunk_slots(T, N)
     sms = _sm_count() if check_device else GDN_SM_COUNT
-    split = _overlap_split(T, N, Hv, sms) if n == 2 and _overlap_enabled else 0
+    split = _plan_split(&p, n, sms)
     if split > 0:
         overlap = (f"runs: recompute_wu's chunk slots [0, {split}) first, then the spine beside slots "
                    f"[{split}, {cb}) (library side stream; the first call inside a graph capture runs "
@@ -1159,7 +1177,7 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     """
     cdef gdn_problem_t p
     cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, i, n = 0, nplan
-    cdef int64_t split = 0, rule = 0
+    cdef int64_t split = 0
     cdef int all_ids[3]
     cdef int ids[3]
     cdef char msg[MSG_CAP]
@@ -1195,9 +1213,8 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
         stream_ptr = torch.cuda.current_stream().cuda_stream
         split = 0
         if nplan == 2 and n == 2:
-            rule = _overlap_split(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], _sm_count())
             if overlap_split < 0:
-                split = rule if _overlap_enabled else 0
+                split = _plan_split(&p, n, _sm_count())
             elif overlap_split > 0:
                 # a forced split may ignore the rule's GDN_OVERLAP_MIN_SLOTS (a speed threshold that
                 # bench_overlap.py measures) but never its deadlock guard
