@@ -2,18 +2,17 @@
 
     python benchmarks/bench_overlap.py [--shapes 1x1K,1x2K,1x8K,1x64K] [--heads 16/32] [--json PATH] [--md PATH]
 
-For each shape, the fused plan (recompute_wu + spine_rs_o) captured in a CUDA graph with stage 1
-split at a fraction of the chunk slots (0 %: the serial plan), replayed round-robin over 3 buffer
-sets; median of CUDA-event timings.  The launcher's split is GDN_OVERLAP_SPLIT_PCT of the chunk
-slots, and it splits from GDN_OVERLAP_MIN_SLOTS slots on (gdn_abi.h); this table is what those
-constants are chosen from (short shapes are swept below that minimum too).  Needs a Hopper GPU; without
-one it says so and exits 0.
+For each shape, the fused plan (recompute_wu + spine_rs_o) with stage 1 split at a fraction of
+the chunk slots (0 %: the serial plan), timed by bench_prefill's graph harness (one CUDA graph
+per buffer set, 3 sets, replayed round-robin; median of CUDA-event timings).  The launcher's
+split is GDN_OVERLAP_SPLIT_PCT of the chunk slots, and it splits from GDN_OVERLAP_MIN_SLOTS
+slots on (gdn_abi.h); this table is what those constants are chosen from (short shapes are
+swept below that minimum too).  Needs a Hopper GPU; without one it says so and exits 0.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
-import statistics
 import sys
 
 from gdn_prefill.bench import write_json, write_text
@@ -26,11 +25,12 @@ def _tokens(s: str) -> int:
     return int(s[:-1]) * 1024 if s.endswith("K") else int(s)
 
 
-def time_split(B: int, T: int, hk: int, hv: int, pct: int, reps: int = 20) -> dict:
+def time_split(B: int, T: int, hk: int, hv: int, pct: int) -> dict:
     import torch
 
     import gdn_prefill
     from gdn_prefill import _ext, plan, reference as ref
+    from gdn_prefill.bench import _time_impl
     lens = [T] * B
     sets = [ref.make_inputs(lens, hk, hv, seed=s, device="cuda", state="dense", l2norm_inputs=True) for s in range(3)]
     N, Ttot = B, B * T
@@ -43,26 +43,14 @@ def time_split(B: int, T: int, hk: int, hv: int, pct: int, reps: int = 20) -> di
         x = sets[i]
         _ext._launch_stages(("recompute_wu", "spine"), x["q"], x["k"], x["v"], x["g"], x["beta"], outs[i], x["state"],
                             cu_seqlens=x["cu_seqlens"], spine="wgmma", workspace=ws, fused=1, overlap_split=split)
-    for i in range(3):
-        call(i)                          # eager first: the side stream exists before the capture
-    torch.cuda.synchronize()
-    graphs = []
-    for i in range(3):
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            call(i)
-        graphs.append(g)
-    times = []
-    for r in range(reps + 3):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        graphs[r % 3].replay()
-        b.record()
-        b.synchronize()
-        if r >= 3:
-            times.append(a.elapsed_time(b) * 1000.0)
+    # bench_prefill's harness: eager warm-up (the side stream exists before any capture), one graph
+    # per buffer set replayed round-robin, median of CUDA-event times
+    t = _time_impl([lambda i=i: call(i) for i in range(len(sets))], ("graph",), budget_s=0.3, min_reps=20,
+                   max_reps=50)
+    if "graph_us" not in t:
+        raise RuntimeError(t.get("graph_error", "graph timing failed"))
     return dict(shape=f"{B}x{T // 1024}K", heads=f"{hk}/{hv}", chunk_slots=cb, pct=pct, split=split,
-                us=statistics.median(times))
+                us=t["graph_us"], reps=t["graph_stats"]["reps"])
 
 
 def main(argv=None) -> int:
@@ -92,8 +80,9 @@ def main(argv=None) -> int:
                   flush=True)
     meta = dict(card=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(), torch=torch.__version__,
                 rule_pct=plan._C["GDN_OVERLAP_SPLIT_PCT"],
-                method="fused plan through _ext._launch_stages(overlap_split=...), CUDA graph per buffer set, "
-                       "median of 20 replays (CUDA events)")
+                method="fused plan through _ext._launch_stages(overlap_split=...), gdn_prefill.bench's "
+                       "graph harness (a CUDA graph per buffer set, replayed round-robin, median of 20-50 "
+                       "CUDA-event timings)")
     lines = [f"Overlap split sweep — {meta['card']}, {meta['date']}, Hk/Hv = {a.heads}, {meta['method']}; "
              f"the launcher's rule: {meta['rule_pct']} %", "",
              "| shape | split % | split slot / slots | µs | vs serial |", "|---|---|---|---|---|"]
