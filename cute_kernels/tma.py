@@ -54,12 +54,13 @@ def store(atom: cute.CopyAtom, s_tile: cute.Tensor, g_tile: cute.Tensor):
     cute.arch.cp_async_bulk_commit_group()
 
 
-def rows_copy(cols: int) -> cute.TiledCopy:
-    """16-byte thread copies of a (64, cols) tile by one warpgroup (128 / (cols/8) rows x cols/8
-    vectors per pass): a sequence's last, partial chunk leaves by these, rows j < L only."""
+def rows_copy(cols: int, threads: int = 128) -> cute.TiledCopy:
+    """16-byte thread copies of a (64, cols) tile by `threads` threads (one warpgroup, or one
+    warp: threads / (cols/8) rows x cols/8 vectors per pass): a sequence's last, partial chunk
+    leaves by these, rows j < L only."""
     return cute.make_tiled_copy_tv(
         cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128),
-        cute.make_layout((128 // (cols // 8), cols // 8), stride=(cols // 8, 1)),
+        cute.make_layout((threads // (cols // 8), cols // 8), stride=(cols // 8, 1)),
         cute.make_layout((1, 8)))
 
 
