@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# ncu's view of one kernel of a 1x8K prefill (tools/profile_one.py) on the H200: its key
+# ncu's view of one kernel of a prefill (tools/profile_one.py, default 1x8192) on the H200: its key
 # metrics and the SASS instructions with the most warp-stall samples (tools/ncu_hot.py).
-#   bash tools/ncu_kernel.sh REGEX TAG       (e.g. spine spine; recompute_wu wu; fwd_o fwd_o)
+#   bash tools/ncu_kernel.sh REGEX TAG [BxT]   (e.g. spine spine; recompute_wu wu 8x4096; fwd_o fwd_o)
 # Needs an installed gdn_prefill; writes $OUT/ncu_TAG_{source.csv,hot.txt,details.txt}.
 set -u
 OUT=${OUT:-/tmp/gdn_out}; mkdir -p "$OUT"
-re=$1; tag=$2
+re=$1; tag=$2; shape=${3:-1x8192}
 timeout 200 ncu --clock-control none --set full --import-source no -k "regex:$re" -c 1 -o "/tmp/ncu_$tag" \
-  python3 tools/profile_one.py >"$OUT/ncu_$tag.log" 2>&1 || tail -5 "$OUT/ncu_$tag.log"
+  python3 tools/profile_one.py "$shape" >"$OUT/ncu_$tag.log" 2>&1 || tail -5 "$OUT/ncu_$tag.log"
 ncu -i "/tmp/ncu_$tag.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu_${tag}_source.csv" 2>/dev/null
 ncu -i "/tmp/ncu_$tag.ncu-rep" --page details >"$OUT/ncu_${tag}_details.txt" 2>&1
 echo "== $tag"
