@@ -10,7 +10,9 @@ Hv = 32 (Hk = 16), K = V = 128, bf16 operands, fp32 state.
 The spine is the one of the unfused plan (it writes h and vnew for fwd_o), for both
 spines.  Row "wgmma-o" is the spine with the chunk output fused (it also computes and writes O,
 and writes no h / vnew), the kernel the fused plan runs instead of spine + fwd_o: spine_rs_o_*
-(the state in the registers of one warpgroup per 64 state columns, a TMA warp) at every B.
+(the state in the registers of one warpgroup per 64 state columns, a TMA warp and a store warp)
+at every B; its solo build at B=1, its pair build (a cluster of a head's two CTAs that
+multicasts the shared tiles) at B=8 (the launcher's rule; column "build").
 
 FLOPs counted per chunk and head: W.S (2*64*128*128) + K^T.Vnew (2*128*64*128)
 = 4.19 MFLOP, i.e. 65.5 KFLOP per token and value head (wgmma-o adds Q.S 2*64*128*128 and

@@ -48,6 +48,14 @@ three waits per chunk (LE 1, LE 1, LE 0).
 Measured (run 27, H200, Hv = 32): 1.30 us/chunk at B=1 T=4K (spine_la_o 1.35), 5.96 at B=8
 (spine_wgmma_o_wg2 7.77); the whole prefill 2-19 % faster at every benchmarked shape.
 
+Two builds (VARIANTS; the launcher picks per call, plan.spine_rs_pair): solo, and pair, in which
+the two CTAs of a head (adjacent in the grid) form a cluster: each loader TMA-loads half of the
+W, K, q and P tiles and multicasts it to both CTAs, and a slot is refilled only when the consumer
+warps of both CTAs have released it (empty[s] counts 4 x 2 arrivals, remote ones included).
+With more CTAs than SMs the spine is bound by L2 throughput (run 48: 90.5 % at 8x4K), which the
+multicast halves for those tiles (run 49: 8x4K 871 -> 857 us); with few CTAs the pair's lockstep
+costs more than it saves (B=1 T=1K 1.59 -> 1.81 us/chunk), so the overlap plan runs solo.
+
 Overlap plan (pyx/gdn_prefill/_ext.pyx, _launch_overlap): when few sequences leave most SMs idle
 beside this spine, recompute_wu's chunk slots >= ready_from run concurrently with it and publish
 each (slot, head) in `ready`; the loader warp acquires that flag before it reads the chunk's row
@@ -177,11 +185,15 @@ def spine_rs_kernel(
     gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, cu_seqlens: cute.Tensor,
     state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, ready: cute.Tensor, scale: Float32,
     has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
+    cz: cutlass.Constexpr,
 ):
+    """cz: CTAs per cluster (compile time).  1: the solo build; 2: the pair build, the two CTAs of
+    a head (adjacent in the grid) each TMA-load half of the W, K, q and P tiles and multicast it
+    to both, and a slot is refilled once both CTAs' consumers have released it."""
     pdl.enter()
     tidx, _, _ = cute.arch.thread_idx()
     bx, _, _ = cute.arch.block_idx()
-    nvb = DV // VB                        # plan.grid_spine_rs: vb fastest, then hv, then n
+    nvb = DV // VB                        # plan.grid_spine_rs: vb fastest, then hv, then n (pair: a cluster)
     vb = bx % nvb
     hv = (bx // nvb) % Hv
     n = bx // (nvb * Hv)
@@ -213,12 +225,17 @@ def spine_rs_kernel(
     if tidx == 0:
         for s in cutlass.range_constexpr(NSLOT):
             cute.arch.mbarrier_init(full_bar + s, 1 + 32)     # the TMA bytes' arrive + 32 table writers
-            cute.arch.mbarrier_init(empty_bar + s, 4)         # the four consumer warps
+            cute.arch.mbarrier_init(empty_bar + s, 4 * cz)    # the four consumer warps of each CTA
         for b in cutlass.range_constexpr(2):
             cute.arch.mbarrier_init(ostaged_bar + b, 4)       # the four consumer warps' stmatrix
             cute.arch.mbarrier_init(ofree_bar + b, 1)         # the store warp: its store has read sO[b]
     cute.arch.mbarrier_init_fence()
-    cute.arch.sync_threads()
+    if cutlass.const_expr(cz > 1):
+        # every CTA of the cluster has initialised its barriers before a peer multicasts or arrives
+        cute.arch.cluster_arrive_relaxed()
+        cute.arch.cluster_wait()
+    else:
+        cute.arch.sync_threads()
 
     run, slot = sw._pool_slot(n, state_indices, use_state_indices)      # padding entries skip
     if run != 0:
@@ -229,18 +246,22 @@ def spine_rs_kernel(
         if warp_idx == LOAD_WARP:
             _loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, gcum, rk, rq, scale,
                    tma_w, mW, tma_u, mU, tma_k, mK, tma_q, mQ, tma_pq, mPq, sW, sU, sK, sQ, sPq,
-                   ready, ready_from, plan.first_slot(bos, n))
+                   ready, ready_from, plan.first_slot(bos, n), cz)
         elif warp_idx == STORE_WARP:
             _stores(nch, bos, eos, hv, col0, ostaged_bar, ofree_bar, sO, tma_o, mO, out)
         else:
             _state(tidx, hv, slot, bos, eos, nch, col0, sW, sK, sU_vj, sQ, sPq, sO_vi, sTab,
-                   full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state)
+                   full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state, cz)
+    if cutlass.const_expr(cz > 1):
+        # no CTA leaves while its peer may still multicast into it or arrive on its barriers
+        cute.arch.cluster_arrive()
+        cute.arch.cluster_wait()
 
 
 @cute.jit
 def _state(ltid: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32,
            col0: Int32, sW, sK, sU_vj, sQ, sPq, sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar,
-           state: cute.Tensor, has_state: Int32):
+           state: cute.Tensor, has_state: Int32, cz: cutlass.Constexpr):
     """Warpgroup 0: S^T through the sequence and the output of every chunk (module docstring)."""
     mma_n64, mma_s = _tiled_mmas()
 
@@ -308,7 +329,7 @@ def _state(ltid: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int
             accSt[e] = accSt[e] * decay
         cute.copy(ld_u, ld_u.partition_S(sU_vj[None, None, s]), rU_cv)
         if i > 0:
-            _epilogue(i - 1, ltid, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi)
+            _epilogue(i - 1, ltid, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
         warpgroup.wait_group(1)           # G1 (G2 may still run)
         # Vnew^T = U^T - X; columns j >= L selected to 0; P^T = Vnew^T coef_j
         for e in cutlass.range_constexpr(cute.size(accX)):
@@ -340,19 +361,24 @@ def _state(ltid: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int
 
     warpgroup.wait_group(0)
     if nch > 0:
-        _epilogue(nch - 1, ltid, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi)
+        _epilogue(nch - 1, ltid, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
     sw._store_state(accSt, tScS, gSt, has_state)
 
 
 @cute.jit
-def _epilogue(c: Int32, ltid: Int32, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi):
+def _epilogue(c: Int32, ltid: Int32, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz: cutlass.Constexpr):
     """Chunk c's output (its G4 complete) handed to the store warp: release its slot, wait until
     the store of chunk c - 2 has read sO[c % 2], O^T -> bf16 -> sO[c % 2] (transposing stmatrix),
     then each warp fences its writes for the async proxy and arrives on ostaged[c % 2].  No barrier
     of the warpgroup and no wait on a store: nothing here waits for another warp of the chain."""
     lane = ltid % 32
     if lane == 0:
-        cute.arch.mbarrier_arrive(empty_bar + c % NSLOT)      # this warp is done with the slot
+        # this warp is done with the slot (pair build: in both CTAs, each multicasts into it)
+        if cutlass.const_expr(cz > 1):
+            for r in cutlass.range_constexpr(cz):
+                cute.arch.mbarrier_arrive(empty_bar + c % NSLOT, r)
+        else:
+            cute.arch.mbarrier_arrive(empty_bar + c % NSLOT)
     buf = c % 2
     if c >= 2:
         cute.arch.mbarrier_wait(ofree_bar + buf, ((c - 2) // 2) % 2)
@@ -393,13 +419,16 @@ def _stores(nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, ostaged_
 def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32, full_bar, empty_bar, sTab,
            gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, scale: Float32,
            tma_w, mW, tma_u, mU, tma_k, mK, tma_q, mQ, tma_pq, mPq, sW, sU, sK, sQ, sPq,
-           ready: cute.Tensor, ready_from: Int32, slot0: Int32):
+           ready: cute.Tensor, ready_from: Int32, slot0: Int32, cz: cutlass.Constexpr):
     """Warp 4: the TMA tiles of every chunk and its coefficient table, slot i % NSLOT as soon as
     the four consumer warps have released it.  Lane l computes rows l and l + 32 of the table
     from row data loaded one chunk ahead (the global loads' latency stays off the ring).
     Overlap plan: chunk i (chunk slot slot0 + i) is awaited before its row data, the first thing
     of it that is read (its tiles are loaded one iteration later)."""
     lane = cute.arch.lane_idx()
+    rank = Int32(0)
+    if cutlass.const_expr(cz > 1):
+        rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())     # = vb
     mW_h = mW[None, None, hv]
     mU_h = mU[None, None, hv]
     mK_h = mK[None, None, hk]
@@ -424,12 +453,12 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
         bar = full_bar + s
         with cute.arch.elect_one():
             cute.arch.mbarrier_arrive_and_expect_tx(bar, _TMA_BYTES)
-        rank = Int32(0)
-        tma.load(tma_w, tma.gmem_tile(mW_h, (t0, 0), (CHUNK, DK)), sW[None, None, s], bar, rank, 1)
-        tma.load(tma_u, tma.gmem_tile(mU_h, (t0, col0), (CHUNK, VB)), sU[None, None, s], bar, rank, 1)
-        tma.load(tma_k, tma.gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, s], bar, rank, 1)
-        tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (CHUNK, DK)), sQ[None, None, s], bar, rank, 1)
-        tma.load(tma_pq, tma.gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, s], bar, rank, 1)
+        # W, K, q, P are the same for both CTAs of a head (pair build: each loads 1/cz, multicast)
+        tma.load(tma_w, tma.gmem_tile(mW_h, (t0, 0), (CHUNK, DK)), sW[None, None, s], bar, rank, cz)
+        tma.load(tma_u, tma.gmem_tile(mU_h, (t0, col0), (CHUNK, VB)), sU[None, None, s], bar, Int32(0), 1)
+        tma.load(tma_k, tma.gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, s], bar, rank, cz)
+        tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (CHUNK, DK)), sQ[None, None, s], bar, rank, cz)
+        tma.load(tma_pq, tma.gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, s], bar, rank, cz)
         # the table: coef_j = exp(g_last - gcum_j) rk_j, c_i = scale rq_i exp(gcum_i) (0 past L)
         ca = Float32(0.0)
         cb = Float32(0.0)
@@ -487,55 +516,85 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, hv: Int32, t0
 
 
 # --------------------------------------------------------------------------- launch
-@cute.jit
-def spine_rs(
-    q: cute.Tensor, k: cute.Tensor, w: cute.Tensor, u: cute.Tensor, pqk: cute.Tensor,
-    gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor,
-    cu_seqlens: cute.Tensor,
-    state: cute.Tensor, state_indices: cute.Tensor,
-    vnew: cute.Tensor, h: cute.Tensor, out: cute.Tensor, scale: Float32,
-    has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32,
-    stream: cuda.CUstream,
-):
-    """The launch (parameter names: gdn_problem_t fields, as every spine build, then the overlap
-    plan's ready flags and first published slot; vnew and h are not used: the output is fused)."""
-    lay = _smem_layouts()
-    load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
-    w_view, u_view, q_view, pq_view, o_view = (tma.view(t, [0, 2, 1]) for t in (w, u, q, pqk, out))
-    k_view = tma.view(k, [2, 0, 1])
-    one = lambda name: cute.slice_(lay[name], (None, None, 0))     # noqa: E731
-    tma_w, mW = cpasync.make_tiled_tma_atom(load, w_view, one("sW"), (CHUNK, DK))
-    tma_u, mU = cpasync.make_tiled_tma_atom(load, u_view, one("sU"), (CHUNK, VB))
-    tma_k, mK = cpasync.make_tiled_tma_atom(load, k_view, one("sK"), (DK, CHUNK))
-    tma_q, mQ = cpasync.make_tiled_tma_atom(load, q_view, one("sQ"), (CHUNK, DK))
-    tma_pq, mPq = cpasync.make_tiled_tma_atom(load, pq_view, one("sPq"), (CHUNK, CHUNK))
-    tma_o, mO = cpasync.make_tiled_tma_atom(store, o_view, one("sO"), (CHUNK, VB))
-    T = w.shape[0]
-    N = cu_seqlens.shape[0] - 1
-    Hv = w.shape[1]
-    spine_rs_kernel(
-        tma_w, mW, tma_u, mU, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
-        gcum, rk, rq, cu_seqlens, state, state_indices, out, ready, scale,
-        has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv,
-    ).launch(grid=plan.grid_spine_rs(T, N, Hv), block=[THREADS, 1, 1], stream=stream,
-             use_pdl=pdl.USE_PDL)
+def _make_launch(pair: bool):
+    """The launch function of the solo build (one CTA per 64 state columns) or the pair build (the
+    two CTAs of a head as a cluster that multicasts W, K, q and P): one kernel body, the cluster
+    size a compile-time constant."""
+    cz = plan.RS_SPINE_PAIR if pair else 1
 
+    @cute.jit
+    def spine_rs(
+        q: cute.Tensor, k: cute.Tensor, w: cute.Tensor, u: cute.Tensor, pqk: cute.Tensor,
+        gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor,
+        cu_seqlens: cute.Tensor,
+        state: cute.Tensor, state_indices: cute.Tensor,
+        vnew: cute.Tensor, h: cute.Tensor, out: cute.Tensor, scale: Float32,
+        has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32,
+        stream: cuda.CUstream,
+    ):
+        """The launch (parameter names: gdn_problem_t fields, as every spine build, then the overlap
+        plan's ready flags and first published slot; vnew and h are not used: the output is fused)."""
+        lay = _smem_layouts()
+        load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
+        shared = cpasync.CopyBulkTensorTileG2SMulticastOp() if cz > 1 else load
+        w_view, u_view, q_view, pq_view, o_view = (tma.view(t, [0, 2, 1]) for t in (w, u, q, pqk, out))
+        k_view = tma.view(k, [2, 0, 1])
+        one = lambda name: cute.slice_(lay[name], (None, None, 0))     # noqa: E731
+        mcast = (cz,) if cz > 1 else ()
+        tma_w, mW = cpasync.make_tiled_tma_atom(shared, w_view, one("sW"), (CHUNK, DK), *mcast)
+        tma_u, mU = cpasync.make_tiled_tma_atom(load, u_view, one("sU"), (CHUNK, VB))
+        tma_k, mK = cpasync.make_tiled_tma_atom(shared, k_view, one("sK"), (DK, CHUNK), *mcast)
+        tma_q, mQ = cpasync.make_tiled_tma_atom(shared, q_view, one("sQ"), (CHUNK, DK), *mcast)
+        tma_pq, mPq = cpasync.make_tiled_tma_atom(shared, pq_view, one("sPq"), (CHUNK, CHUNK), *mcast)
+        tma_o, mO = cpasync.make_tiled_tma_atom(store, o_view, one("sO"), (CHUNK, VB))
+        T = w.shape[0]
+        N = cu_seqlens.shape[0] - 1
+        Hv = w.shape[1]
+        kernel = spine_rs_kernel(
+            tma_w, mW, tma_u, mU, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
+            gcum, rk, rq, cu_seqlens, state, state_indices, out, ready, scale,
+            has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv, cz,
+        )
+        if cutlass.const_expr(cz > 1):
+            kernel.launch(grid=plan.grid_spine_rs(T, N, Hv), block=[THREADS, 1, 1], cluster=[cz, 1, 1],
+                          stream=stream, use_pdl=pdl.USE_PDL)
+        else:
+            kernel.launch(grid=plan.grid_spine_rs(T, N, Hv), block=[THREADS, 1, 1], stream=stream,
+                          use_pdl=pdl.USE_PDL)
 
-def launch_for(layout: str):
     return spine_rs
 
 
-def SMEM_BYTES(layout: str) -> int:  # noqa: N802
+_LAUNCHES: dict[bool, object] = {}
+
+
+def launch_for(layout: str, pair: bool = False):
+    if pair not in _LAUNCHES:
+        _LAUNCHES[pair] = _make_launch(pair)
+    return _LAUNCHES[pair]
+
+
+def SMEM_BYTES(layout: str, pair: bool = False) -> int:  # noqa: N802
     return _smem_bytes()
 
 
+def CLUSTER(layout: str, pair: bool = False) -> int:  # noqa: N802
+    return plan.RS_SPINE_PAIR if pair else 1
+
+
+# Two builds, picked per call by the launcher (plan.spine_rs_pair, gdn_abi.h
+# GDN_RS_SPINE_SOLO_MAX_CTAS has the measurements): solo while the grid fits on the SMs (the
+# overlap plan always), the pair build beyond, where the spine is bound by L2 throughput (run 48:
+# 90.5 % at 8x4K) and the multicast halves the L2 reads of the tiles both CTAs of a head load.
 VARIANTS: dict[str, dict] = {
-    "spine_rs_o_kv": {"layout": "kv"},
-    "spine_rs_o_vk": {"layout": "vk"},
+    "spine_rs_o_kv": {"layout": "kv", "pair": False},
+    "spine_rs_o_vk": {"layout": "vk", "pair": False},
+    "spine_rs_o_pair_kv": {"layout": "kv", "pair": True},
+    "spine_rs_o_pair_vk": {"layout": "vk", "pair": True},
 }
 
 
-def fake_args(dims, layout):
+def fake_args(dims, layout, pair=False):
     """spine_wgmma's parameters, then ready and ready_from (the overlap plan)."""
     from cute_kernels import fake
     return sw.fake_args(dims, layout) + [fake.ws_ready(dims), fake.i32(0)]

@@ -18,6 +18,8 @@ SCALAR_SPINE_VBLOCK = _C["GDN_SCALAR_SPINE_VBLOCK"]
 SCALAR_SPINE_THREADS = _C["GDN_SCALAR_SPINE_THREADS"]
 WGMMA_SPINE_VBLOCK = _C["GDN_WGMMA_SPINE_VBLOCK"]
 RS_SPINE_VBLOCK = _C["GDN_RS_SPINE_VBLOCK"]
+RS_SPINE_PAIR = HEAD_DIM_V // RS_SPINE_VBLOCK          # CTAs of one head: the pair build's cluster
+RS_SPINE_SOLO_MAX_CTAS = _C["GDN_RS_SPINE_SOLO_MAX_CTAS"]
 SM_COUNT = _C["GDN_SM_COUNT"]   # H100/H200 SXM; a fixed constant, the device is never queried
 
 # The wgmma spine is built with 1 and with 2 warpgroups per CTA (CTA = 128 * warpgroups threads,
@@ -104,6 +106,13 @@ def grid_spine_rs(T, N, Hv):
     DRAM once and from L2 after (with n slowest they were 256 CTAs apart at B=8: run 25, 1.7 GB
     read where 1.0 GB is the data)."""
     return (N * Hv * (HEAD_DIM_V // RS_SPINE_VBLOCK), 1, 1)
+
+
+def spine_rs_pair(N, Hv):
+    """Whether the fused plan runs spine_rs_o's pair build (the two CTAs of a head as a cluster that
+    multicasts W, K, q and P) for N sequences and Hv heads: the one Python copy of the launcher's
+    rule (_ext.pyx, _rs_pair; gdn_abi.h GDN_RS_SPINE_SOLO_MAX_CTAS has the measurements)."""
+    return N * Hv * RS_SPINE_PAIR > RS_SPINE_SOLO_MAX_CTAS
 
 
 def grid_fwd_o(T, N, Hv):

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import gdn_prefill
-from gdn_prefill import reference as ref
+from gdn_prefill import plan, reference as ref
 
 pytestmark = pytest.mark.gpu
 
@@ -149,12 +149,14 @@ def four_kernel_spine_build(inp):
 @pytest.mark.parametrize("form", WG2_FORMS)
 def test_wg2_forms_run_the_two_warpgroup_build(form):
     """The many-sequence forms really exercise spine_wgmma_wg2_* in the unfused plan (the
-    "wgmma-4k" rows) and the small ones WG=1; prefill() runs the fused plan's spine_rs_o for both."""
+    "wgmma-4k" rows) and the small ones WG=1; prefill() runs the fused plan's spine_rs_o for both
+    (its pair build where plan.spine_rs_pair says so)."""
     if not spine_compiled("wgmma"):
         pytest.skip("wgmma spine not built")
     T_list, Hk, Hv, mk, _ = FORMS[form]
     inp = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
-    assert spine_build(inp, "wgmma") == f"spine_rs_o_{inp['state_layout']}"
+    pair = "pair_" if plan.spine_rs_pair(len(T_list), Hv) else ""
+    assert spine_build(inp, "wgmma") == f"spine_rs_o_{pair}{inp['state_layout']}"
     assert four_kernel_spine_build(inp) == f"spine_wgmma_wg2_{inp['state_layout']}"
     T_list, Hk, Hv, mk, _ = FORMS["varlen_mix"]
     small = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)

@@ -23,12 +23,14 @@ def test_every_variant_has_its_own_cubins():
 
 
 def test_variants_with_different_code_ship_different_cubins():
-    """kv and vk spines (and the 1- and 2-warpgroup wgmma builds) are different kernels: their
+    """kv and vk spines (and the 1- and 2-warpgroup wgmma builds, the solo and pair fused spines) are
+    different kernels: their
     shipped cubins must not be one file."""
     names = _ext.compiled_variants()
     for a, b in (("spine_scalar_kv", "spine_scalar_vk"), ("spine_wgmma_kv", "spine_wgmma_vk"),
                  ("spine_wgmma_wg2_kv", "spine_wgmma_wg2_vk"), ("spine_wgmma_kv", "spine_wgmma_wg2_kv"),
-                 ("spine_rs_o_kv", "spine_rs_o_vk")):
+                 ("spine_rs_o_kv", "spine_rs_o_vk"), ("spine_rs_o_pair_kv", "spine_rs_o_pair_vk"),
+                 ("spine_rs_o_kv", "spine_rs_o_pair_kv")):
         if a in names and b in names:
             (ca,), (cb,) = _manifest.cubins(a), _manifest.cubins(b)
             assert open(ca, "rb").read() != open(cb, "rb").read(), (a, b)

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from gdn_prefill import _manifest, sass
+from gdn_prefill import _manifest, plan, sass
 from gdn_prefill._abi import CONSTANTS as ABI
 
 VARIANTS = [v["variant"] for v in _manifest.load()["variants"]]
@@ -72,8 +72,9 @@ def test_wgmma_spine_waits_only_where_written(variant):
 
 
 @needs_nvdisasm
+@pytest.mark.parametrize("pair", [False, True], ids=["solo", "pair"])
 @pytest.mark.parametrize("layout", ["kv", "vk"])
-def test_register_state_spine_feeds_every_mma_from_registers(layout):
+def test_register_state_spine_feeds_every_mma_from_registers(layout, pair):
     """spine_rs_o: per chunk G1 = bf16(S^T) W^T and G2 = bf16(S^T) Q^T (8 k-steps of 64x64 each),
     G3 = P^T K (4 of 64x128) and G4 = Vnew^T Pqk^T (4 of 64x64), every A operand in registers
     (HGMMA R, R, gdesc); three MMA waits per chunk (G1 with G2 in flight, G2 with G3 in flight,
@@ -82,8 +83,12 @@ def test_register_state_spine_feeds_every_mma_from_registers(layout):
     output's (4 in the loop, 4 in the last chunk's epilogue after it), the only CTA barrier is
     the set-up's, and the warpgroup meets itself on named barrier 1 only to publish a partial
     chunk's zeroed K rows: the output goes to the store warp by mbarriers, so no barrier of the
-    chain waits on a store; the TMA warp does every load (no LDGSTS)."""
-    v = f"spine_rs_o_{layout}"
+    chain waits on a store; the TMA warp does every load (no LDGSTS).  The pair build is the same
+    chunk in a cluster of the head's two CTAs (the barrier that ends its set-up and the one before
+    it exits are cluster barriers)."""
+    v = f"spine_rs_o_pair_{layout}" if pair else f"spine_rs_o_{layout}"
+    if v not in VARIANTS:
+        pytest.skip(f"{v} not in this build")
     text = sass.disassemble(_manifest.cubins(v)[0])
     c = counts(v)
     assert c["HGMMA"] == 8 + 8 + 4 + 4, c["HGMMA"]
@@ -92,10 +97,11 @@ def test_register_state_spine_feeds_every_mma_from_registers(layout):
     waits = re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", text)
     assert waits == ["0x1", "0x1", "0x0", "0x0"], waits
     assert c["STSM"] == 4 + 4 and c["LDGSTS"] == 0
-    assert len(re.findall(r"BAR\.SYNC\.DEFER_BLOCKING 0x0\b", text)) == 1
+    if not pair:
+        assert len(re.findall(r"BAR\.SYNC\.DEFER_BLOCKING 0x0\b", text)) == 1
     assert len(re.findall(r"BAR\.SYNC\.DEFER_BLOCKING 0x1, 0x80", text)) == 1
     info = _manifest.variant(v)
-    assert info["threads"] == 192 and info["cluster"] == 1
+    assert info["threads"] == 192 and info["cluster"] == (plan.RS_SPINE_PAIR if pair else 1)
 
 
 @pytest.mark.parametrize("layout", ["kv", "vk"])

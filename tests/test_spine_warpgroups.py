@@ -4,8 +4,9 @@ per call, and the fused plan's one spine build.
 Four-kernel plan (here: `out` rows off the 16-byte grid): WG=1 (spine_wgmma_<layout>) while the
 1-warpgroup grid N * Hv * 4 has at most GDN_WGMMA_WG1_MAX_CTAS (132) CTAs, WG=2
 (spine_wgmma_wg2_<layout>) above; `spine="wgmma"` means either build.  Fused plan (every tensor
-16-byte aligned): spine_rs_o_<layout> whatever N and Hv (its grid, plan.grid_spine_rs, has
-N * Hv * 2 CTAs of 192 threads).  CPU only: explain() runs the launcher's own choice without
+16-byte aligned): spine_rs_o (its grid, plan.grid_spine_rs, has N * Hv * 2 CTAs of 192 threads),
+the solo build (spine_rs_o_<layout>) while that grid has at most GDN_RS_SPINE_SOLO_MAX_CTAS (132)
+CTAs, the pair build (spine_rs_o_pair_<layout>, a cluster of a head's 2 CTAs) above.  CPU only: explain() runs the launcher's own choice without
 launching.
 """
 from __future__ import annotations
@@ -72,19 +73,22 @@ def test_one_sequence_picks_the_one_warpgroup_build(layout):
 
 
 @pytest.mark.parametrize("layout", ["kv", "vk"])
-@pytest.mark.parametrize("n_seq, Hv", [(1, 32), (16, 32), (1, 1), (33, 4)])
-def test_fused_plan_runs_the_register_state_spine_in_every_regime(n_seq, Hv, layout):
+@pytest.mark.parametrize("n_seq, Hv, pair", [(1, 32, False), (2, 33, False), (16, 32, True), (1, 1, False),
+                                              (33, 4, True), (66, 1, False), (67, 1, True)])
+def test_fused_plan_runs_the_register_state_spine_in_every_regime(n_seq, Hv, pair, layout):
     """Aligned tensors: spine_rs_o whatever N * Hv; one CTA per (sequence, head, 64 state columns),
     the 2 CTAs of a head adjacent in the 1-D grid; a warpgroup, a TMA warp and a store warp (192
-    threads)."""
+    threads).  The pair build (a cluster of the head's 2 CTAs) once the grid exceeds 132 CTAs."""
     args, st, cu = problem(n_seq, 1, Hv, state=True, fused=True)
     p = gdn_prefill.explain(*args, st, cu_seqlens=cu, state_layout=layout, spine="wgmma")
     assert p["fused_output"] == "runs"
     k = spine_launch(p)
-    assert k["name"] == f"spine_rs_o_{layout}"
+    assert plan.spine_rs_pair(n_seq, Hv) == _ext._spine_rs_pair(n_seq, Hv) == pair
+    assert k["name"] == (f"spine_rs_o_pair_{layout}" if pair else f"spine_rs_o_{layout}")
     assert k["grid"] == (n_seq * Hv * 2, 1, 1) == plan.grid_spine_rs(n_seq * 64, n_seq, Hv)
-    assert k["block"] == 192 and k["cluster"] == 1
+    assert k["block"] == 192 and k["cluster"] == (2 if pair else 1)
     assert plan.RS_SPINE_VBLOCK == _abi.CONSTANTS["GDN_RS_SPINE_VBLOCK"] == 64
+    assert plan.RS_SPINE_SOLO_MAX_CTAS == _abi.CONSTANTS["GDN_RS_SPINE_SOLO_MAX_CTAS"] == 132
 
 
 def test_scalar_spine_is_unaffected():

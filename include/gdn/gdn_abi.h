@@ -25,6 +25,14 @@
  * Measured on the H200, T=4096, Hv=32, us/chunk WG1/WG2 (benchmarks/bench_spine.py --crossover,
  * run 10): 128 CTAs 1.37/1.53, 256 1.91/1.88, 384 3.84/2.57, 512 4.73/3.33, 1024 16.7/6.85. */
 #define GDN_WGMMA_WG1_MAX_CTAS 132
+/* fused spine (spine_rs_o): the solo build runs while its grid N*Hv*(V/RS_SPINE_VBLOCK) has at
+ * most this many CTAs (one per SM; the overlap plan always); beyond, the pair build, whose two
+ * CTAs of a head form a cluster that multicasts the W, K, q and P tiles both load: the spine is
+ * then bound by L2 throughput (ncu, run 48: 90.5 % at 8x4K).  Measured on the H200, 16/32, run 49
+ * (solo / pair): whole prefill 8x4K 871.0 / 857.4 us, 32x2K 1747.7 / 1721.5; spine alone B=8
+ * 7.13 / 6.94 us/chunk at T=1K, 5.66 / 5.63 at 4K; but B=1 1.59 / 1.81 at 1K, 1.25 / 1.31 at 4K
+ * (the pair runs in lockstep). */
+#define GDN_RS_SPINE_SOLO_MAX_CTAS 132
 #define GDN_TMA_ALIGN_BYTES 16       /* TMA: base pointers and strides 16B aligned  */
 #define GDN_WORKSPACE_ALIGN_BYTES 256
 #define GDN_MAX_RANK 4

@@ -61,9 +61,13 @@ _v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_wg2_vk
 cdef int _v_wu_pqk[2]     # [beta is bf16]
 _v_wu_pqk[0] = gdn_variant_id(b"recompute_wu_bf16_betaf32_a16_pqk")
 _v_wu_pqk[1] = gdn_variant_id(b"recompute_wu_bf16_betabf16_a16_pqk")
-cdef int _v_spine_o[NUM_LAYOUTS]                           # [GDN_STATE_*]
-_v_spine_o[GDN_STATE_KV] = gdn_variant_id(b"spine_rs_o_kv")
-_v_spine_o[GDN_STATE_VK] = gdn_variant_id(b"spine_rs_o_vk")
+# Two builds of the fused spine: solo, and the pair build whose two CTAs of a head form a cluster
+# that multicasts the tiles both load; _rs_pair() picks one per call from N and Hv.
+cdef int _v_spine_o[NUM_LAYOUTS][2]                        # [GDN_STATE_*][pair]
+_v_spine_o[GDN_STATE_KV][0] = gdn_variant_id(b"spine_rs_o_kv")
+_v_spine_o[GDN_STATE_VK][0] = gdn_variant_id(b"spine_rs_o_vk")
+_v_spine_o[GDN_STATE_KV][1] = gdn_variant_id(b"spine_rs_o_pair_kv")
+_v_spine_o[GDN_STATE_VK][1] = gdn_variant_id(b"spine_rs_o_pair_vk")
 
 SPINES = {"auto": GDN_SPINE_AUTO, "scalar": GDN_SPINE_SCALAR, "wgmma": GDN_SPINE_WGMMA}
 SPINE_NAMES = {GDN_SPINE_SCALAR: "scalar", GDN_SPINE_WGMMA: "wgmma"}
@@ -397,6 +401,22 @@ cdef int _spine_variant(const gdn_problem_t *p, int spine, int state_layout, int
     return _v_spine[spine][state_layout][warpgroups - 1]
 
 
+cdef int _rs_pair(int64_t N, int64_t Hv) noexcept nogil:
+    """1 if the fused plan runs spine_rs_o's pair build for N sequences and Hv value heads, else 0.
+
+    The one C copy of gdn_prefill.plan.spine_rs_pair: the pair once the solo grid, N * Hv * (V /
+    RS_SPINE_VBLOCK) CTAs, exceeds GDN_RS_SPINE_SOLO_MAX_CTAS (the spine then fills the SMs and is
+    bound by L2 throughput, which the multicast halves), else solo (the shortest chunk: the pair
+    runs in lockstep).  The header records the measurements.  Shapes only: no device query.
+    """
+    return 1 if N * Hv * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK) > GDN_RS_SPINE_SOLO_MAX_CTAS else 0
+
+
+def _spine_rs_pair(int64_t N, int64_t Hv):
+    """Test hook: the launcher's choice of spine_rs_o build (True: the pair build)."""
+    return bool(_rs_pair(N, Hv))
+
+
 def _spine_wgmma_warpgroups(int64_t N, int64_t Hv):
     """Test hook: the launcher's warpgroups-per-CTA rule for the wgmma spine."""
     return _wgmma_warpgroups(N, Hv)
@@ -441,7 +461,8 @@ cdef int _fused_guard(const gdn_problem_t *p, int chosen, int state_layout, char
                  "that are multiples of 8 elements (strides %lld, %lld)", _row_name(p, bad),
                  <long long>bad.stride[0], <long long>bad.stride[1])
         return GDN_ERR_SPINE
-    if _v_spine_o[state_layout] < 0 or _v_wu_pqk[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0] < 0:
+    cdef int pair = _rs_pair(p.cu_seqlens.shape[0] - 1, p.v.shape[1])
+    if _v_spine_o[state_layout][pair] < 0 or _v_wu_pqk[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0] < 0:
         snprintf(why, MSG_CAP, "variant: the fused-output builds are not compiled into this build")
         return GDN_ERR_UNKNOWN_VARIANT
     return GDN_OK
@@ -608,7 +629,8 @@ cdef int _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int w
         fused = 1 if _fused_guard(p, chosen, state_layout, why) == GDN_OK else 0
     if fused:
         ids[0] = _v_wu_pqk[bbf16] if a16 else -1
-        ids[1] = _v_spine_o[state_layout] if a16 and chosen == GDN_SPINE_WGMMA else -1
+        ids[1] = (_v_spine_o[state_layout][_rs_pair(p.cu_seqlens.shape[0] - 1, p.v.shape[1])]
+                  if a16 and chosen == GDN_SPINE_WGMMA else -1)
         return 2
     if warpgroups == 0:
         warpgroups = _spine_warpgroups(p, chosen)

@@ -36,6 +36,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_RS_SPINE_VBLOCK
         GDN_SM_COUNT
         GDN_WGMMA_WG1_MAX_CTAS
+        GDN_RS_SPINE_SOLO_MAX_CTAS
         GDN_TMA_ALIGN_BYTES
         GDN_WORKSPACE_ALIGN_BYTES
         GDN_MAX_RANK
