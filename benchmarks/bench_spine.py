@@ -1,6 +1,7 @@
 """Microbenchmark: the isolated state spine (stage 2), tensor-core `wgmma` against `scalar`.
 
     python benchmarks/bench_spine.py [--quick] [--json PATH] [--md PATH]
+    python benchmarks/bench_spine.py --crossover | --pair-crossover      (where the build rules switch)
 
 Stage 1 (recompute_wu) runs once to fill the workspace; then only the
 spine is captured in a CUDA graph and replayed (launch gaps removed), timed with CUDA
@@ -38,8 +39,10 @@ def spine_flops(T_total: int, Hv: int, fused: bool = False) -> float:
     return chunks * Hv * per_chunk
 
 
-def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgroups: int = 0) -> dict:
-    """spine: "scalar", "wgmma" (both as in the unfused plan) or "wgmma-o" (output fused)."""
+def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgroups: int = 0,
+               pair: int = -1) -> dict:
+    """spine: "scalar", "wgmma" (both as in the unfused plan) or "wgmma-o" (output fused);
+    warpgroups 1 / 2 force a "wgmma" build, pair 0 / 1 a "wgmma-o" build (0 / -1: the rules)."""
     import torch
 
     import gdn_prefill
@@ -57,8 +60,10 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
     _ext._launch_stages(("recompute_wu",), *args, **kw)
     if warpgroups:
         kw["warpgroups"] = warpgroups  # force one wgmma build (0: the launcher's rule)
+    if pair >= 0:
+        kw["pair"] = pair              # force spine_rs_o's solo (0) or pair (1) build
     build = _ext._builds(*args, cu_seqlens=inp["cu_seqlens"], spine=kw["spine"], warpgroups=warpgroups,
-                         fused=kw["fused"])[1]
+                         fused=kw["fused"], pair=pair)[1]
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -80,7 +85,7 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
     us = statistics.median(times)
     chunks_per_seq = -(-T // CHUNK)
     tflops = spine_flops(Tt, Hv, fused=bool(fused)) / (us * 1e-6) / 1e12
-    return dict(spine=spine, build=build, warpgroups=warpgroups, B=B, T=T, Hv=Hv, Hk=Hk, us=us,
+    return dict(spine=spine, build=build, warpgroups=warpgroups, pair=pair, B=B, T=T, Hv=Hv, Hk=Hk, us=us,
                 us_per_chunk=us / chunks_per_seq,
                 tflops=tflops, pct_peak=100 * tflops / PEAK_TFLOPS, reps=reps)
 
@@ -93,6 +98,9 @@ def main(argv=None) -> int:
     ap.add_argument("--crossover", action="store_true",
                     help="time the wgmma spine's WG=1 and WG=2 builds at B = 1..8 (T = 4096) to place the "
                          "launcher's switch")
+    ap.add_argument("--pair-crossover", action="store_true",
+                    help="time the fused spine's solo and pair builds (wgmma-o) at B = 1..8 (T = 4096) to place "
+                         "the launcher's switch (GDN_RS_SPINE_SOLO_MAX_CTAS)")
     ap.add_argument("--spines", help="comma-separated subset of scalar,wgmma,wgmma-o (default: every compiled one)")
     a = ap.parse_args(argv)
     wanted = a.spines.split(",") if a.spines else []
@@ -113,6 +121,16 @@ def main(argv=None) -> int:
         if missing:
             ap.error(f"--spines: {missing} not compiled into this build (compiled: {spines})")
         spines = [s for s in spines if s in wanted]
+    if a.pair_crossover:
+        if "spine_rs_o_pair_kv" not in gdn_prefill.compiled_variants():
+            ap.error("--pair-crossover: spine_rs_o_pair_kv is not compiled into this build")
+        rows = [time_spine(B, 4096, 32, 16, "wgmma-o", 20, pair=pr) for B in (1, 2, 3, 4, 6, 8) for pr in (0, 1)]
+        print("| B | N*Hv*2 (CTAs) | solo us/chunk | pair us/chunk |\n|---|---|---|---|")
+        for r0, r1 in zip(rows[::2], rows[1::2]):
+            print(f"| {r0['B']} | {r0['B'] * 64} | {r0['us_per_chunk']:.3f} | {r1['us_per_chunk']:.3f} |")
+        if a.json:
+            write_json(rows, a.json)
+        return 0
     if a.crossover:
         rows = [time_spine(B, 4096, 32, 16, "wgmma", 20, wg) for B in (1, 2, 3, 4, 6, 8) for wg in (1, 2)]
         print("| B | N*Hv*4 (WG=1 CTAs) | WG=1 us/chunk | WG=2 us/chunk |\n|---|---|---|---|")

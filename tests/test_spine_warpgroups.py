@@ -112,3 +112,24 @@ def test_launcher_rule_matches_plan():
     for n in list(range(1, 70)) + [128, 1000, 4096]:
         for hv in (1, 2, 3, 4, 8, 16, 32, 48, 64, 128):
             assert _ext._spine_wgmma_warpgroups(n, hv) == plan.spine_wgmma_warpgroups(n, hv), (n, hv)
+
+
+def test_pair_rule_c_and_python_copies_agree():
+    """_ext._rs_pair (the launcher) and plan.spine_rs_pair (Python) on a grid of N and Hv, and the
+    switch exactly above GDN_RS_SPINE_SOLO_MAX_CTAS CTAs."""
+    for N in list(range(1, 140)) + [1000, 4096]:
+        for Hv in (1, 2, 4, 8, 16, 32, 64):
+            assert plan.spine_rs_pair(N, Hv) == _ext._spine_rs_pair(N, Hv) == (N * Hv * 2 > 132), (N, Hv)
+
+
+@pytest.mark.parametrize("n_seq, Hv", [(1, 32), (16, 32)])
+def test_pair_hook_forces_either_build(n_seq, Hv):
+    """The benchmark hook (_builds / _launch_stages with pair=0 or 1) names the forced build, pair=-1
+    the rule's; other values are refused before anything runs."""
+    args, st, cu = problem(n_seq, 1, Hv, state=True, fused=True)
+    rule = "spine_rs_o_pair_kv" if plan.spine_rs_pair(n_seq, Hv) else "spine_rs_o_kv"
+    assert _ext._builds(*args, st, cu_seqlens=cu, spine="wgmma", fused=1)[1] == rule
+    assert _ext._builds(*args, st, cu_seqlens=cu, spine="wgmma", fused=1, pair=0)[1] == "spine_rs_o_kv"
+    assert _ext._builds(*args, st, cu_seqlens=cu, spine="wgmma", fused=1, pair=1)[1] == "spine_rs_o_pair_kv"
+    with pytest.raises(gdn_prefill.GdnArgumentError, match="pair: must be"):
+        _ext._launch_stages(("spine",), *args, st, cu_seqlens=cu, spine="wgmma", workspace=None, pair=2)

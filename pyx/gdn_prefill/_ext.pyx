@@ -616,21 +616,22 @@ cdef bint _aligned16(const gdn_problem_t *p) noexcept nogil:
 
 
 cdef int _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int warpgroups, int fused,
-                     int *ids) noexcept nogil:
+                     int pair, int *ids) noexcept nogil:
     """The build of each launch (-1 where it is not compiled in); returns the number of launches:
     2 for the fused plan (recompute_wu with pqk, spine_rs_o), else 3 (recompute_wu, spine,
     fwd_o).  The one place that picks the plan and the beta dtype, _a16 and
     warpgroups builds: prefill, explain and the stage test hook all read their launches from here.
-    warpgroups 0 / fused -1: the rules; otherwise forced (test / benchmark hook only)."""
+    warpgroups 0 / fused -1 / pair -1: the rules; otherwise forced (test / benchmark hook only)."""
     cdef int a16 = 1 if _aligned16(p) else 0
     cdef int bbf16 = 1 if p.beta.dtype == GDN_DTYPE_BF16 else 0
     cdef char why[MSG_CAP]
     if fused < 0:
         fused = 1 if _fused_guard(p, chosen, state_layout, why) == GDN_OK else 0
     if fused:
+        if pair < 0:
+            pair = _rs_pair(p.cu_seqlens.shape[0] - 1, p.v.shape[1])
         ids[0] = _v_wu_pqk[bbf16] if a16 else -1
-        ids[1] = (_v_spine_o[state_layout][_rs_pair(p.cu_seqlens.shape[0] - 1, p.v.shape[1])]
-                  if a16 and chosen == GDN_SPINE_WGMMA else -1)
+        ids[1] = _v_spine_o[state_layout][pair] if a16 and chosen == GDN_SPINE_WGMMA else -1
         return 2
     if warpgroups == 0:
         warpgroups = _spine_warpgroups(p, chosen)
@@ -644,7 +645,7 @@ cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int *i
                     char *msg) noexcept nogil:
     """The launches of one prefill, in order (n of them); every one must be compiled in."""
     cdef int i
-    n[0] = _select_ids(p, chosen, state_layout, 0, -1, ids)
+    n[0] = _select_ids(p, chosen, state_layout, 0, -1, -1, ids)
     for i in range(n[0]):
         if ids[i] < 0:
             snprintf(msg, MSG_CAP, "build: stage %d of %d (%s) is not compiled into this build", i + 1, n[0],
@@ -1053,7 +1054,7 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
 cdef str _summary_build(const gdn_problem_t *p, int chosen, int layout_code):
     """The spine build prefill() ran (the fused-output build when that plan ran)."""
     cdef int ids[3]
-    _select_ids(p, chosen, layout_code, 0, -1, ids)
+    _select_ids(p, chosen, layout_code, 0, -1, -1, ids)
     return gdn_variant_name(ids[1]).decode()
 
 
@@ -1164,9 +1165,9 @@ def workspace_layout(int64_t T, int64_t N, int64_t Hv):
 
 
 def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None, str state_layout="kv",
-            str spine="auto", int warpgroups=0, int fused=-1):
-    """Benchmark hook: the variant names of the launches _launch_stages(..., warpgroups, fused)
-    makes (what explain() lists for the rules, warpgroups 0 and fused -1)."""
+            str spine="auto", int warpgroups=0, int fused=-1, int pair=-1):
+    """Benchmark hook: the variant names of the launches _launch_stages(..., warpgroups, fused, pair)
+    makes (what explain() lists for the rules, warpgroups 0, fused -1 and pair -1)."""
     cdef gdn_problem_t p
     cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, n, i
     cdef int ids[3]
@@ -1178,21 +1179,22 @@ def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None
         rc = _choose(&p, spine_code, layout_code, &chosen, msg)
     if rc != GDN_OK:
         _raise(rc, msg)
-    n = _select_ids(&p, chosen, layout_code, warpgroups, fused, ids)
+    n = _select_ids(&p, chosen, layout_code, warpgroups, fused, pair, ids)
     return [gdn_variant_name(ids[i]).decode() if ids[i] >= 0 else None for i in range(n)]
 
 
 def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None,
                    str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto", workspace,
-                   int warpgroups=0, int fused=-1, int64_t overlap_split=-1):
+                   int warpgroups=0, int fused=-1, int64_t overlap_split=-1, int pair=-1):
     """Test hook: validate like prefill(), then launch only the named stages on the current stream.
 
     `stages` is a subset of ("recompute_wu", "spine", "fwd_o"), run in that order,
     so GPU tests can check each stage's workspace output against the fp64 oracle.  The builds
     are the ones prefill() picks; `warpgroups` 1 or 2 forces the unfused plan's wgmma spine
-    build of that regime instead (benchmarks of the warpgroups rule; 0: the rule; the fused
-    plan has one spine build, spine_rs_o) and `fused` 0 / 1 the unfused or the
-    fused-output plan (-1: the rule; the fused plan has no fwd_o stage and writes no h / vnew).
+    build of that regime instead (benchmarks of the warpgroups rule; 0: the rule), `pair` 0 / 1
+    the fused plan's solo or pair spine_rs_o build (benchmarks of its rule; -1: the rule) and
+    `fused` 0 / 1 the unfused or the fused-output plan (-1: the rule; the fused plan has no fwd_o
+    stage and writes no h / vnew).
     With both stages of the fused plan, `overlap_split` 0 runs the serial plan, s > 0 the overlap
     plan split at chunk slot s (wherever the rule's deadlock guard allows it, also below its
     minimum of chunk slots), -1 the rule; the other stage sets run serially.
@@ -1209,6 +1211,8 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
         raise _errors.GdnArgumentError(f"warpgroups: must be 0 (the rule), 1 or 2, got {warpgroups}")
     if fused < -1 or fused > 1:
         raise _errors.GdnArgumentError(f"fused: must be -1 (the rule), 0 or 1, got {fused}")
+    if pair < -1 or pair > 1:
+        raise _errors.GdnArgumentError(f"pair: must be -1 (the rule), 0 or 1, got {pair}")
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm)
     rc = _prepare(&p, spine_code, layout_code, &chosen, msg)
     if rc == GDN_OK and warpgroups != 0 and chosen != GDN_SPINE_WGMMA:
@@ -1218,7 +1222,7 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     order = ("recompute_wu", "spine", "fwd_o")
     if rc == GDN_OK:
         # only the requested stages must be compiled in
-        nplan = _select_ids(&p, chosen, layout_code, warpgroups, fused, all_ids)
+        nplan = _select_ids(&p, chosen, layout_code, warpgroups, fused, pair, all_ids)
         if fused == 1 and _fused_guard(&p, chosen, layout_code, msg) != GDN_OK:
             raise _errors.GdnSpineError(f"fused: {msg.decode()}")
         for stage in stages:
