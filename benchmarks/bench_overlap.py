@@ -1,6 +1,7 @@
 """Where to split stage 1 around the fused spine (the overlap plan): a sweep of the split slot.
 
-    python benchmarks/bench_overlap.py [--shapes 1x1K,1x2K,1x8K,1x64K] [--heads 16/32] [--json PATH] [--md PATH]
+    python benchmarks/bench_overlap.py [--shapes 1x1K,1x2K,1x8K,1x64K] [--heads 16/32] [--build solo|pair]
+                                       [--json PATH] [--md PATH]
 
 For each shape, the fused plan (recompute_wu + spine_rs_o) with stage 1 split at a fraction of
 the chunk slots (0 %: the serial plan), timed by bench_prefill's graph harness (one CUDA graph
@@ -25,7 +26,7 @@ def _tokens(s: str) -> int:
     return int(s[:-1]) * 1024 if s.endswith("K") else int(s)
 
 
-def time_split(B: int, T: int, hk: int, hv: int, pct: int) -> dict:
+def time_split(B: int, T: int, hk: int, hv: int, pct: int, pair: int = -1) -> dict:
     import torch
 
     import gdn_prefill
@@ -42,14 +43,15 @@ def time_split(B: int, T: int, hk: int, hv: int, pct: int) -> dict:
     def call(i):
         x = sets[i]
         _ext._launch_stages(("recompute_wu", "spine"), x["q"], x["k"], x["v"], x["g"], x["beta"], outs[i], x["state"],
-                            cu_seqlens=x["cu_seqlens"], spine="wgmma", workspace=ws, fused=1, overlap_split=split)
+                            cu_seqlens=x["cu_seqlens"], spine="wgmma", workspace=ws, fused=1, overlap_split=split,
+                            pair=pair)
     # bench_prefill's harness: eager warm-up (the side stream exists before any capture), one graph
     # per buffer set replayed round-robin, median of CUDA-event times
     t = _time_impl([lambda i=i: call(i) for i in range(len(sets))], ("graph",), budget_s=0.3, min_reps=20,
                    max_reps=50)
     if "graph_us" not in t:
         raise RuntimeError(t.get("graph_error", "graph timing failed"))
-    return dict(shape=f"{B}x{T // 1024}K", heads=f"{hk}/{hv}", chunk_slots=cb, pct=pct, split=split,
+    return dict(shape=f"{B}x{T // 1024}K", heads=f"{hk}/{hv}", chunk_slots=cb, pct=pct, split=split, pair=pair,
                 us=t["graph_us"], reps=t["graph_stats"]["reps"])
 
 
@@ -57,6 +59,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default="1x1K,1x2K,1x8K,1x64K", help="comma list of BxT (T may end in K)")
     ap.add_argument("--heads", default="16/32", help="Hk/Hv")
+    ap.add_argument("--build", choices=("rule", "solo", "pair"), default="rule",
+                    help="the fused spine's build: the launcher's rule (solo wherever the overlap plan runs) or "
+                         "forced solo / pair (a head's two CTAs as a multicasting cluster)")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--md", help="write a markdown table here")
     a = ap.parse_args(argv)
@@ -74,7 +79,7 @@ def main(argv=None) -> int:
             print(f"{B}x{T}: the spine's CTAs would hold more than half of the SMs (deadlock guard); skipped")
             continue
         for pct in FRACTIONS:
-            r = time_split(B, T, hk, hv, pct)
+            r = time_split(B, T, hk, hv, pct, {"rule": -1, "solo": 0, "pair": 1}[a.build])
             rows.append(r)
             print(f"{r['shape']} split {pct:3d}% (slot {r['split']:5d} of {r['chunk_slots']}): {r['us']:8.1f} us",
                   flush=True)
@@ -83,8 +88,9 @@ def main(argv=None) -> int:
                 method="fused plan through _ext._launch_stages(overlap_split=...), gdn_prefill.bench's "
                        "graph harness (a CUDA graph per buffer set, replayed round-robin, median of 20-50 "
                        "CUDA-event timings)")
+    meta["spine_build"] = a.build
     lines = [f"Overlap split sweep — {meta['card']}, {meta['date']}, Hk/Hv = {a.heads}, {meta['method']}; "
-             f"the launcher's rule: {meta['rule_pct']} %", "",
+             f"the launcher's rule: {meta['rule_pct']} %; fused spine build: {a.build}", "",
              "| shape | split % | split slot / slots | µs | vs serial |", "|---|---|---|---|---|"]
     base = {r["shape"]: r["us"] for r in rows if r["pct"] == 0}
     for r in rows:
