@@ -84,11 +84,10 @@ def main(argv=None) -> int:
             print(f"{r['shape']} split {pct:3d}% (slot {r['split']:5d} of {r['chunk_slots']}): {r['us']:8.1f} us",
                   flush=True)
     meta = dict(card=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(), torch=torch.__version__,
-                rule_pct=plan._C["GDN_OVERLAP_SPLIT_PCT"],
+                rule_pct=plan._C["GDN_OVERLAP_SPLIT_PCT"], spine_build=a.build,
                 method="fused plan through _ext._launch_stages(overlap_split=...), gdn_prefill.bench's "
                        "graph harness (a CUDA graph per buffer set, replayed round-robin, median of 20-50 "
                        "CUDA-event timings)")
-    meta["spine_build"] = a.build
     lines = [f"Overlap split sweep — {meta['card']}, {meta['date']}, Hk/Hv = {a.heads}, {meta['method']}; "
              f"the launcher's rule: {meta['rule_pct']} %; fused spine build: {a.build}", "",
              "| shape | split % | split slot / slots | µs | vs serial |", "|---|---|---|---|---|"]

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import statistics
 import sys
 
@@ -90,6 +89,18 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
                 tflops=tflops, pct_peak=100 * tflops / PEAK_TFLOPS, reps=reps)
 
 
+def crossover(spine: str, ctas_label: str, ctas_per_head: int, builds, json_path=None) -> None:
+    """Two builds of one spine side by side at B = 1..8 (T = 4096, Hv = 32), µs per chunk: where the
+    launcher's rule between them should switch.  builds: ((column label, time_spine keywords), x2)."""
+    rows = [time_spine(B, 4096, 32, 16, spine, 20, **kw) for B in (1, 2, 3, 4, 6, 8) for _, kw in builds]
+    (l0, _), (l1, _) = builds
+    print(f"| B | {ctas_label} | {l0} us/chunk | {l1} us/chunk |\n|---|---|---|---|")
+    for r0, r1 in zip(rows[::2], rows[1::2]):
+        print(f"| {r0['B']} | {r0['B'] * 32 * ctas_per_head} | {r0['us_per_chunk']:.3f} | {r1['us_per_chunk']:.3f} |")
+    if json_path:
+        write_json(rows, json_path)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="T in {1K, 4K} only, fewer repetitions")
@@ -124,21 +135,11 @@ def main(argv=None) -> int:
     if a.pair_crossover:
         if "spine_rs_o_pair_kv" not in gdn_prefill.compiled_variants():
             ap.error("--pair-crossover: spine_rs_o_pair_kv is not compiled into this build")
-        rows = [time_spine(B, 4096, 32, 16, "wgmma-o", 20, pair=pr) for B in (1, 2, 3, 4, 6, 8) for pr in (0, 1)]
-        print("| B | N*Hv*2 (CTAs) | solo us/chunk | pair us/chunk |\n|---|---|---|---|")
-        for r0, r1 in zip(rows[::2], rows[1::2]):
-            print(f"| {r0['B']} | {r0['B'] * 64} | {r0['us_per_chunk']:.3f} | {r1['us_per_chunk']:.3f} |")
-        if a.json:
-            write_json(rows, a.json)
+        crossover("wgmma-o", "N*Hv*2 (CTAs)", 2, (("solo", dict(pair=0)), ("pair", dict(pair=1))), a.json)
         return 0
     if a.crossover:
-        rows = [time_spine(B, 4096, 32, 16, "wgmma", 20, wg) for B in (1, 2, 3, 4, 6, 8) for wg in (1, 2)]
-        print("| B | N*Hv*4 (WG=1 CTAs) | WG=1 us/chunk | WG=2 us/chunk |\n|---|---|---|---|")
-        for r1, r2 in zip(rows[::2], rows[1::2]):
-            print(f"| {r1['B']} | {r1['B'] * 128} | {r1['us_per_chunk']:.3f} | {r2['us_per_chunk']:.3f} |")
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump(rows, f, indent=1)
+        crossover("wgmma", "N*Hv*4 (WG=1 CTAs)", 4, (("WG=1", dict(warpgroups=1)), ("WG=2", dict(warpgroups=2))),
+                  a.json)
         return 0
     Ts = (1024, 4096) if a.quick else (1024, 4096, 16384, 65536)
     rows = []

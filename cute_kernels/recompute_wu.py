@@ -83,6 +83,8 @@ Assumptions the entry point's guards must enforce (nothing here checks them):
 """
 from __future__ import annotations
 
+import functools
+
 import cuda.bindings.driver as cuda
 
 import cutlass
@@ -681,6 +683,7 @@ def _publish(ready: cute.Tensor, c: Int32, hv: Int32, tidx: Int32, store_warp):
 
 
 # --------------------------------------------------------------------------- launch
+@functools.cache
 def _make_launch(with_pqk: bool):
     """The launch function; with_pqk (compile time): also the in-chunk attention P -> pqk, for
     the fused spine + output (spine_rs_o).  Parameter names: gdn_problem_t fields."""
@@ -718,13 +721,8 @@ def _make_launch(with_pqk: bool):
     return recompute_wu
 
 
-_LAUNCHES: dict[bool, object] = {}
-
-
 def launch_for(beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False):
-    if with_pqk not in _LAUNCHES:
-        _LAUNCHES[with_pqk] = _make_launch(with_pqk)
-    return _LAUNCHES[with_pqk]
+    return _make_launch(with_pqk)
 
 
 THREADS = NTHREADS

@@ -68,6 +68,8 @@ shared memory before G3.
 """
 from __future__ import annotations
 
+import functools
+
 import cuda.bindings.driver as cuda
 
 import cutlass
@@ -516,6 +518,7 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, hv: Int32, t0
 
 
 # --------------------------------------------------------------------------- launch
+@functools.cache
 def _make_launch(pair: bool):
     """The launch function of the solo build (one CTA per 64 state columns) or the pair build (the
     two CTAs of a head as a cluster that multicasts W, K, q and P): one kernel body, the cluster
@@ -565,13 +568,8 @@ def _make_launch(pair: bool):
     return spine_rs
 
 
-_LAUNCHES: dict[bool, object] = {}
-
-
 def launch_for(layout: str, pair: bool = False):
-    if pair not in _LAUNCHES:
-        _LAUNCHES[pair] = _make_launch(pair)
-    return _LAUNCHES[pair]
+    return _make_launch(pair)
 
 
 def SMEM_BYTES(layout: str, pair: bool = False) -> int:  # noqa: N802

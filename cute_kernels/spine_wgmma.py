@@ -80,6 +80,8 @@ spine_rs_o_*), which reuses this module's TMA and store helpers and its paramete
 """
 from __future__ import annotations
 
+import functools
+
 import cuda.bindings.driver as cuda
 
 import cutlass
@@ -591,6 +593,7 @@ def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
 
 
 # --------------------------------------------------------------------------- launch
+@functools.cache
 def _make_launch(num_wg: int, multicast: bool):
     """The launch function of the num_wg-warpgroup build, W/K multicast across a cluster or not
     (parameter names: gdn_problem_t fields).
@@ -643,16 +646,10 @@ def _make_launch(num_wg: int, multicast: bool):
 
 
 # --------------------------------------------------------------------------- AOT variants
-_LAUNCHES: dict[tuple[int, bool], object] = {}
-
-
 def launch_for(layout: str, warpgroups: int = 1, multicast: bool = False):
     """The launch function of a variant (cute_kernels/aot.py calls it with the variant kwargs);
     the state layout is a property of the fake state tensor only."""
-    key = (warpgroups, multicast)
-    if key not in _LAUNCHES:
-        _LAUNCHES[key] = _make_launch(warpgroups, multicast)
-    return _LAUNCHES[key]
+    return _make_launch(warpgroups, multicast)
 
 
 # Two builds (bench_spine.py --crossover, run 10, T=4096, us/chunk, multicast off / on):
