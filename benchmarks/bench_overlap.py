@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default="1x1K,1x2K,1x8K,1x64K", help="comma list of BxT (T may end in K)")
     ap.add_argument("--heads", default="16/32", help="Hk/Hv")
     ap.add_argument("--build", choices=("rule", "solo", "pair"), default="rule",
-                    help="the fused spine's build: the launcher's rule (solo wherever the overlap plan runs) or "
+                    help="the fused spine's build: the launcher's rule (pair wherever the overlap plan runs) or "
                          "forced solo / pair (a head's two CTAs as a multicasting cluster)")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--md", help="write a markdown table here")

@@ -12,8 +12,10 @@ The spine is the one of the unfused plan (it writes h and vnew for fwd_o), for b
 spines.  Row "wgmma-o" is the spine with the chunk output fused (it also computes and writes O,
 and writes no h / vnew), the kernel the fused plan runs instead of spine + fwd_o: spine_rs_o_*
 (the state in the registers of one warpgroup per 64 state columns, a TMA warp and a store warp)
-at every B; its solo build at B=1, its pair build (a cluster of a head's two CTAs that
-multicasts the shared tiles) at B=8 (the launcher's rule; column "build").
+at every B, in the build the launcher's rule picks for the whole prefill (column "build"): its
+pair build (a cluster of a head's two CTAs that multicasts the shared tiles) at B=8, and at B=1
+too wherever the prefill runs the overlap plan (from 16 chunk slots), although alone, without
+stage 1 beside it, the solo build is a little faster there (`--pair-crossover` times both).
 
 FLOPs counted per chunk and head: W.S (2*64*128*128) + K^T.Vnew (2*128*64*128)
 = 4.19 MFLOP, i.e. 65.5 KFLOP per token and value head (wgmma-o adds Q.S 2*64*128*128 and
@@ -89,16 +91,19 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
                 tflops=tflops, pct_peak=100 * tflops / PEAK_TFLOPS, reps=reps)
 
 
-def crossover(spine: str, ctas_label: str, ctas_per_head: int, builds, json_path=None) -> None:
+def crossover(spine: str, ctas_label: str, ctas_per_head: int, builds, json_path=None, md_path=None) -> None:
     """Two builds of one spine side by side at B = 1..8 (T = 4096, Hv = 32), µs per chunk: where the
     launcher's rule between them should switch.  builds: ((column label, time_spine keywords), x2)."""
     rows = [time_spine(B, 4096, 32, 16, spine, 20, **kw) for B in (1, 2, 3, 4, 6, 8) for _, kw in builds]
     (l0, _), (l1, _) = builds
-    print(f"| B | {ctas_label} | {l0} us/chunk | {l1} us/chunk |\n|---|---|---|---|")
-    for r0, r1 in zip(rows[::2], rows[1::2]):
-        print(f"| {r0['B']} | {r0['B'] * 32 * ctas_per_head} | {r0['us_per_chunk']:.3f} | {r1['us_per_chunk']:.3f} |")
+    lines = [f"| B | {ctas_label} | {l0} us/chunk | {l1} us/chunk |", "|---|---|---|---|"]
+    lines += [f"| {r0['B']} | {r0['B'] * 32 * ctas_per_head} | {r0['us_per_chunk']:.3f} | {r1['us_per_chunk']:.3f} |"
+              for r0, r1 in zip(rows[::2], rows[1::2])]
+    print("\n".join(lines))
     if json_path:
         write_json(rows, json_path)
+    if md_path:
+        write_text("\n".join(lines) + "\n", md_path)
 
 
 def main(argv=None) -> int:
@@ -135,11 +140,11 @@ def main(argv=None) -> int:
     if a.pair_crossover:
         if "spine_rs_o_pair_kv" not in gdn_prefill.compiled_variants():
             ap.error("--pair-crossover: spine_rs_o_pair_kv is not compiled into this build")
-        crossover("wgmma-o", "N*Hv*2 (CTAs)", 2, (("solo", dict(pair=0)), ("pair", dict(pair=1))), a.json)
+        crossover("wgmma-o", "N*Hv*2 (CTAs)", 2, (("solo", dict(pair=0)), ("pair", dict(pair=1))), a.json, a.md)
         return 0
     if a.crossover:
         crossover("wgmma", "N*Hv*4 (WG=1 CTAs)", 4, (("WG=1", dict(warpgroups=1)), ("WG=2", dict(warpgroups=2))),
-                  a.json)
+                  a.json, a.md)
         return 0
     Ts = (1024, 4096) if a.quick else (1024, 4096, 16384, 65536)
     rows = []

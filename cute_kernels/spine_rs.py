@@ -53,8 +53,10 @@ the two CTAs of a head (adjacent in the grid) form a cluster: each loader TMA-lo
 W, K, q and P tiles and multicasts it to both CTAs, and a slot is refilled only when the consumer
 warps of both CTAs have released it (empty[s] counts 4 x 2 arrivals, remote ones included).
 With more CTAs than SMs the spine is bound by L2 throughput (run 48: 90.5 % at 8x4K), which the
-multicast halves for those tiles (run 49: 8x4K 871 -> 857 us); with few CTAs the pair's lockstep
-costs more than it saves (B=1 T=1K 1.59 -> 1.81 us/chunk), so the overlap plan runs solo.
+multicast halves for those tiles (run 49: 8x4K 871 -> 857 us); in the overlap plan the spine
+shares the L2 with stage 1's second part, and the pair wins there too (run 51: 1x64K 1834 ->
+1768 us, 1x8K and 1x4K level); alone with few CTAs the pair's lockstep costs more than it saves
+(B=1 T=1K 1.59 -> 1.81 us/chunk), so the serial plan with few CTAs runs solo.
 
 Overlap plan (pyx/gdn_prefill/_ext.pyx, _launch_overlap): when few sequences leave most SMs idle
 beside this spine, recompute_wu's chunk slots >= ready_from run concurrently with it and publish
@@ -581,9 +583,10 @@ def CLUSTER(layout: str, pair: bool = False) -> int:  # noqa: N802
 
 
 # Two builds, picked per call by the launcher (plan.spine_rs_pair, gdn_abi.h
-# GDN_RS_SPINE_SOLO_MAX_CTAS has the measurements): solo while the grid fits on the SMs (the
-# overlap plan always), the pair build beyond, where the spine is bound by L2 throughput (run 48:
-# 90.5 % at 8x4K) and the multicast halves the L2 reads of the tiles both CTAs of a head load.
+# GDN_RS_SPINE_SOLO_MAX_CTAS has the measurements): solo while the grid fits on the SMs and the
+# serial plan runs, the pair build beyond and in the overlap plan, where the spine is bound by L2
+# throughput (run 48: 90.5 % at 8x4K) or shares it with stage 1, and the multicast halves the L2
+# reads of the tiles both CTAs of a head load.
 VARIANTS: dict[str, dict] = {
     "spine_rs_o_kv": {"layout": "kv", "pair": False},
     "spine_rs_o_vk": {"layout": "vk", "pair": False},

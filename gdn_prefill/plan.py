@@ -108,11 +108,13 @@ def grid_spine_rs(T, N, Hv):
     return (N * Hv * (HEAD_DIM_V // RS_SPINE_VBLOCK), 1, 1)
 
 
-def spine_rs_pair(N, Hv):
+def spine_rs_pair(T, N, Hv, sm_count=SM_COUNT):
     """Whether the fused plan runs spine_rs_o's pair build (the two CTAs of a head as a cluster that
-    multicasts W, K, q and P) for N sequences and Hv heads: the one Python copy of the launcher's
-    rule (_ext.pyx, _rs_pair; gdn_abi.h GDN_RS_SPINE_SOLO_MAX_CTAS has the measurements)."""
-    return N * Hv * RS_SPINE_PAIR > RS_SPINE_SOLO_MAX_CTAS
+    multicasts W, K, q and P) for T tokens, N sequences and Hv heads: the one Python copy of the
+    launcher's rule (_ext.pyx, _rs_pair; gdn_abi.h GDN_RS_SPINE_SOLO_MAX_CTAS has the
+    measurements).  The pair once the solo grid exceeds RS_SPINE_SOLO_MAX_CTAS, and wherever the
+    overlap plan runs (with GDN_PREFILL_OVERLAP=0 the launcher's serial plan runs solo there)."""
+    return N * Hv * RS_SPINE_PAIR > RS_SPINE_SOLO_MAX_CTAS or overlap_split(T, N, Hv, sm_count) is not None
 
 
 def grid_fwd_o(T, N, Hv):

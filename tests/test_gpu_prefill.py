@@ -155,12 +155,15 @@ def test_wg2_forms_run_the_two_warpgroup_build(form):
         pytest.skip("wgmma spine not built")
     T_list, Hk, Hv, mk, _ = FORMS[form]
     inp = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
-    pair = "pair_" if plan.spine_rs_pair(len(T_list), Hv) else ""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    pair = "pair_" if plan.spine_rs_pair(sum(T_list), len(T_list), Hv, sms) else ""
     assert spine_build(inp, "wgmma") == f"spine_rs_o_{pair}{inp['state_layout']}"
     assert four_kernel_spine_build(inp) == f"spine_wgmma_wg2_{inp['state_layout']}"
     T_list, Hk, Hv, mk, _ = FORMS["varlen_mix"]
     small = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
-    assert spine_build(small, "wgmma") == "spine_rs_o_kv"
+    # 7 sequences, 4 heads: the overlap plan runs, with the pair build
+    assert plan.spine_rs_pair(sum(T_list), len(T_list), Hv, sms)
+    assert spine_build(small, "wgmma") == "spine_rs_o_pair_kv"
     assert four_kernel_spine_build(small) == "spine_wgmma_kv"
 
 

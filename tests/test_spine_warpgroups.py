@@ -6,8 +6,9 @@ Four-kernel plan (here: `out` rows off the 16-byte grid): WG=1 (spine_wgmma_<lay
 (spine_wgmma_wg2_<layout>) above; `spine="wgmma"` means either build.  Fused plan (every tensor
 16-byte aligned): spine_rs_o (its grid, plan.grid_spine_rs, has N * Hv * 2 CTAs of 192 threads),
 the solo build (spine_rs_o_<layout>) while that grid has at most GDN_RS_SPINE_SOLO_MAX_CTAS (132)
-CTAs, the pair build (spine_rs_o_pair_<layout>, a cluster of a head's 2 CTAs) above.  CPU only: explain() runs the launcher's own choice without
-launching.
+CTAs and the serial plan runs, the pair build (spine_rs_o_pair_<layout>, a cluster of a head's 2
+CTAs) above and wherever the overlap plan runs.  CPU only: explain() runs the launcher's own
+choice without launching.
 """
 from __future__ import annotations
 
@@ -73,19 +74,26 @@ def test_one_sequence_picks_the_one_warpgroup_build(layout):
 
 
 @pytest.mark.parametrize("layout", ["kv", "vk"])
-@pytest.mark.parametrize("n_seq, Hv, pair", [(1, 32, False), (2, 33, False), (16, 32, True), (1, 1, False),
-                                              (33, 4, True), (66, 1, False), (67, 1, True)])
-def test_fused_plan_runs_the_register_state_spine_in_every_regime(n_seq, Hv, pair, layout):
+@pytest.mark.parametrize("n_seq, Hv, seq_len, pair", [
+    (1, 32, 64, False), (2, 33, 64, False), (16, 32, 64, True), (1, 1, 64, False), (33, 4, 64, True),
+    (66, 1, 64, False), (67, 1, 64, True),
+    # the overlap plan (16 chunk slots and more; the spine on at most half of the 132 SMs): pair
+    (1, 32, 896, False), (1, 32, 960, True), (1, 32, 4096, True), (2, 32, 4096, False), (3, 4, 4096, True)])
+def test_fused_plan_runs_the_register_state_spine_in_every_regime(n_seq, Hv, seq_len, pair, layout):
     """Aligned tensors: spine_rs_o whatever N * Hv; one CTA per (sequence, head, 64 state columns),
     the 2 CTAs of a head adjacent in the 1-D grid; a warpgroup, a TMA warp and a store warp (192
-    threads).  The pair build (a cluster of the head's 2 CTAs) once the grid exceeds 132 CTAs."""
-    args, st, cu = problem(n_seq, 1, Hv, state=True, fused=True)
+    threads).  The pair build (a cluster of the head's 2 CTAs) once the grid exceeds 132 CTAs, and
+    wherever the overlap plan runs (explain() says "runs" for it exactly then)."""
+    args, st, cu = problem(n_seq, 1, Hv, seq_len=seq_len, state=True, fused=True)
     p = gdn_prefill.explain(*args, st, cu_seqlens=cu, state_layout=layout, spine="wgmma")
     assert p["fused_output"] == "runs"
     k = spine_launch(p)
-    assert plan.spine_rs_pair(n_seq, Hv) == _ext._spine_rs_pair(n_seq, Hv) == pair
+    T = n_seq * seq_len
+    assert plan.spine_rs_pair(T, n_seq, Hv) == _ext._spine_rs_pair(T, n_seq, Hv) == pair
     assert k["name"] == (f"spine_rs_o_pair_{layout}" if pair else f"spine_rs_o_{layout}")
-    assert k["grid"] == (n_seq * Hv * 2, 1, 1) == plan.grid_spine_rs(n_seq * 64, n_seq, Hv)
+    if n_seq * Hv * 2 <= 132:
+        assert pair == p["overlap"].startswith("runs")
+    assert k["grid"] == (n_seq * Hv * 2, 1, 1) == plan.grid_spine_rs(T, n_seq, Hv)
     assert k["block"] == 192 and k["cluster"] == (2 if pair else 1)
     assert plan.RS_SPINE_VBLOCK == _abi.CONSTANTS["GDN_RS_SPINE_VBLOCK"] == 64
     assert plan.RS_SPINE_SOLO_MAX_CTAS == _abi.CONSTANTS["GDN_RS_SPINE_SOLO_MAX_CTAS"] == 132
@@ -115,11 +123,15 @@ def test_launcher_rule_matches_plan():
 
 
 def test_pair_rule_c_and_python_copies_agree():
-    """_ext._rs_pair (the launcher) and plan.spine_rs_pair (Python) on a grid of N and Hv, and the
-    switch exactly above GDN_RS_SPINE_SOLO_MAX_CTAS CTAs."""
-    for N in list(range(1, 140)) + [1000, 4096]:
-        for Hv in (1, 2, 4, 8, 16, 32, 64):
-            assert plan.spine_rs_pair(N, Hv) == _ext._spine_rs_pair(N, Hv) == (N * Hv * 2 > 132), (N, Hv)
+    """_ext._rs_pair (the launcher) and plan.spine_rs_pair (Python) on a grid of T, N, Hv and SM
+    counts: the pair exactly above GDN_RS_SPINE_SOLO_MAX_CTAS CTAs or where the overlap rule splits."""
+    for sms in (132, 114, 78):
+        for T in (64, 960, 4096, 65536):
+            for N in list(range(1, 140)) + [1000, 4096]:
+                for Hv in (1, 2, 4, 8, 16, 32, 64):
+                    want = N * Hv * 2 > 132 or _ext._overlap_split_rule(T, N, Hv, sms) is not None
+                    assert plan.spine_rs_pair(T, N, Hv, sms) == _ext._spine_rs_pair(T, N, Hv, sms) == want, \
+                        (T, N, Hv, sms)
 
 
 @pytest.mark.parametrize("n_seq, Hv", [(1, 32), (16, 32)])
@@ -127,7 +139,7 @@ def test_pair_hook_forces_either_build(n_seq, Hv):
     """The benchmark hook (_builds / _launch_stages with pair=0 or 1) names the forced build, pair=-1
     the rule's; other values are refused before anything runs."""
     args, st, cu = problem(n_seq, 1, Hv, state=True, fused=True)
-    rule = "spine_rs_o_pair_kv" if plan.spine_rs_pair(n_seq, Hv) else "spine_rs_o_kv"
+    rule = "spine_rs_o_pair_kv" if plan.spine_rs_pair(n_seq * 64, n_seq, Hv) else "spine_rs_o_kv"
     assert _ext._builds(*args, st, cu_seqlens=cu, spine="wgmma", fused=1)[1] == rule
     assert _ext._builds(*args, st, cu_seqlens=cu, spine="wgmma", fused=1, pair=0)[1] == "spine_rs_o_kv"
     assert _ext._builds(*args, st, cu_seqlens=cu, spine="wgmma", fused=1, pair=1)[1] == "spine_rs_o_pair_kv"

@@ -26,12 +26,14 @@
  * run 10): 128 CTAs 1.37/1.53, 256 1.91/1.88, 384 3.84/2.57, 512 4.73/3.33, 1024 16.7/6.85. */
 #define GDN_WGMMA_WG1_MAX_CTAS 132
 /* fused spine (spine_rs_o): the solo build runs while its grid N*Hv*(V/RS_SPINE_VBLOCK) has at
- * most this many CTAs (one per SM; the overlap plan always); beyond, the pair build, whose two
- * CTAs of a head form a cluster that multicasts the W, K, q and P tiles both load: the spine is
- * then bound by L2 throughput (ncu, run 48: 90.5 % at 8x4K).  Measured on the H200, 16/32, run 49
- * (solo / pair): whole prefill 8x4K 871.0 / 857.4 us, 32x2K 1747.7 / 1721.5; spine alone B=8
- * 7.13 / 6.94 us/chunk at T=1K, 5.66 / 5.63 at 4K; but B=1 1.59 / 1.81 at 1K, 1.25 / 1.31 at 4K
- * (the pair runs in lockstep). */
+ * most this many CTAs (one per SM) and the overlap plan does not run; beyond, and in the overlap
+ * plan, the pair build, whose two CTAs of a head form a cluster that multicasts the W, K, q and
+ * P tiles both load: with many CTAs the spine is bound by L2 throughput (ncu, run 48: 90.5 % at
+ * 8x4K); in the overlap plan it shares the L2 with stage 1's second part.  Measured on the H200,
+ * 16/32 (solo / pair): whole prefill 8x4K 871.0 / 857.4 us, 32x2K 1747.7 / 1721.5 (run 49);
+ * overlap plan at 35 % 1x64K 1833.8 / 1767.5 (run 51; run 49: 1835.2 / 1742.0), 1x8K 235.6 /
+ * 234.8, 1x4K 126.2 / 125.8; spine alone B=8 T=4K 5.55 / 5.55 us/chunk, but B=1 1.59 / 1.81 at
+ * T=1K (run 49), 1.236 / 1.262 at 4K (run 51): the pair runs in lockstep. */
 #define GDN_RS_SPINE_SOLO_MAX_CTAS 132
 #define GDN_TMA_ALIGN_BYTES 16       /* TMA: base pointers and strides 16B aligned  */
 #define GDN_WORKSPACE_ALIGN_BYTES 256

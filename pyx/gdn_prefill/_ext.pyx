@@ -401,20 +401,29 @@ cdef int _spine_variant(const gdn_problem_t *p, int spine, int state_layout, int
     return _v_spine[spine][state_layout][warpgroups - 1]
 
 
-cdef int _rs_pair(int64_t N, int64_t Hv) noexcept nogil:
-    """1 if the fused plan runs spine_rs_o's pair build for N sequences and Hv value heads, else 0.
+cdef int _rs_pair(const gdn_problem_t *p, int sms) noexcept nogil:
+    """1 if the fused plan runs spine_rs_o's pair build for this (validated) problem, else 0.
 
     The one C copy of gdn_prefill.plan.spine_rs_pair: the pair once the solo grid, N * Hv * (V /
     RS_SPINE_VBLOCK) CTAs, exceeds GDN_RS_SPINE_SOLO_MAX_CTAS (the spine then fills the SMs and is
-    bound by L2 throughput, which the multicast halves), else solo (the shortest chunk: the pair
-    runs in lockstep).  The header records the measurements.  Shapes only: no device query.
+    bound by L2 throughput, which the multicast halves), and wherever the overlap plan runs (stage
+    1's second part then shares the L2 with the spine); else solo (the shortest chunk: the pair
+    runs in lockstep).  The header records the measurements.  No device query: sms is the caller's.
     """
-    return 1 if N * Hv * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK) > GDN_RS_SPINE_SOLO_MAX_CTAS else 0
+    if (p.cu_seqlens.shape[0] - 1) * p.v.shape[1] * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK) > GDN_RS_SPINE_SOLO_MAX_CTAS:
+        return 1
+    return 1 if _plan_split(p, 2, sms) > 0 else 0
 
 
-def _spine_rs_pair(int64_t N, int64_t Hv):
-    """Test hook: the launcher's choice of spine_rs_o build (True: the pair build)."""
-    return bool(_rs_pair(N, Hv))
+def _spine_rs_pair(int64_t T, int64_t N, int64_t Hv, int sms=GDN_SM_COUNT):
+    """Test hook: the launcher's choice of spine_rs_o build for T tokens, N sequences, Hv value
+    heads on `sms` SMs (True: the pair build)."""
+    cdef gdn_problem_t p
+    memset(&p, 0, sizeof(gdn_problem_t))
+    p.q.shape[0] = T
+    p.cu_seqlens.shape[0] = N + 1
+    p.v.shape[1] = Hv
+    return bool(_rs_pair(&p, sms))
 
 
 def _spine_wgmma_warpgroups(int64_t N, int64_t Hv):
@@ -448,7 +457,7 @@ cdef int _spine_guard(const gdn_problem_t *p, int spine, int state_layout, char 
     return GDN_OK
 
 
-cdef int _fused_guard(const gdn_problem_t *p, int chosen, int state_layout, char *why) noexcept nogil:
+cdef int _fused_guard(const gdn_problem_t *p, int chosen, int state_layout, int sms, char *why) noexcept nogil:
     """0 if the fused plan (spine + output in one kernel) can serve this problem with the chosen
     spine, else GDN_ERR_SPINE and the reason (then the unfused plan runs)."""
     if chosen != GDN_SPINE_WGMMA:
@@ -461,7 +470,7 @@ cdef int _fused_guard(const gdn_problem_t *p, int chosen, int state_layout, char
                  "that are multiples of 8 elements (strides %lld, %lld)", _row_name(p, bad),
                  <long long>bad.stride[0], <long long>bad.stride[1])
         return GDN_ERR_SPINE
-    cdef int pair = _rs_pair(p.cu_seqlens.shape[0] - 1, p.v.shape[1])
+    cdef int pair = _rs_pair(p, sms)
     if _v_spine_o[state_layout][pair] < 0 or _v_wu_pqk[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0] < 0:
         snprintf(why, MSG_CAP, "variant: the fused-output builds are not compiled into this build")
         return GDN_ERR_UNKNOWN_VARIANT
@@ -616,20 +625,21 @@ cdef bint _aligned16(const gdn_problem_t *p) noexcept nogil:
 
 
 cdef int _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int warpgroups, int fused,
-                     int pair, int *ids) noexcept nogil:
+                     int pair, int sms, int *ids) noexcept nogil:
     """The build of each launch (-1 where it is not compiled in); returns the number of launches:
     2 for the fused plan (recompute_wu with pqk, spine_rs_o), else 3 (recompute_wu, spine,
     fwd_o).  The one place that picks the plan and the beta dtype, _a16 and
     warpgroups builds: prefill, explain and the stage test hook all read their launches from here.
-    warpgroups 0 / fused -1 / pair -1: the rules; otherwise forced (test / benchmark hook only)."""
+    warpgroups 0 / fused -1 / pair -1: the rules; otherwise forced (test / benchmark hook only).
+    sms: the SM count of the overlap rule, which the pair rule follows (_rs_pair)."""
     cdef int a16 = 1 if _aligned16(p) else 0
     cdef int bbf16 = 1 if p.beta.dtype == GDN_DTYPE_BF16 else 0
     cdef char why[MSG_CAP]
     if fused < 0:
-        fused = 1 if _fused_guard(p, chosen, state_layout, why) == GDN_OK else 0
+        fused = 1 if _fused_guard(p, chosen, state_layout, sms, why) == GDN_OK else 0
     if fused:
         if pair < 0:
-            pair = _rs_pair(p.cu_seqlens.shape[0] - 1, p.v.shape[1])
+            pair = _rs_pair(p, sms)
         ids[0] = _v_wu_pqk[bbf16] if a16 else -1
         ids[1] = _v_spine_o[state_layout][pair] if a16 and chosen == GDN_SPINE_WGMMA else -1
         return 2
@@ -641,11 +651,11 @@ cdef int _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int w
     return 3
 
 
-cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int *ids, int *n,
+cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int sms, int *ids, int *n,
                     char *msg) noexcept nogil:
     """The launches of one prefill, in order (n of them); every one must be compiled in."""
     cdef int i
-    n[0] = _select_ids(p, chosen, state_layout, 0, -1, -1, ids)
+    n[0] = _select_ids(p, chosen, state_layout, 0, -1, -1, sms, ids)
     for i in range(n[0]):
         if ids[i] < 0:
             snprintf(msg, MSG_CAP, "build: stage %d of %d (%s) is not compiled into this build", i + 1, n[0],
@@ -861,14 +871,16 @@ cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
     cdef int rc, chosen = 0, n = 0
     cdef int ids[3]
     cdef int64_t split
+    cdef int sms
     local[0] = 0
     rc = _prepare(&p, spine, state_layout, &chosen, local)
     if rc == GDN_OK:
         rc = _bind_workspace(&p, workspace, workspace_bytes, local)
     if rc == GDN_OK:
-        rc = _stage_ids(&p, chosen, state_layout, ids, &n, local)
+        sms = _sm_count()
+        rc = _stage_ids(&p, chosen, state_layout, sms, ids, &n, local)
     if rc == GDN_OK:
-        split = _plan_split(&p, n, _sm_count())
+        split = _plan_split(&p, n, sms)
         if split > 0:
             rc = _launch_overlap(&p, ids, split, stream, local)
         else:
@@ -1046,7 +1058,7 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s grid(spine)=%s build=%s", name,
                   p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.q.shape[1], p.v.shape[1], state_layout,
                   _spine_grid(chosen, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], 0,
-                              _fused_guard(&p, chosen, layout_code, msg) == GDN_OK),
+                              _fused_guard(&p, chosen, layout_code, _sm_count(), msg) == GDN_OK),
                   _summary_build(&p, chosen, layout_code))
     return name
 
@@ -1054,7 +1066,7 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
 cdef str _summary_build(const gdn_problem_t *p, int chosen, int layout_code):
     """The spine build prefill() ran (the fused-output build when that plan ran)."""
     cdef int ids[3]
-    _select_ids(p, chosen, layout_code, 0, -1, -1, ids)
+    _select_ids(p, chosen, layout_code, 0, -1, -1, _sm_count(), ids)
     return gdn_variant_name(ids[1]).decode()
 
 
@@ -1084,7 +1096,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     Raises the same errors prefill() raises.
     """
     cdef gdn_problem_t p
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s, n = 0
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s, n = 0, sms
     cdef int ids[3]
     cdef char msg[MSG_CAP]
     cdef char why[MSG_CAP]
@@ -1106,13 +1118,13 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         if rc == GDN_ERR_SPINE:
             _log.warning("gdn_prefill: %s", msg.decode())
         _raise(rc, msg)
-    rc = _stage_ids(&p, chosen, layout_code, ids, &n, msg)
+    sms = _sm_count() if check_device else GDN_SM_COUNT
+    rc = _stage_ids(&p, chosen, layout_code, sms, ids, &n, msg)
     if rc != GDN_OK:
         _raise(rc, msg)
-    fused = "runs" if _fused_guard(&p, chosen, layout_code, why) == GDN_OK else why.decode()
+    fused = "runs" if _fused_guard(&p, chosen, layout_code, sms, why) == GDN_OK else why.decode()
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
     cb = _plan.chunk_slots(T, N)
-    sms = _sm_count() if check_device else GDN_SM_COUNT
     split = _plan_split(&p, n, sms)
     if split > 0:
         overlap = (f"runs: recompute_wu's chunk slots [0, {split}) first, then the spine beside slots "
@@ -1179,7 +1191,7 @@ def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None
         rc = _choose(&p, spine_code, layout_code, &chosen, msg)
     if rc != GDN_OK:
         _raise(rc, msg)
-    n = _select_ids(&p, chosen, layout_code, warpgroups, fused, pair, ids)
+    n = _select_ids(&p, chosen, layout_code, warpgroups, fused, pair, _sm_count(), ids)
     return [gdn_variant_name(ids[i]).decode() if ids[i] >= 0 else None for i in range(n)]
 
 
@@ -1222,8 +1234,8 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     order = ("recompute_wu", "spine", "fwd_o")
     if rc == GDN_OK:
         # only the requested stages must be compiled in
-        nplan = _select_ids(&p, chosen, layout_code, warpgroups, fused, pair, all_ids)
-        if fused == 1 and _fused_guard(&p, chosen, layout_code, msg) != GDN_OK:
+        nplan = _select_ids(&p, chosen, layout_code, warpgroups, fused, pair, _sm_count(), all_ids)
+        if fused == 1 and _fused_guard(&p, chosen, layout_code, _sm_count(), msg) != GDN_OK:
             raise _errors.GdnSpineError(f"fused: {msg.decode()}")
         for stage in stages:
             if stage not in order:
