@@ -62,7 +62,7 @@ cdef int _v_wu_pqk[2]     # [beta is bf16]
 _v_wu_pqk[0] = gdn_variant_id(b"recompute_wu_bf16_betaf32_a16_pqk")
 _v_wu_pqk[1] = gdn_variant_id(b"recompute_wu_bf16_betabf16_a16_pqk")
 # Two builds of the fused spine: solo, and the pair build whose two CTAs of a head form a cluster
-# that multicasts the tiles both load; _rs_pair() picks one per call from N and Hv.
+# that multicasts the tiles both load; _rs_pair() picks one per call (from N, Hv and the overlap rule).
 cdef int _v_spine_o[NUM_LAYOUTS][2]                        # [GDN_STATE_*][pair]
 _v_spine_o[GDN_STATE_KV][0] = gdn_variant_id(b"spine_rs_o_kv")
 _v_spine_o[GDN_STATE_VK][0] = gdn_variant_id(b"spine_rs_o_vk")
