@@ -401,6 +401,12 @@ cdef int _spine_variant(const gdn_problem_t *p, int spine, int state_layout, int
     return _v_spine[spine][state_layout][warpgroups - 1]
 
 
+cdef inline int64_t _rs_ctas(int64_t N, int64_t Hv) noexcept nogil:
+    """CTAs of the fused spine's grid (one per SM while it runs): the C copy of
+    gdn_prefill.plan.grid_spine_rs, read by the pair rule, the overlap guard and explain()."""
+    return N * Hv * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK)
+
+
 cdef int _rs_pair(const gdn_problem_t *p, int sms) noexcept nogil:
     """1 if the fused plan runs spine_rs_o's pair build for this (validated) problem, else 0.
 
@@ -410,7 +416,7 @@ cdef int _rs_pair(const gdn_problem_t *p, int sms) noexcept nogil:
     1's second part then shares the L2 with the spine); else solo (the shortest chunk: the pair
     runs in lockstep).  The header records the measurements.  No device query: sms is the caller's.
     """
-    if (p.cu_seqlens.shape[0] - 1) * p.v.shape[1] * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK) > GDN_RS_SPINE_SOLO_MAX_CTAS:
+    if _rs_ctas(p.cu_seqlens.shape[0] - 1, p.v.shape[1]) > GDN_RS_SPINE_SOLO_MAX_CTAS:
         return 1
     return 1 if _plan_split(p, 2, sms) > 0 else 0
 
@@ -752,7 +758,7 @@ cdef int _sm_count() noexcept nogil:
 cdef bint _overlap_fits(int64_t N, int64_t Hv, int sms) noexcept nogil:
     """The overlap plan's deadlock guard: the spine's CTAs (one per SM) leave at least half of the
     SMs to the part of stage 1 they wait for."""
-    return 2 * N * Hv * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK) <= sms
+    return 2 * _rs_ctas(N, Hv) <= sms
 
 
 cdef int64_t _overlap_split(int64_t T, int64_t N, int64_t Hv, int sms) noexcept nogil:
@@ -1011,7 +1017,8 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     sequence entirely.  Returns the name of the spine that ran.
     """
     cdef gdn_problem_t p
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, n
+    cdef int ids[3]
     cdef char msg[MSG_CAP]
     cdef uintptr_t ws_ptr, stream_ptr
     cdef int64_t ws_bytes
@@ -1055,19 +1062,13 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         if _spine_guard(&p, GDN_SPINE_WGMMA, layout_code, msg) != GDN_OK:
             _log.debug("gdn_prefill: spine=auto ran %s; wgmma rejected: %s", name, msg.decode())
     if _SUMMARY:
+        # the launches prefill() just made: two for the fused-output plan, its spine build is ids[1]
+        n = _select_ids(&p, chosen, layout_code, 0, -1, -1, _sm_count(), ids)
         _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s grid(spine)=%s build=%s", name,
                   p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.q.shape[1], p.v.shape[1], state_layout,
-                  _spine_grid(chosen, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], 0,
-                              _fused_guard(&p, chosen, layout_code, _sm_count(), msg) == GDN_OK),
-                  _summary_build(&p, chosen, layout_code))
+                  _spine_grid(chosen, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], 0, n == 2),
+                  gdn_variant_name(ids[1]).decode())
     return name
-
-
-cdef str _summary_build(const gdn_problem_t *p, int chosen, int layout_code):
-    """The spine build prefill() ran (the fused-output build when that plan ran)."""
-    cdef int ids[3]
-    _select_ids(p, chosen, layout_code, 0, -1, -1, _sm_count(), ids)
-    return gdn_variant_name(ids[1]).decode()
 
 
 def _spine_grid(int chosen, T, N, Hv, int warpgroups=0, bint fused=False):
@@ -1137,7 +1138,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     elif cb < GDN_OVERLAP_MIN_SLOTS:
         overlap = f"{cb} chunk slots: fewer than GDN_OVERLAP_MIN_SLOTS = {GDN_OVERLAP_MIN_SLOTS}"
     else:
-        overlap = (f"the spine's {N * Hv * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK)} CTAs would hold more than "
+        overlap = (f"the spine's {_rs_ctas(N, Hv)} CTAs would hold more than "
                    f"half of the {sms} SMs that stage 1 needs beside it")
     spine_name = SPINE_NAMES[chosen]
     grids = (_plan.grid_recompute_wu(T, N, Hv), _spine_grid(chosen, T, N, Hv, 0, n == 2),
@@ -1212,7 +1213,7 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     minimum of chunk slots), -1 the rule; the other stage sets run serially.
     """
     cdef gdn_problem_t p
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, i, n = 0, nplan
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, i, n = 0, nplan, sms
     cdef int64_t split = 0
     cdef int all_ids[3]
     cdef int ids[3]
@@ -1234,8 +1235,9 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     order = ("recompute_wu", "spine", "fwd_o")
     if rc == GDN_OK:
         # only the requested stages must be compiled in
-        nplan = _select_ids(&p, chosen, layout_code, warpgroups, fused, pair, _sm_count(), all_ids)
-        if fused == 1 and _fused_guard(&p, chosen, layout_code, _sm_count(), msg) != GDN_OK:
+        sms = _sm_count()
+        nplan = _select_ids(&p, chosen, layout_code, warpgroups, fused, pair, sms, all_ids)
+        if fused == 1 and _fused_guard(&p, chosen, layout_code, sms, msg) != GDN_OK:
             raise _errors.GdnSpineError(f"fused: {msg.decode()}")
         for stage in stages:
             if stage not in order:
@@ -1252,11 +1254,11 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
         split = 0
         if nplan == 2 and n == 2:
             if overlap_split < 0:
-                split = _plan_split(&p, n, _sm_count())
+                split = _plan_split(&p, n, sms)
             elif overlap_split > 0:
                 # a forced split may ignore the rule's GDN_OVERLAP_MIN_SLOTS (a speed threshold that
                 # bench_overlap.py measures) but never its deadlock guard
-                if not _overlap_fits(p.cu_seqlens.shape[0] - 1, p.v.shape[1], _sm_count()):
+                if not _overlap_fits(p.cu_seqlens.shape[0] - 1, p.v.shape[1], sms):
                     raise _errors.GdnArgumentError("overlap_split: the spine's CTAs would hold more than half of "
                                                    "the SMs, which the second part of stage 1 needs (deadlock guard)")
                 if overlap_split >= p.slot_end:
