@@ -35,10 +35,14 @@ if TYPE_CHECKING:  # what the lazy __getattr__ below returns, for type checkers 
 def __getattr__(name: str) -> Any:
     # The extension is imported on first use, so that build tools (cute_kernels) can import
     # gdn_prefill.plan from a source tree where the extension is not built yet.
+    # The first access binds the name in this module, so later calls skip this hook (a Python
+    # call per gdn_prefill.prefill(...) otherwise).
     if name in _EXT_NAMES:
         from . import _ext
-        return getattr(_ext, name)
-    if name == "chunk_gated_delta_rule":
-        from .fla import chunk_gated_delta_rule
-        return chunk_gated_delta_rule
-    raise AttributeError(f"module 'gdn_prefill' has no attribute {name!r}")
+        value = getattr(_ext, name)
+    elif name == "chunk_gated_delta_rule":
+        from .fla import chunk_gated_delta_rule as value
+    else:
+        raise AttributeError(f"module 'gdn_prefill' has no attribute {name!r}")
+    globals()[name] = value
+    return value

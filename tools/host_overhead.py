@@ -5,9 +5,10 @@ every launch only enters the queue and the loop never waits for the GPU; after t
 sleep must still be running (checked), else the sample is thrown away.  (Run 8 timed bursts of
 calls on an idle GPU: that measured how fast the GPU drains 4 tiny kernels per call, not the host.)
 
-Rows: prefill(); the _launch_stages hook with 0..3 stages (the same validation, then only the
-named launches: the difference between rows is the cost of one DSL launch wrapper); and the
-pieces of prefill()'s Python side on their own.
+Rows: prefill() reading its tensors through torch's DLPack exchange table (the default where
+torch exports one) and through Python attributes (_ext._use_dlpack(False)); the _launch_stages
+hook with 0..3 stages (the same validation, then only the named launches: the difference between
+rows is the cost of one DSL launch wrapper); and the pieces of the attribute path on their own.
 """
 import statistics
 import time
@@ -51,13 +52,17 @@ def _tensor_reads():
 
 
 nplan = len(gdn_prefill.explain(*args, **kw)["kernels"])
-rows = [(f"prefill() ({nplan} launches)", host_us(lambda: gdn_prefill.prefill(*args, **kw)))]
+dl = _ext._use_dlpack(True)
+rows = [(f"prefill() ({nplan} launches), {'DLPack table' if dl else 'no DLPack table: attribute'} reads",
+         host_us(lambda: gdn_prefill.prefill(*args, **kw)))]
+_ext._use_dlpack(False)
+rows.append((f"prefill() ({nplan} launches), attribute reads", host_us(lambda: gdn_prefill.prefill(*args, **kw))))
+_ext._use_dlpack(True)
 for n in range(4):   # the unfused plan's stages, 0..3 of them
     st = STAGES[:n]
     rows.append((f"_launch_stages, {n} launches",
                  host_us(lambda st=st: _ext._launch_stages(st, *args, fused=0, **kw))))
 rows += [
-    ("  _check_devices (10 tensors)", host_us(lambda: _ext._check_devices(named))),
     ("  torch.cuda.current_stream(dev)", host_us(lambda: torch.cuda.current_stream(dev))),
     ("  with torch.cuda.device(dev)", host_us(_ctx)),
     ("  dim/dtype/data_ptr/shape/stride x9", host_us(_tensor_reads)),
@@ -67,6 +72,6 @@ print(f"| host cost, GPU kept busy ({bench.HOST_OVERHEAD_CALLS} calls x {bench.H
 print("|---|---|")
 for name, us in rows:
     print(f"| {name} | {us:.1f} |")
-per_launch = (rows[4][1] - rows[1][1]) / 3
+per_launch = (rows[5][1] - rows[2][1]) / 3
 print(f"| one DSL launch wrapper (3 launches - 0 launches) / 3 | {per_launch:.1f} |")
 print(f"| (run 8's measure: idle GPU, 100-call bursts; GPU-bound) | {idle:.1f} |")

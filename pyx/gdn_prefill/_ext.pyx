@@ -6,7 +6,9 @@ sequence; the Python `prefill` / `explain` fill a gdn_problem_t from torch tenso
 and call it (or its planning half).  Nothing here reads device memory, so a call
 never synchronises with the host and can be captured in a CUDA graph.
 """
-from libc.stdint cimport int32_t, int64_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from cpython.exc cimport PyErr_Clear
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from libc.stdio cimport snprintf
 from libc.string cimport memset
 from libc.math cimport isfinite
@@ -899,22 +901,136 @@ cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
 
 
 # ----------------------------------------------------------------------------- torch side
+# A tensor's metadata read through Python attributes (dim, dtype, data_ptr, shape, stride) costs
+# ~0.7 us per tensor (run 50: 6.0 us for nine, a fifth of prefill()'s host time).  torch >= 2.10
+# exports DLPack's C exchange table on its tensor type (`__dlpack_c_exchange_api__`, DLPack 1.x):
+# dltensor_from_py_object_no_sync fills a borrowed DLTensor in C (no allocation, no reference
+# taken: valid while the caller holds the tensor, which it does for the whole call) and
+# current_work_stream returns torch's current stream of a device.  The declarations below are
+# that ABI's layout (dlpack.h, DLPack 1.x: the version header, then the function pointers).
+cdef extern from *:
+    """
+    typedef struct { int32_t device_type; int32_t device_id; } gdn_dl_device_t;
+    typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } gdn_dl_dtype_t;
+    typedef struct {
+        void *data; gdn_dl_device_t device; int32_t ndim; gdn_dl_dtype_t dtype;
+        int64_t *shape; int64_t *strides; uint64_t byte_offset;
+    } gdn_dl_tensor_t;
+    typedef struct {
+        uint32_t major; uint32_t minor; void *prev_api;
+        void *managed_tensor_allocator;
+        void *managed_tensor_from_py_object_no_sync;
+        void *managed_tensor_to_py_object_no_sync;
+        int (*dltensor_from_py_object_no_sync)(void *py_object, gdn_dl_tensor_t *out);
+        int (*current_work_stream)(int32_t device_type, int32_t device_id, void **out_stream);
+    } gdn_dl_exchange_api_t;
+    """
+    ctypedef struct gdn_dl_device_t:
+        int32_t device_type
+        int32_t device_id
+    ctypedef struct gdn_dl_dtype_t:
+        uint8_t code
+        uint8_t bits
+        uint16_t lanes
+    ctypedef struct gdn_dl_tensor_t:
+        void *data
+        gdn_dl_device_t device
+        int32_t ndim
+        gdn_dl_dtype_t dtype
+        int64_t *shape
+        int64_t *strides
+        uint64_t byte_offset
+    ctypedef struct gdn_dl_exchange_api_t:
+        uint32_t major
+        uint32_t minor
+        int (*dltensor_from_py_object_no_sync)(void *py_object, gdn_dl_tensor_t *out) noexcept
+        int (*current_work_stream)(int32_t device_type, int32_t device_id, void **out_stream) noexcept
+
+cdef enum:
+    DL_INT = 0              # DLPack type codes and the device type of CUDA memory
+    DL_UINT = 1
+    DL_FLOAT = 2
+    DL_BFLOAT = 4
+    DL_CUDA = 2
+    DTYPE_U8 = 100          # uint8 (the workspace): no GDN_DTYPE_*, _dtype_name() calls it unsupported
+
+cdef object _torch = None                        # the torch module, imported by the first call
+cdef const gdn_dl_exchange_api_t *_dl = NULL     # torch's exchange table (NULL: torch has none)
+cdef object _dl_type = None                      # the exact type it serves (torch.Tensor)
+cdef bint _dl_on = True                          # test hook: _use_dlpack(False) reads attributes
 cdef dict _DTYPES = {}
 
 
-def _init_dtypes():
+cdef object _torch_init():
+    """Import torch once; find its DLPack exchange table (major version 1, both functions)."""
+    global _torch, _dl, _dl_type
     import torch
+    cdef const gdn_dl_exchange_api_t *api
     _DTYPES.update({torch.bfloat16: GDN_DTYPE_BF16, torch.float16: GDN_DTYPE_F16,
-                    torch.float32: GDN_DTYPE_F32, torch.int32: GDN_DTYPE_I32})
+                    torch.float32: GDN_DTYPE_F32, torch.int32: GDN_DTYPE_I32, torch.uint8: DTYPE_U8})
+    cap = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
+    if cap is not None and PyCapsule_IsValid(cap, b"dlpack_exchange_api"):
+        api = <const gdn_dl_exchange_api_t *>PyCapsule_GetPointer(cap, b"dlpack_exchange_api")
+        if api.major == 1 and api.dltensor_from_py_object_no_sync != NULL and api.current_work_stream != NULL:
+            _dl = api
+            _dl_type = torch.Tensor
+    _torch = torch
+    return torch
 
 
-cdef int _fill(gdn_tensor_t *t, object x, str name) except -1:
+def _use_dlpack(bint on):
+    """Test / benchmark hook: read tensors through torch's DLPack table (True, when torch has
+    one) or through Python attributes (False).  Returns whether the table is in use now."""
+    global _dl_on
+    if _torch is None:
+        _torch_init()
+    _dl_on = on
+    return _dl_on and _dl != NULL
+
+
+cdef inline int _dl_dtype(gdn_dl_dtype_t t) noexcept nogil:
+    if t.lanes != 1:
+        return 0
+    if t.code == DL_BFLOAT and t.bits == 16:
+        return GDN_DTYPE_BF16
+    if t.code == DL_FLOAT and t.bits == 16:
+        return GDN_DTYPE_F16
+    if t.code == DL_FLOAT and t.bits == 32:
+        return GDN_DTYPE_F32
+    if t.code == DL_INT and t.bits == 32:
+        return GDN_DTYPE_I32
+    if t.code == DL_UINT and t.bits == 8:
+        return DTYPE_U8
+    return 0
+
+
+cdef int _fill(gdn_tensor_t *t, object x, str name) except -3:
+    """Fill t from tensor x (None: rank 0, absent).  Returns the CUDA device index of x, -2 for a
+    tensor elsewhere (CPU, meta), -1 for None.  torch tensors go through the DLPack table; other
+    types (subclasses included) and tensors DLPack cannot describe (meta) through attributes:
+    the same fields either way (tests/test_dlpack.py compares them)."""
     cdef int i, rank
+    cdef int64_t st
+    cdef gdn_dl_tensor_t d
     memset(t, 0, sizeof(gdn_tensor_t))
     if x is None:
-        return 0
-    if not _DTYPES:
-        _init_dtypes()
+        return -1
+    if _torch is None:
+        _torch_init()
+    if _dl_on and _dl != NULL and type(x) is _dl_type:
+        if _dl.dltensor_from_py_object_no_sync(<void *>x, &d) == 0:
+            if d.ndim < 1 or d.ndim > GDN_MAX_RANK:
+                raise _errors.GdnShapeError(f"{name}: must have 1 to {GDN_MAX_RANK} dims, got {d.ndim}")
+            t.rank = d.ndim
+            t.dtype = _dl_dtype(d.dtype)
+            t.data = <void *>(<char *>d.data + d.byte_offset)
+            st = 1
+            for i in range(d.ndim - 1, -1, -1):      # DLPack < 1.2 may leave strides NULL: compact
+                t.shape[i] = d.shape[i]
+                t.stride[i] = d.strides[i] if d.strides != NULL else st
+                st *= d.shape[i]
+            return d.device.device_id if d.device.device_type == DL_CUDA else -2
+        PyErr_Clear()
     rank = x.dim()
     if rank < 1 or rank > GDN_MAX_RANK:
         raise _errors.GdnShapeError(f"{name}: must have 1 to {GDN_MAX_RANK} dims, got {rank}")
@@ -926,6 +1042,30 @@ cdef int _fill(gdn_tensor_t *t, object x, str name) except -1:
     for i in range(rank):
         t.shape[i] = shape[i]
         t.stride[i] = stride[i]
+    i = x.get_device()
+    return i if i >= 0 else -2
+
+
+def _tensor_view(x):
+    """Test hook: (data, shape, stride, dtype code, device) as _fill reads x."""
+    cdef gdn_tensor_t t
+    cdef int dev = _fill(&t, x, "x"), i
+    return (<uintptr_t>t.data, tuple(t.shape[i] for i in range(t.rank)),
+            tuple(t.stride[i] for i in range(t.rank)), t.dtype, dev)
+
+
+cdef int _on_device(int dev, object x, str name, int *index, list first) except -1:
+    """Every tensor on one CUDA device (index[0] = -1 until the first): the device rule."""
+    if dev == -1:
+        return 0
+    if dev < 0:
+        raise _errors.GdnDeviceError(f"{name}: must be a CUDA tensor, got device {x.device}")
+    if index[0] < 0:
+        index[0] = dev
+        first.append(name)
+    elif dev != index[0]:
+        raise _errors.GdnDeviceError(f"{name}: is on cuda:{dev} but {first[0]} is on cuda:{index[0]}; "
+                                     "all tensors must be on one device")
     return 0
 
 
@@ -933,41 +1073,32 @@ cdef object _raise(int rc, const char *msg):
     raise _errors.BY_STATUS.get(rc, _errors.GdnError)(msg.decode())
 
 
-def _check_devices(named):
-    """Every tensor on one CUDA device; returns that device's index.
-
-    Compares get_device() ints (a torch.device object per tensor cost ~2 us per call)."""
-    cdef int index = -2, d
-    first = None
-    for name, x in named:
-        if x is None:
-            continue
-        d = x.get_device()
-        if d < 0:
-            raise _errors.GdnDeviceError(f"{name}: must be a CUDA tensor, got device {x.device}")
-        if index == -2:
-            index, first = d, name
-        elif d != index:
-            raise _errors.GdnDeviceError(f"{name}: is on cuda:{d} but {first} is on cuda:{index}; "
-                                         "all tensors must be on one device")
-    return index
+cdef int _take(gdn_tensor_t *t, object x, str name, bint check_device, int *index, list first) except -1:
+    cdef int dev = _fill(t, x, name)
+    if check_device:
+        _on_device(dev, x, name, index, first)
+    return 0
 
 
 cdef int _build(gdn_problem_t *p, q, k, v, g, beta, out, state, cu_seqlens, state_indices,
-                scale, bint use_qk_l2norm) except -1:
+                scale, bint use_qk_l2norm, bint check_device=False) except -3:
+    """Fill p from the tensors; with check_device, every tensor must be on one CUDA device,
+    whose index is returned (else -1)."""
+    cdef int index = -1
+    first = []
     memset(p, 0, sizeof(gdn_problem_t))
-    _fill(&p.q, q, "q")
-    _fill(&p.k, k, "k")
-    _fill(&p.v, v, "v")
-    _fill(&p.g, g, "g")
-    _fill(&p.beta, beta, "beta")
-    _fill(&p.out, out, "out")
-    _fill(&p.state, state, "state")
-    _fill(&p.cu_seqlens, cu_seqlens, "cu_seqlens")
-    _fill(&p.state_indices, state_indices, "state_indices")
+    _take(&p.q, q, "q", check_device, &index, first)
+    _take(&p.k, k, "k", check_device, &index, first)
+    _take(&p.v, v, "v", check_device, &index, first)
+    _take(&p.g, g, "g", check_device, &index, first)
+    _take(&p.beta, beta, "beta", check_device, &index, first)
+    _take(&p.out, out, "out", check_device, &index, first)
+    _take(&p.state, state, "state", check_device, &index, first)
+    _take(&p.cu_seqlens, cu_seqlens, "cu_seqlens", check_device, &index, first)
+    _take(&p.state_indices, state_indices, "state_indices", check_device, &index, first)
     p.scale = <float>(scale if scale is not None else GDN_HEAD_DIM_K ** -0.5)
     p.use_qk_l2norm = 1 if use_qk_l2norm else 0
-    return 0
+    return index
 
 
 cdef int _codes(str spine, str state_layout, int *spine_code, int *layout_code) except -1:
@@ -988,19 +1119,35 @@ def workspace_bytes(int64_t T, int64_t N, int64_t Hv):
 _SUMMARY = os.environ.get("GDN_PREFILL_LOG_CALLS", "") not in ("", "0")
 
 
-cdef object _raw_stream_query = None
-
-
 def _current_raw_stream(int device):
-    """The current stream of `device` as an integer handle.  torch's raw-stream query (the one
-    Triton's launcher uses) costs ~0.3 us; torch.cuda.current_stream(device) builds a Stream
-    object (3.6 us per call on the H200, run 9).  The query is looked up once."""
-    global _raw_stream_query
-    if _raw_stream_query is None:
-        import torch
-        _raw_stream_query = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
-            (lambda d: torch.cuda.current_stream(d).cuda_stream)
-    return _raw_stream_query(device)
+    """The current stream of `device` as an integer handle, as prefill() reads it: torch's DLPack
+    table (current_work_stream) when torch has one, else torch's raw-stream query (the one
+    Triton's launcher uses, ~0.3 us; torch.cuda.current_stream(device) builds a Stream object:
+    3.6 us per call on the H200, run 9)."""
+    cdef void *sp = NULL
+    torch = _torch if _torch is not None else _torch_init()
+    if _dl_on and _dl != NULL:
+        _dl_stream(device, &sp)
+        return <uintptr_t>sp
+    query = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return query(device) if query is not None else torch.cuda.current_stream(device).cuda_stream
+
+
+cdef int _dl_stream(int device, void **sp) except -1:
+    if _dl.current_work_stream(DL_CUDA, device, sp) != 0:
+        return -1       # torch has set the Python error
+    return 0
+
+
+cdef bint _compact(const gdn_tensor_t *t) noexcept nogil:
+    """Row-major contiguous (strides of size-1 dims are free, as torch's is_contiguous())."""
+    cdef int i
+    cdef int64_t want = 1
+    for i in range(t.rank - 1, -1, -1):
+        if t.shape[i] != 1 and t.stride[i] != want:
+            return False
+        want *= t.shape[i]
+    return True
 
 
 def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
@@ -1017,42 +1164,50 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     sequence entirely.  Returns the name of the spine that ran.
     """
     cdef gdn_problem_t p
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, n
+    cdef gdn_tensor_t ws
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, n, device, cur = -1, i
     cdef int ids[3]
     cdef char msg[MSG_CAP]
-    cdef uintptr_t ws_ptr, stream_ptr
-    cdef int64_t ws_bytes
-    import torch
+    cdef void *sp = NULL
+    cdef int64_t ws_bytes = 1
+    torch = _torch if _torch is not None else _torch_init()
     _codes(spine, state_layout, &spine_code, &layout_code)
-    device = _check_devices((("q", q), ("k", k), ("v", v), ("g", g), ("beta", beta), ("out", out),
-                             ("state", state), ("cu_seqlens", cu_seqlens), ("state_indices", state_indices),
-                             ("workspace", workspace)))
     if cu_seqlens is None:
         # [0, T] made on the device by a kernel: no host-to-device copy, graph-capturable.
         cu_seqlens = torch.arange(0, 2 * q.shape[0], max(q.shape[0], 1), dtype=torch.int32, device=q.device)[:2]
-    _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm)
-    need = gdn_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1])
+    device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm, True)
     if workspace is None:
-        workspace = torch.empty(max(need, 1), dtype=torch.uint8, device=q.device)
-    elif workspace.dtype != torch.uint8 or not workspace.is_contiguous():
+        workspace = torch.empty(max(gdn_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]), 1),
+                                dtype=torch.uint8, device=q.device)
+    i = _fill(&ws, workspace, "workspace")
+    if i != device:
+        _on_device(i, workspace, "workspace", &device, ["q"])
+    if ws.dtype != DTYPE_U8 or not _compact(&ws):
         raise _errors.GdnArgumentError("workspace: must be a contiguous uint8 CUDA tensor")
-    ws_ptr = workspace.data_ptr()
-    ws_bytes = workspace.numel()
-    if stream is None:
-        stream_ptr = _current_raw_stream(device)
+    for i in range(ws.rank):
+        ws_bytes *= ws.shape[i]
+    if device < 0:                          # no tensor at all: validation below names q
+        device = 0
+    if stream is not None:
+        sp = <void *><uintptr_t>(stream.cuda_stream if hasattr(stream, "cuda_stream") else int(stream))
+    elif _dl_on and _dl != NULL:
+        _dl_stream(device, &sp)
     else:
-        stream_ptr = stream.cuda_stream if hasattr(stream, "cuda_stream") else int(stream)
+        sp = <void *><uintptr_t>_current_raw_stream(device)
     # the launches go to the current CUDA device: switch only when the tensors live elsewhere
-    # (the context manager costs ~2.4 us per call on the H200, run 9)
-    if torch.cuda.current_device() == device:
+    # (torch's device context manager costs ~2.4 us per call on the H200, run 9)
+    if cudaGetDevice(&cur) != 0:
+        cudaGetLastError()
+        cur = -1
+    if cur == device:
         with nogil:
-            rc = gdn_prefill_raw(&p, spine_code, layout_code, <void *>ws_ptr, ws_bytes,
-                                 <cudaStream_t>stream_ptr, &chosen, msg, MSG_CAP)
+            rc = gdn_prefill_raw(&p, spine_code, layout_code, ws.data, ws_bytes, <cudaStream_t>sp, &chosen,
+                                 msg, MSG_CAP)
     else:
         with torch.cuda.device(device):
             with nogil:
-                rc = gdn_prefill_raw(&p, spine_code, layout_code, <void *>ws_ptr, ws_bytes,
-                                     <cudaStream_t>stream_ptr, &chosen, msg, MSG_CAP)
+                rc = gdn_prefill_raw(&p, spine_code, layout_code, ws.data, ws_bytes, <cudaStream_t>sp, &chosen,
+                                     msg, MSG_CAP)
     if rc != GDN_OK:
         if rc == GDN_ERR_SPINE:
             _log.warning("gdn_prefill: %s", msg.decode())
