@@ -502,12 +502,16 @@ def recompute_wu_kernel(
                            thr_p.partition_S(cute.make_identity_tensor((C, C))), t0, hv, 0, 0, C)
 
         # ---- phase 3: Tm = (I + A)^-1 in fp32, in place over sA (16x16 blocks) ----
-        # 3.1 diagonal blocks: thread (b, jj) = (tidx // 16, tidx % 16) < 64 solves column jj of
-        #     D_b = (I + A_bb)^-1 by forward substitution (exact zeros above the diagonal)
+        # 3.1 diagonal blocks: the first warp of warpgroup w solves blocks 2w, 2w + 1 (the pair its
+        #     warpgroup merges in 3.2): lane l, column jj = l % 16 of block b = 2w + l // 16, of
+        #     D_b = (I + A_bb)^-1 by forward substitution (exact zeros above the diagonal).  Every
+        #     reader of a block's A rows is in that warp, and 3.2's readers of D_b in its warpgroup:
+        #     a warp sync and a warpgroup barrier, not two CTA barriers
         xcol = cute.make_rmem_tensor(BLK, Float32)
-        if tidx < C:
-            rb = (tidx // BLK) * BLK
-            jj = tidx % BLK
+        solver = wtid < 32
+        if solver:
+            rb = (2 * wg + lane // BLK) * BLK
+            jj = lane % BLK
             for ii in cutlass.range_constexpr(BLK):
                 part = cute.make_rmem_tensor(4, Float32)
                 part.fill(0.0)
@@ -521,16 +525,18 @@ def recompute_wu_kernel(
                 if jj == ii:
                     diag = Float32(1.0)
                 xcol[ii] = diag - ((part[0] + part[1]) + (part[2] + part[3]))
-        cute.arch.sync_threads()            # every thread is done reading the diagonal blocks of A
-        if tidx < C:
-            rb = (tidx // BLK) * BLK
-            jj = tidx % BLK
+        if solver:
+            cute.arch.sync_warp()           # the warp is done reading its diagonal blocks of A
+            rb = (2 * wg + lane // BLK) * BLK
+            jj = lane % BLK
             for ii in cutlass.range_constexpr(BLK):
                 sA[rb + ii, rb + jj] = xcol[ii]
-        cute.arch.sync_threads()
+        cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
 
         # 3.2 32x32 merges, pair p = tidx // 128 (blocks 2p, 2p+1); thread: row r, columns c2, c2+1
         #     X_p = A_{2p+1,2p} D_{2p} -> scratch rows 16p..16p+15;  T_{2p+1,2p} = -D_{2p+1} X_p -> sA
+        #     (each warpgroup reads and writes only its pair's blocks and scratch rows: warpgroup
+        #     barriers between its steps, the CTA barrier only before 3.3 reads both pairs)
         p = tidx // WG
         r = (tidx % WG) // 8
         c2 = (tidx % 8) * 2
@@ -547,7 +553,7 @@ def recompute_wu_kernel(
                 acc2[1] = acc2[1] + arow[e] * sA[lo + m, lo + c2 + 1]
         sX[BLK * p + r, c2] = acc2[0]
         sX[BLK * p + r, c2 + 1] = acc2[1]
-        cute.arch.sync_threads()
+        cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
         acc2.fill(0.0)
         for mq in cutlass.range_constexpr(BLK // 4):
             drow = cute.make_rmem_tensor(4, Float32)
