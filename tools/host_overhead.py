@@ -58,11 +58,18 @@ rows = [(f"prefill() ({nplan} launches), {'DLPack table' if dl else 'no DLPack t
 _ext._use_dlpack(False)
 rows.append((f"prefill() ({nplan} launches), attribute reads", host_us(lambda: gdn_prefill.prefill(*args, **kw))))
 _ext._use_dlpack(True)
+_ext._host_dry_run(True)
+dry = host_us(lambda: gdn_prefill.prefill(*args, **kw))
+_ext._host_dry_run(False)
 for n in range(4):   # the unfused plan's stages, 0..3 of them
     st = STAGES[:n]
     rows.append((f"_launch_stages, {n} launches",
                  host_us(lambda st=st: _ext._launch_stages(st, *args, fused=0, **kw))))
+for st in (("recompute_wu",), ("recompute_wu", "spine")):   # the fused plan's two builds
+    rows.append((f"_launch_stages, fused plan, {len(st)} launches",
+                 host_us(lambda st=st: _ext._launch_stages(st, *args, fused=1, overlap_split=0, **kw))))
 rows += [
+    ("prefill(), launches skipped (_ext._host_dry_run): Python + validation + planning", dry),
     ("  torch.cuda.current_stream(dev)", host_us(lambda: torch.cuda.current_stream(dev))),
     ("  with torch.cuda.device(dev)", host_us(_ctx)),
     ("  dim/dtype/data_ptr/shape/stride x9", host_us(_tensor_reads)),

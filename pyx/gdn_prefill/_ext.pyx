@@ -698,8 +698,23 @@ cdef int _load_modules(char *msg) noexcept nogil:
     return GDN_OK
 
 
+# Benchmark hook (tools/host_overhead.py): plan and validate as usual, then launch nothing, so the
+# host cost of everything but the launches can be timed on its own.
+cdef bint _dry_run = False
+
+
+def _host_dry_run(bint on):
+    """Benchmark hook: True skips every launch (and the overlap plan's stream work); returns on."""
+    global _dry_run
+    _dry_run = on
+    return on
+
+
 cdef int _launch(const gdn_problem_t *p, const int *ids, int n, cudaStream_t stream, char *msg) noexcept nogil:
-    cdef int i, rc = _load_modules(msg)
+    cdef int i, rc
+    if _dry_run:
+        return GDN_OK
+    rc = _load_modules(msg)
     if rc != GDN_OK:
         return rc
     for i in range(n):
@@ -833,7 +848,7 @@ cdef int _launch_overlap(const gdn_problem_t *p, const int *ids, int64_t split, 
     cdef cudaStream_t side
     cdef cudaEvent_t fork, join
     cdef int rc, step = 0
-    if not _side_get(stream, &side, &fork, &join):
+    if _dry_run or not _side_get(stream, &side, &fork, &join):
         return _launch(p, ids, 2, stream, msg)
     rc = _load_modules(msg)
     if rc != GDN_OK:
@@ -896,7 +911,10 @@ cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
     if chosen_spine != NULL:
         chosen_spine[0] = chosen
     if msg != NULL and msg_cap > 0:
-        snprintf(msg, msg_cap, "%s", local)
+        if local[0] != 0:
+            snprintf(msg, msg_cap, "%s", local)
+        else:
+            msg[0] = 0
     return rc
 
 
@@ -1054,48 +1072,54 @@ def _tensor_view(x):
             tuple(t.stride[i] for i in range(t.rank)), t.dtype, dev)
 
 
-cdef int _on_device(int dev, object x, str name, int *index, list first) except -1:
-    """Every tensor on one CUDA device (index[0] = -1 until the first): the device rule."""
-    if dev == -1:
-        return 0
+cdef int _device_error(int dev, object x, str name, int index, str first) except -1:
     if dev < 0:
         raise _errors.GdnDeviceError(f"{name}: must be a CUDA tensor, got device {x.device}")
-    if index[0] < 0:
-        index[0] = dev
-        first.append(name)
-    elif dev != index[0]:
-        raise _errors.GdnDeviceError(f"{name}: is on cuda:{dev} but {first[0]} is on cuda:{index[0]}; "
-                                     "all tensors must be on one device")
-    return 0
+    raise _errors.GdnDeviceError(f"{name}: is on cuda:{dev} but {first} is on cuda:{index}; "
+                                 "all tensors must be on one device")
 
 
 cdef object _raise(int rc, const char *msg):
     raise _errors.BY_STATUS.get(rc, _errors.GdnError)(msg.decode())
 
 
-cdef int _take(gdn_tensor_t *t, object x, str name, bint check_device, int *index, list first) except -1:
+cdef const char *_TENSOR_NAMES[10]
+_TENSOR_NAMES[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seqlens", b"state_indices", b"workspace"]
+
+
+cdef inline int _take(gdn_tensor_t *t, object x, str name, int k, bint check_device, int *index,
+                      int *first) except -1:
+    """_fill, then the device rule: every tensor on one CUDA device (index[0] = -1 until the first
+    tensor, first[0] = that tensor's position in _TENSOR_NAMES)."""
     cdef int dev = _fill(t, x, name)
-    if check_device:
-        _on_device(dev, x, name, index, first)
+    if not check_device or dev == -1:
+        return 0
+    if dev < 0 or (index[0] >= 0 and dev != index[0]):
+        _device_error(dev, x, name, index[0], _TENSOR_NAMES[first[0]].decode() if index[0] >= 0 else "")
+    if index[0] < 0:
+        index[0] = dev
+        first[0] = k
     return 0
 
 
 cdef int _build(gdn_problem_t *p, q, k, v, g, beta, out, state, cu_seqlens, state_indices,
-                scale, bint use_qk_l2norm, bint check_device=False) except -3:
-    """Fill p from the tensors; with check_device, every tensor must be on one CUDA device,
-    whose index is returned (else -1)."""
-    cdef int index = -1
-    first = []
+                scale, bint use_qk_l2norm, bint check_device=False, gdn_tensor_t *ws=NULL,
+                workspace=None) except -3:
+    """Fill p (and ws from workspace, if given) from the tensors; with check_device, every tensor
+    must be on one CUDA device, whose index is returned (else -1)."""
+    cdef int index = -1, first = 0
     memset(p, 0, sizeof(gdn_problem_t))
-    _take(&p.q, q, "q", check_device, &index, first)
-    _take(&p.k, k, "k", check_device, &index, first)
-    _take(&p.v, v, "v", check_device, &index, first)
-    _take(&p.g, g, "g", check_device, &index, first)
-    _take(&p.beta, beta, "beta", check_device, &index, first)
-    _take(&p.out, out, "out", check_device, &index, first)
-    _take(&p.state, state, "state", check_device, &index, first)
-    _take(&p.cu_seqlens, cu_seqlens, "cu_seqlens", check_device, &index, first)
-    _take(&p.state_indices, state_indices, "state_indices", check_device, &index, first)
+    _take(&p.q, q, "q", 0, check_device, &index, &first)
+    _take(&p.k, k, "k", 1, check_device, &index, &first)
+    _take(&p.v, v, "v", 2, check_device, &index, &first)
+    _take(&p.g, g, "g", 3, check_device, &index, &first)
+    _take(&p.beta, beta, "beta", 4, check_device, &index, &first)
+    _take(&p.out, out, "out", 5, check_device, &index, &first)
+    _take(&p.state, state, "state", 6, check_device, &index, &first)
+    _take(&p.cu_seqlens, cu_seqlens, "cu_seqlens", 7, check_device, &index, &first)
+    _take(&p.state_indices, state_indices, "state_indices", 8, check_device, &index, &first)
+    if ws != NULL:
+        _take(ws, workspace, "workspace", 9, check_device, &index, &first)
     p.scale = <float>(scale if scale is not None else GDN_HEAD_DIM_K ** -0.5)
     p.use_qk_l2norm = 1 if use_qk_l2norm else 0
     return index
@@ -1175,13 +1199,12 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     if cu_seqlens is None:
         # [0, T] made on the device by a kernel: no host-to-device copy, graph-capturable.
         cu_seqlens = torch.arange(0, 2 * q.shape[0], max(q.shape[0], 1), dtype=torch.int32, device=q.device)[:2]
-    device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm, True)
+    device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm, True,
+                    &ws, workspace)
     if workspace is None:
         workspace = torch.empty(max(gdn_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]), 1),
                                 dtype=torch.uint8, device=q.device)
-    i = _fill(&ws, workspace, "workspace")
-    if i != device:
-        _on_device(i, workspace, "workspace", &device, ["q"])
+        _fill(&ws, workspace, "workspace")
     if ws.dtype != DTYPE_U8 or not _compact(&ws):
         raise _errors.GdnArgumentError("workspace: must be a contiguous uint8 CUDA tensor")
     for i in range(ws.rank):
