@@ -17,6 +17,8 @@ timeout 240 python3 benchmarks/bench_spine.py --json "$OUT/spine.json" --md "$OU
 echo "spine rc=$?"; grep -E "^\| (scalar|wgmma)|B=" /tmp/spine.txt | tail -16
 timeout 100 python3 tools/host_overhead.py >"$OUT/host_overhead.md" 2>&1; echo "host rc=$?"
 grep -E "prefill\(\)|one DSL" "$OUT/host_overhead.md"
+nvcc -O2 -arch=sm_90a -o /tmp/launch_cost tools/launch_cost.cu && /tmp/launch_cost >"$OUT/launch_cost.md" 2>&1
+grep -E "^\| (<<<|cuda)" "$OUT/launch_cost.md"
 # the wheel, installed on its own (the editable install is removed first so it cannot shadow it)
 python3 -m pip uninstall -y -q gdn-prefill >/dev/null 2>&1
 GDN_PREFILL_PREBUILT=build/aot python3 -m build --wheel --no-isolation --skip-dependency-check --outdir /tmp/dist . \
