@@ -441,21 +441,19 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                 if i > 0:
                     for r in cutlass.range_constexpr(cz):
                         cute.arch.mbarrier_arrive(empty_bar + (i - 1) % NUM_STAGES, r)
-        if warp_idx == 0:
-            nxt = i + (NUM_STAGES - 1)
-            if nxt < nch:
-                if cutlass.const_expr(cz > 1):
-                    if nxt >= NUM_STAGES:     # the stage's previous chunk released by every CTA
-                        cute.arch.mbarrier_wait(empty_bar + nxt % NUM_STAGES, (nxt // NUM_STAGES + 1) % 2)
-                _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
-                             bos + nxt * CHUNK, cta_col0, nxt % NUM_STAGES, rank, num_wg, cz)
-        # h[c, hv, :, cols] = bf16(S): one TMA store per warpgroup, off the chain
-        if store_warp:
-            tma.store(tma_h, sS_kv[None, None, wg],
-                       cute.zipped_divide(mH[None, None, c, hv], (DK, VB))[((None, None), (0, vblk))])
-        if i + 1 < nch:
-            nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, t0 + CHUNK, eos, row_a, row_b,
-                                                             nx_ga, nx_ra, nx_gb, nx_rb)
+        # Off the chain: warp 0 refills chunk i - 1's stage (free since barrier A) with chunk
+        # i + 1's tiles, the store warp writes h[c, hv, :, cols] = bf16(S) from sS, every thread
+        # loads the next chunk's row data.  Where depends on the build (run 60, us/chunk at T=64K):
+        # the latency build (1 warpgroup, B=1) issues them here, as early as possible, because
+        # they have only this chunk to land (after wgmma 1: 1.04 -> 1.35; only the store and the
+        # row data after it: 1.06 -> 1.15, run 61); the throughput build (2 warpgroups, B=8, ~6.5
+        # us per chunk of slack) issues them right after wgmma 1, which starts only when its last
+        # warp has issued it (6.60 -> 6.11).
+        if cutlass.const_expr(num_wg == 1):
+            nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _off_chain(
+                i, nch, bos, eos, t0, c, hv, vblk, cta_col0, rank, warp_idx, store_warp, wg, row_a, row_b,
+                tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, tma_h, mH, sW, sU, sK, sS_kv, full_bar, empty_bar,
+                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, num_wg, cz)
 
         cute.arch.mbarrier_wait(full_bar + stage, phase)
 
@@ -471,6 +469,11 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         for kb in cutlass.range_constexpr(num_kb1):
             cute.gemm(mma1, accV, tWr[None, None, kb, stage], tSr[None, None, kb, wg], accV)
         warpgroup.commit_group()
+        if cutlass.const_expr(num_wg > 1):
+            nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _off_chain(
+                i, nch, bos, eos, t0, c, hv, vblk, cta_col0, rank, warp_idx, store_warp, wg, row_a, row_b,
+                tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, tma_h, mH, sW, sU, sK, sS_kv, full_bar, empty_bar,
+                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, num_wg, cz)
         cute.copy(ld_U, ld_U.partition_S(sU[None, None, stage * num_wg + wg]), rU_bf)
         for e in cutlass.range_constexpr(cute.size(rU_cv)):
             rU_cv[e] = Float32(rU_bf[e])
@@ -515,6 +518,34 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     _store_state(accS, tScS, gS, has_state)
     if store_warp:
         cute.arch.cp_async_bulk_wait_group(0)
+
+
+@cute.jit
+def _off_chain(i: Int32, nch: Int32, bos: Int32, eos: Int32, t0: Int32, c: Int32, hv: Int32, vblk: Int32,
+               cta_col0: Int32, rank: Int32, warp_idx: Int32, store_warp, wg: Int32, row_a: Int32, row_b: Int32,
+               tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, tma_h, mH, sW, sU, sK, sS_kv, full_bar, empty_bar,
+               gcum: cute.Tensor, rk: cute.Tensor, nx_glast: Float32, nx_ga: Float32, nx_ra: Float32,
+               nx_gb: Float32, nx_rb: Float32, num_wg: cutlass.Constexpr, cz: cutlass.Constexpr):
+    """A chunk's work that no step of its chain waits for: warp 0 issues the TMA loads of chunk
+    i + NUM_STAGES - 1 (into chunk i - 1's stage), the store warp the TMA store of h[c] from sS,
+    every thread the loads of the next chunk's row data (returned: g_last, gcum and rk of its two
+    rows).  Called after barrier A of chunk i."""
+    if warp_idx == 0:
+        nxt = i + (NUM_STAGES - 1)
+        if nxt < nch:
+            if cutlass.const_expr(cz > 1):
+                if nxt >= NUM_STAGES:     # the stage's previous chunk released by every CTA
+                    cute.arch.mbarrier_wait(empty_bar + nxt % NUM_STAGES, (nxt // NUM_STAGES + 1) % 2)
+            _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
+                         bos + nxt * CHUNK, cta_col0, nxt % NUM_STAGES, rank, num_wg, cz)
+    # h[c, hv, :, cols] = bf16(S): one TMA store per warpgroup
+    if store_warp:
+        tma.store(tma_h, sS_kv[None, None, wg],
+                   cute.zipped_divide(mH[None, None, c, hv], (DK, VB))[((None, None), (0, vblk))])
+    if i + 1 < nch:
+        nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, t0 + CHUNK, eos, row_a, row_b,
+                                                         nx_ga, nx_ra, nx_gb, nx_rb)
+    return nx_glast, nx_ga, nx_ra, nx_gb, nx_rb
 
 
 @cute.jit
