@@ -28,9 +28,10 @@ Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
     arrive by TMA into a NUM_STAGES-deep smem ring shared by the whole CTA; each
     stage has one "full" mbarrier (arrive count 1 + the transaction bytes of all
     2 + WG copies).  Warp 0 (one elected lane) issues the loads of chunk
-    i + NUM_STAGES - 1 right after the first CTA barrier of chunk i, i.e. once
-    every warp of every warpgroup has finished (wgmma waited) with chunk i - 1,
-    whose stage it reuses; all threads wait on the full barrier.  Without a cluster
+    i + NUM_STAGES - 1 after the first CTA barrier of chunk i, i.e. once every
+    warp of every warpgroup has finished (wgmma waited) with chunk i - 1, whose
+    stage it reuses (the 1-warpgroup build at once, the 2-warpgroup build right
+    after wgmma 1: _off_chain, runs 60-61); all threads wait on the full barrier.  Without a cluster
     no "empty" barriers are needed: the CTA barrier is the release.  With one, every
     CTA writes into its peers' stages, so after barrier A thread 0 arrives on the
     stage's "empty" mbarrier in every CTA of the cluster (count = cluster size), and
