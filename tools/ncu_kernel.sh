@@ -2,11 +2,13 @@
 # ncu's view of one kernel of a prefill (tools/profile_one.py, default 1x8192) on the H200: its key
 # metrics and the SASS instructions with the most warp-stall samples (tools/ncu_hot.py).
 #   bash tools/ncu_kernel.sh REGEX TAG [BxT]   (e.g. spine spine; recompute_wu wu 8x4096; fwd_o fwd_o)
+#   SKIP=1 bash tools/ncu_kernel.sh recompute_wu wu2   (the second match: stage 1's part 2 in the
+#   overlap plan, which publishes the ready flags; ncu runs the launches one after another)
 # Needs an installed gdn_prefill; writes $OUT/ncu_TAG_{source.csv,hot.txt,details.txt}.
 set -u
 OUT=${OUT:-/tmp/gdn_out}; mkdir -p "$OUT"
 re=$1; tag=$2; shape=${3:-1x8192}
-timeout 200 ncu --clock-control none --set full --import-source no -k "regex:$re" -c 1 -o "/tmp/ncu_$tag" \
+timeout 200 ncu --clock-control none --set full --import-source no -k "regex:$re" --launch-skip "${SKIP:-0}" -c 1 -o "/tmp/ncu_$tag" \
   python3 tools/profile_one.py "$shape" >"$OUT/ncu_$tag.log" 2>&1 || tail -5 "$OUT/ncu_$tag.log"
 ncu -i "/tmp/ncu_$tag.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu_${tag}_source.csv" 2>/dev/null
 ncu -i "/tmp/ncu_$tag.ncu-rep" --page details >"$OUT/ncu_${tag}_details.txt" 2>&1
