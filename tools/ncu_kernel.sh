@@ -2,8 +2,9 @@
 # ncu's view of one kernel of a prefill (tools/profile_one.py, default 1x8192) on the H200: its key
 # metrics and the SASS instructions with the most warp-stall samples (tools/ncu_hot.py).
 #   bash tools/ncu_kernel.sh REGEX TAG [BxT]   (e.g. spine spine; recompute_wu wu 8x4096; fwd_o fwd_o)
-#   SKIP=1 bash tools/ncu_kernel.sh recompute_wu wu2   (the second match: stage 1's part 2 in the
-#   overlap plan, which publishes the ready flags; ncu runs the launches one after another)
+#   SKIP=3 bash tools/ncu_kernel.sh recompute_wu wu2   (skips 3 matches: profile_one.py runs the
+#   prefill twice, so at 1x8192 this is the second call's stage-1 part 2 of the overlap plan, the
+#   launch that publishes the ready flags; ncu runs the launches one after another)
 # Needs an installed gdn_prefill; writes $OUT/ncu_TAG_{source.csv,hot.txt,details.txt}.
 set -u
 OUT=${OUT:-/tmp/gdn_out}; mkdir -p "$OUT"
