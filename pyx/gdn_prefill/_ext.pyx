@@ -1143,24 +1143,27 @@ def workspace_bytes(int64_t T, int64_t N, int64_t Hv):
 _SUMMARY = os.environ.get("GDN_PREFILL_LOG_CALLS", "") not in ("", "0")
 
 
-def _current_raw_stream(int device):
-    """The current stream of `device` as an integer handle, as prefill() reads it: torch's DLPack
-    table (current_work_stream) when torch has one, else torch's raw-stream query (the one
-    Triton's launcher uses, ~0.3 us; torch.cuda.current_stream(device) builds a Stream object:
-    3.6 us per call on the H200, run 9)."""
-    cdef void *sp = NULL
-    torch = _torch if _torch is not None else _torch_init()
+cdef int _stream_of(int device, void **sp) except -1:
+    """The current stream of `device`, as prefill() launches on it: torch's DLPack table
+    (current_work_stream) when torch has one, else torch's raw-stream query (the one Triton's
+    launcher uses, ~0.3 us; torch.cuda.current_stream(device) builds a Stream object: 3.6 us per
+    call on the H200, run 9)."""
+    if _torch is None:
+        _torch_init()
     if _dl_on and _dl != NULL:
-        _dl_stream(device, &sp)
-        return <uintptr_t>sp
-    query = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return query(device) if query is not None else torch.cuda.current_stream(device).cuda_stream
-
-
-cdef int _dl_stream(int device, void **sp) except -1:
-    if _dl.current_work_stream(DL_CUDA, device, sp) != 0:
-        return -1       # torch has set the Python error
+        if _dl.current_work_stream(DL_CUDA, device, sp) != 0:
+            return -1       # torch has set the Python error
+        return 0
+    query = getattr(_torch._C, "_cuda_getCurrentRawStream", None)
+    sp[0] = <void *><uintptr_t>(query(device) if query is not None else _torch.cuda.current_stream(device).cuda_stream)
     return 0
+
+
+def _current_raw_stream(int device):
+    """Test hook: _stream_of(device) as an integer handle."""
+    cdef void *sp = NULL
+    _stream_of(device, &sp)
+    return <uintptr_t>sp
 
 
 cdef bint _compact(const gdn_tensor_t *t) noexcept nogil:
@@ -1213,10 +1216,8 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         device = 0
     if stream is not None:
         sp = <void *><uintptr_t>(stream.cuda_stream if hasattr(stream, "cuda_stream") else int(stream))
-    elif _dl_on and _dl != NULL:
-        _dl_stream(device, &sp)
     else:
-        sp = <void *><uintptr_t>_current_raw_stream(device)
+        _stream_of(device, &sp)
     # the launches go to the current CUDA device: switch only when the tensors live elsewhere
     # (torch's device context manager costs ~2.4 us per call on the H200, run 9)
     if cudaGetDevice(&cur) != 0:
