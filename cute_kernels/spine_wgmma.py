@@ -25,13 +25,13 @@ for each warpgroup:
 Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
   * W (64x128), K (64 tokens x 128, read as the MN-major A operand K^T) and U
     (WG tiles of 64xVB, one per warpgroup, i.e. U[:, vb*VB*WG : (vb+1)*VB*WG])
-    arrive by TMA into a NUM_STAGES-deep smem ring shared by the whole CTA; each
-    stage has one "full" mbarrier (arrive count 1 + the transaction bytes of all
-    2 + WG copies).  Warp 0 (one elected lane) issues the loads of chunk
-    i + NUM_STAGES - 1 after the first CTA barrier of chunk i, i.e. once every
-    warp of every warpgroup has finished (wgmma waited) with chunk i - 1, whose
-    stage it reuses (the 1-warpgroup build at once, the 2-warpgroup build right
-    after wgmma 1: _off_chain, runs 60-61); all threads wait on the full barrier.  Without a cluster
+    arrive by TMA into a smem ring of _stages(WG) stages (3 for WG=1, 2 for WG=2)
+    shared by the whole CTA; each stage has one "full" mbarrier (arrive count 1 + the
+    transaction bytes of all 2 + WG copies).  Warp 0 (one elected lane) issues the
+    loads of chunk i + stages - 1 right after wgmma 1 of chunk i (_refill), i.e. after
+    its first CTA barrier, once every warp of every warpgroup has finished (wgmma
+    waited) with chunk i - 1, whose stage it reuses; all threads wait on the full
+    barrier.  Without a cluster
     no "empty" barriers are needed: the CTA barrier is the release.  With one, every
     CTA writes into its peers' stages, so after barrier A thread 0 arrives on the
     stage's "empty" mbarrier in every CTA of the cluster (count = cluster size), and
@@ -46,7 +46,7 @@ Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
     (2 instructions); h[c] and vnew leave by TMA stores issued by one warp per
     warpgroup (h during wgmma 1, vnew during wgmma 2), not by thread stores.
   * Per warpgroup (index g = warp // 4, thread ltid = tid % 128): its accumulators,
-    its bf16(S) tile sS[..., g], its P tile sP[..., g], its bf16(Vnew) tile sVn[..., g],
+    its bf16(S) tile sS[..., g], its P tile sP[..., g], its bf16(Vnew) tile(s) sVn[..., b*WG + g],
     its U tile sU[..., stage*WG + g], the tiled MMAs / copies sliced with ltid (exactly
     the one-warpgroup kernel).  Shared by the CTA: the W/K ring, the full mbarriers.
   * Per chunk: two CTA barriers (all warpgroups in lockstep).  A: publishes
@@ -55,8 +55,11 @@ Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
     Each is preceded by fence.proxy.async so the ordinary st.shared are visible to the
     async proxy (tensor cores, TMA); the fence before A also orders chunk i - 1's
     ordinary reads/writes of its stage (K tail zeroing) before the TMA that refills
-    it.  Before each barrier the storing warp waits until its TMA stores have read
-    the tiles the next steps rewrite (sS in (1), sVn in (3)).
+    it.  Before barrier B the storing warp waits until its TMA stores have read sS
+    (rewritten in (1)) and the older sVn buffer.  In the latency build sVn is
+    double-buffered by chunk parity (_vn_buffers), so before barrier A that warp lets the
+    newest store (vnew of chunk i - 1) run on, (3) writing the other buffer; the
+    throughput build has one sVn tile and waits for it there.
   * Masking: rows j >= L of the W/U/K tiles may hold another sequence's rows or
     uninitialised workspace (NaN/Inf).  Rows of Vnew depend only on the same
     rows of W and U, so rows j >= L of Vnew are dropped with a select (P = 0;
@@ -101,7 +104,20 @@ DK = plan.HEAD_DIM_K                  # 128
 DV = plan.HEAD_DIM_V                  # 128
 VB = plan.WGMMA_SPINE_VBLOCK          # 32 state columns per warpgroup
 WG_BUILDS = (1, 2, 4)                 # warpgroups per CTA that compile (VARIANTS builds 1 and 2)
-NUM_STAGES = 2     # TMA ring depth; 3 measured slower (runs 3 and 10: 1.33 -> 2.39 us/chunk at B=1)
+def _stages(num_wg: int) -> int:
+    """TMA ring depth of a build.  The latency build (1 warpgroup) issues a chunk's loads after its
+    wgmma 1 (out of the MMA's way), two chunks ahead: three stages; the throughput build, with its
+    multicast cluster, two (runs 3 and 10: three stages with a cluster, 1.33 -> 2.39 us/chunk)."""
+    return 3 if num_wg == 1 else 2
+
+
+def _vn_buffers(num_wg: int) -> int:
+    """bf16(Vnew) tiles per warpgroup.  The latency build double-buffers them by chunk parity, so
+    barrier A need not wait for the previous chunk's vnew store to read its tile (run 62, with the
+    3-stage ring: 1.059 -> 1.009 us/chunk at B=1, T=64K).  The throughput build keeps one: its
+    115,712 B is what lets two CTAs share an SM (2 x (115,712 + 1 KB reserved) = 228 KB); double
+    buffered, 123,904 B, one CTA per SM, B=8 6.13 -> 7.76 us/chunk (run 62)."""
+    return 2 if num_wg == 1 else 1
 
 assert CHUNK == 64 and DK == 128
 assert VB in (16, 32, 64)             # wgmma N; MN-major B needs VB * 2 bytes in {32, 64, 128}
@@ -129,15 +145,16 @@ def _cluster(num_wg: int, multicast: bool) -> int:
 
 def _smem_tiles(num_wg: int) -> dict[str, int]:
     """bf16 elements of each shared-memory tile, in allocation order (each 1024-aligned)."""
-    return {"sW": NUM_STAGES * CHUNK * DK, "sK": NUM_STAGES * DK * CHUNK, "sU": NUM_STAGES * num_wg * CHUNK * VB,
-            "sS": num_wg * DK * VB, "sP": num_wg * CHUNK * VB, "sVn": num_wg * CHUNK * VB}
+    ns = _stages(num_wg)
+    return {"sW": ns * CHUNK * DK, "sK": ns * DK * CHUNK, "sU": ns * num_wg * CHUNK * VB,
+            "sS": num_wg * DK * VB, "sP": num_wg * CHUNK * VB, "sVn": _vn_buffers(num_wg) * num_wg * CHUNK * VB}
 
 
 def _smem_bytes(num_wg: int) -> int:
     """Dynamic shared memory of _shared_storage (checked against the struct at trace time)."""
     def up(x, a):
         return (x + a - 1) // a * a
-    off = 8 * NUM_STAGES * 2                               # full and empty mbarriers
+    off = 8 * _stages(num_wg) * 2                          # full and empty mbarriers
     for n in _smem_tiles(num_wg).values():
         off = up(off, 1024) + 2 * n
     return off
@@ -146,14 +163,14 @@ def _smem_bytes(num_wg: int) -> int:
 def _shared_storage(num_wg: int):
     """The CTA's shared memory: mbarriers, then the bf16 tiles (an explicit annotation dict: this
     module's annotations are strings, `from __future__ import annotations`)."""
-    fields = {"full": cute.struct.MemRange[cutlass.Int64, NUM_STAGES],
-              "empty": cute.struct.MemRange[cutlass.Int64, NUM_STAGES]}
+    fields = {"full": cute.struct.MemRange[cutlass.Int64, _stages(num_wg)],
+              "empty": cute.struct.MemRange[cutlass.Int64, _stages(num_wg)]}
     for name, n in _smem_tiles(num_wg).items():
         fields[name] = cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024]
     return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
 
-# VB = 32, 2 stages: 91,136 B (WG 1), 115,712 B (WG 2), 164,864 B (WG 4)
+# VB = 32: 132,096 B (WG 1: 3 stages, 2 sVn), 115,712 B (WG 2), 164,864 B (WG 4; 2 stages, 1 sVn each)
 assert all(_smem_bytes(wg) <= 227 * 1024 for wg in WG_BUILDS)
 
 
@@ -189,18 +206,20 @@ def _smem_layouts(num_wg: int):
     sU : (64 rows, VB, stage*WG + g)  TMA destination, read into registers with ldmatrix
     sS : (VB v, 128 k, g)          MN-major B operand of wgmma 1: bf16(S)[k, v]; TMA source of h
     sP : (VB v, 64 rows, g)        MN-major B operand of wgmma 2: P[j, v]
-    sVn: (64 rows, VB, g)          bf16(Vnew), written with stmatrix; TMA source of vnew
+    sVn: (64 rows, VB, b*WG + g)   bf16(Vnew) of chunks with i % _vn_buffers = b, written with
+                                   stmatrix; TMA source of vnew
     (g = warpgroup; each warpgroup's sS / sP / sU / sVn tile is exactly the one-warpgroup tile)
     """
     tiler1 = (CHUNK, VB, DK)     # wgmma 1 (M, N, K)
     tiler2 = (DK, VB, CHUNK)     # wgmma 2 (M, N, K)
-    sW = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, tiler1, BFloat16, NUM_STAGES)
-    sK = sm90_utils.make_smem_layout_a(LayoutEnum.COL_MAJOR, tiler2, BFloat16, NUM_STAGES)
+    ns = _stages(num_wg)
+    sW = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, tiler1, BFloat16, ns)
+    sK = sm90_utils.make_smem_layout_a(LayoutEnum.COL_MAJOR, tiler2, BFloat16, ns)
     sS = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, tiler1, BFloat16, num_wg)
     sP = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, tiler2, BFloat16, num_wg)
     atom_u = warpgroup.make_smem_layout_atom(_k_atom_kind_for(VB), BFloat16)
-    sU = cute.tile_to_shape(atom_u, (CHUNK, VB, NUM_STAGES * num_wg), order=(0, 1, 2))
-    sVn = cute.tile_to_shape(atom_u, (CHUNK, VB, num_wg), order=(0, 1, 2))
+    sU = cute.tile_to_shape(atom_u, (CHUNK, VB, ns * num_wg), order=(0, 1, 2))
+    sVn = cute.tile_to_shape(atom_u, (CHUNK, VB, _vn_buffers(num_wg) * num_wg), order=(0, 1, 2))
     return sW, sK, sU, sS, sP, sVn
 
 
@@ -260,7 +279,7 @@ def spine_wgmma_kernel(
     sP = storage.sP.get_tensor(lay_p.outer, swizzle=lay_p.inner)        # (VB, 64, WG)    B operand
     lay_p_jv = cute.select(lay_p, mode=[1, 0, 2])
     sP_jv = storage.sP.get_tensor(lay_p_jv.outer, swizzle=lay_p_jv.inner)  # (64, VB, WG) same bytes
-    sVn = storage.sVn.get_tensor(lay_vn.outer, swizzle=lay_vn.inner)    # (64, VB, WG)
+    sVn = storage.sVn.get_tensor(lay_vn.outer, swizzle=lay_vn.inner)    # (64, VB, 2*WG)
 
     if warp_idx == 0:
         cpasync.prefetch_descriptor(tma_w)
@@ -269,7 +288,7 @@ def spine_wgmma_kernel(
         cpasync.prefetch_descriptor(tma_vn)
         cpasync.prefetch_descriptor(tma_h)
     if tidx == 0:
-        for s in cutlass.range_constexpr(NUM_STAGES):
+        for s in cutlass.range_constexpr(_stages(num_wg)):
             cute.arch.mbarrier_init(full_bar + s, 1)
             if cutlass.const_expr(cz > 1):
                 cute.arch.mbarrier_init(empty_bar + s, cz)
@@ -364,7 +383,6 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     ld_U = cute.make_tiled_copy_C(ldsm, mma1).get_slice(ltid)
     tSsS = st_S.partition_D(sS_kv[None, None, wg])
     tPsP = st_V.partition_D(sP_jv[None, None, wg])
-    tVsVn = st_V.partition_D(sVn[None, None, wg])
     accS_cv = st_S.retile(accS)                                        # accS in stmatrix order
     rS_bf = cute.make_rmem_tensor_like(accS_cv, BFloat16)
     accV_cv = st_V.retile(accV)
@@ -376,7 +394,6 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     # 128 threads = 32 rows x 4 groups of 8 columns; 2 row passes over the 64-row tile)
     cp_v = tma.rows_copy(VB)
     thr_v = cp_v.get_slice(ltid)
-    tVnS = thr_v.partition_S(sVn[None, None, wg])
     tVnC = thr_v.partition_S(cute.make_identity_tensor((CHUNK, VB)))
 
     mma1.set(warpgroup.Field.ACCUMULATE, True)
@@ -392,9 +409,10 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     mK_h = mK[None, None, hk]                                          # (128, T) k, rows
     mVn_h = mVn[None, None, hv]                                        # (T, 128) rows, v
 
-    # ---- prologue: TMA for the first NUM_STAGES - 1 chunks; row data of chunk 0 into registers
+    # ---- prologue: TMA for the first stages - 1 chunks; row data of chunk 0 into registers
+    ns = _stages(num_wg)
     if warp_idx == 0:
-        for p in cutlass.range_constexpr(NUM_STAGES - 1):
+        for p in cutlass.range_constexpr(ns - 1):
             if p < nch:
                 _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
                              bos + p * CHUNK, cta_col0, Int32(p), rank, num_wg, cz)
@@ -410,8 +428,8 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                                                          nx_ga, nx_ra, nx_gb, nx_rb)
 
     for i in cutlass.range(nch, unroll=1):
-        stage = i % NUM_STAGES
-        phase = (i // NUM_STAGES) % 2
+        stage = i % ns
+        phase = (i // ns) % 2
         t0 = bos + i * CHUNK
         L = cutlass.min(eos - t0, CHUNK)
         c = coff + i
@@ -432,29 +450,32 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
 
         # barrier A (CTA-wide): sS visible to all (and to the async proxy: tensor cores, TMA);
         # every warp of every warpgroup is done with chunk i - 1 (its wgmma 2 waited, its K tail
-        # zeroing and sVn reads done), so chunk i - 1's stage may be refilled; the TMA store of
-        # vnew of chunk i - 1 has read sVn, which (3) rewrites
-        _barrier(store_warp)
+        # zeroing and sVn reads done), so chunk i - 1's stage may be refilled.  In the latency
+        # build the TMA store of vnew of chunk i - 1 may still be reading its buffer (sVn is
+        # double-buffered: (3) writes the other one), so the store warp lets that newest bulk
+        # group run on: it is waited for at barrier B, a whole wgmma 1 later, off the chain; the
+        # throughput build waits for it here, as (3) rewrites its one tile
+        _barrier(store_warp, _vn_buffers(num_wg) - 1)
 
         if cutlass.const_expr(cz > 1):
             # release chunk i - 1's stage to every CTA of the cluster (each multicasts into it)
             if tidx == 0:
                 if i > 0:
                     for r in cutlass.range_constexpr(cz):
-                        cute.arch.mbarrier_arrive(empty_bar + (i - 1) % NUM_STAGES, r)
-        # Off the chain: warp 0 refills chunk i - 1's stage (free since barrier A) with chunk
-        # i + 1's tiles, the store warp writes h[c, hv, :, cols] = bf16(S) from sS, every thread
-        # loads the next chunk's row data.  Where depends on the build (run 60, us/chunk at T=64K):
-        # the latency build (1 warpgroup, B=1) issues them here, as early as possible, because
-        # they have only this chunk to land (after wgmma 1: 1.04 -> 1.35; only the store and the
-        # row data after it: 1.06 -> 1.15, run 61); the throughput build (2 warpgroups, B=8, ~6.5
-        # us per chunk of slack) issues them right after wgmma 1, which starts only when its last
-        # warp has issued it (6.60 -> 6.11).
+                        cute.arch.mbarrier_arrive(empty_bar + (i - 1) % ns, r)
+        # Off the chain: the store warp writes h[c, hv, :, cols] = bf16(S) from sS, every thread
+        # loads the next chunk's row data, warp 0 refills chunk i - 1's stage (free since barrier
+        # A) with the tiles of chunk i + stages - 1.  The latency build (1 warpgroup, B=1) issues
+        # the store and the row data here, as early as possible (after wgmma 1: 1.06 -> 1.15
+        # us/chunk at T=64K, run 61: barrier B waits for the store's read, the next chunk for the
+        # row data), and the loads after wgmma 1, which starts only when its last warp has issued
+        # it; with three stages they still land two chunks ahead (after wgmma 1 with two stages:
+        # 1.04 -> 1.35, run 60).  The throughput build (2 warpgroups, B=8, ~6.5 us per chunk of
+        # slack) issues all of it after wgmma 1 (run 60: 6.60 -> 6.11).
         if cutlass.const_expr(num_wg == 1):
-            nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _off_chain(
-                i, nch, bos, eos, t0, c, hv, vblk, cta_col0, rank, warp_idx, store_warp, wg, row_a, row_b,
-                tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, tma_h, mH, sW, sU, sK, sS_kv, full_bar, empty_bar,
-                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, num_wg, cz)
+            nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _h_and_rows(
+                i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, sS_kv,
+                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb)
 
         cute.arch.mbarrier_wait(full_bar + stage, phase)
 
@@ -470,11 +491,12 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         for kb in cutlass.range_constexpr(num_kb1):
             cute.gemm(mma1, accV, tWr[None, None, kb, stage], tSr[None, None, kb, wg], accV)
         warpgroup.commit_group()
+        _refill(i, nch, bos, cta_col0, rank, warp_idx, tma_w, mW_h, tma_u, mU_h, tma_k, mK_h,
+                sW, sU, sK, full_bar, empty_bar, num_wg, cz)
         if cutlass.const_expr(num_wg > 1):
-            nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _off_chain(
-                i, nch, bos, eos, t0, c, hv, vblk, cta_col0, rank, warp_idx, store_warp, wg, row_a, row_b,
-                tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, tma_h, mH, sW, sU, sK, sS_kv, full_bar, empty_bar,
-                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, num_wg, cz)
+            nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _h_and_rows(
+                i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, sS_kv,
+                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb)
         cute.copy(ld_U, ld_U.partition_S(sU[None, None, stage * num_wg + wg]), rU_bf)
         for e in cutlass.range_constexpr(cute.size(rU_cv)):
             rU_cv[e] = Float32(rU_bf[e])
@@ -495,7 +517,8 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                 if tVcV[e][0] < L:
                     vval = accV[e]
                 accV[e] = vval
-        _stmatrix_bf16(st_V, accV_cv, rV_bf, tVsVn)
+        vbuf = (i % _vn_buffers(num_wg)) * num_wg + wg            # this chunk's sVn buffer
+        _stmatrix_bf16(st_V, accV_cv, rV_bf, st_V.partition_D(sVn[None, None, vbuf]))
         for e in cutlass.range_constexpr(cute.size(accV)):
             cf = coef_b
             if tVcV[e][0] == row_a:
@@ -505,14 +528,15 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
 
         # barrier B: sP, sVn and the zeroed K rows visible to the tensor cores / TMA; the TMA
         # store of h[c] has read sS, which (1) of chunk i + 1 rewrites
-        _barrier(store_warp)
+        _barrier(store_warp, 0)
 
         # (5) wgmma 2: S += K^T P; meanwhile vnew[t0 + j, cols] = bf16(Vnew_j), j < L
         warpgroup.fence()
         for kb in cutlass.range_constexpr(num_kb2):
             cute.gemm(mma2, accS, tKr[None, None, kb, stage], tPr[None, None, kb, wg], accS)
         warpgroup.commit_group()
-        tma.store_rows(L, store_warp, tma_vn, sVn, mVn_h, vnew, cp_v, thr_v, tVnS, tVnC, t0, hv, col0, wg, VB)
+        tma.store_rows(L, store_warp, tma_vn, sVn, mVn_h, vnew, cp_v, thr_v,
+                       thr_v.partition_S(sVn[None, None, vbuf]), tVnC, t0, hv, col0, vbuf, VB)
         warpgroup.wait_group(0)
 
     # ---- final state; every TMA store of this CTA complete before its shared memory is released
@@ -522,24 +546,29 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
 
 
 @cute.jit
-def _off_chain(i: Int32, nch: Int32, bos: Int32, eos: Int32, t0: Int32, c: Int32, hv: Int32, vblk: Int32,
-               cta_col0: Int32, rank: Int32, warp_idx: Int32, store_warp, wg: Int32, row_a: Int32, row_b: Int32,
-               tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, tma_h, mH, sW, sU, sK, sS_kv, full_bar, empty_bar,
-               gcum: cute.Tensor, rk: cute.Tensor, nx_glast: Float32, nx_ga: Float32, nx_ra: Float32,
-               nx_gb: Float32, nx_rb: Float32, num_wg: cutlass.Constexpr, cz: cutlass.Constexpr):
-    """A chunk's work that no step of its chain waits for: warp 0 issues the TMA loads of chunk
-    i + NUM_STAGES - 1 (into chunk i - 1's stage), the store warp the TMA store of h[c] from sS,
-    every thread the loads of the next chunk's row data (returned: g_last, gcum and rk of its two
-    rows).  Called after barrier A of chunk i."""
+def _refill(i: Int32, nch: Int32, bos: Int32, cta_col0: Int32, rank: Int32, warp_idx: Int32,
+            tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar, empty_bar,
+            num_wg: cutlass.Constexpr, cz: cutlass.Constexpr):
+    """Warp 0: the TMA loads of chunk i + stages - 1 into chunk i - 1's stage (called after barrier
+    A of chunk i; with a cluster, once every CTA has released that stage)."""
+    ns = _stages(num_wg)
     if warp_idx == 0:
-        nxt = i + (NUM_STAGES - 1)
+        nxt = i + (ns - 1)
         if nxt < nch:
             if cutlass.const_expr(cz > 1):
-                if nxt >= NUM_STAGES:     # the stage's previous chunk released by every CTA
-                    cute.arch.mbarrier_wait(empty_bar + nxt % NUM_STAGES, (nxt // NUM_STAGES + 1) % 2)
+                if nxt >= ns:     # the stage's previous chunk released by every CTA
+                    cute.arch.mbarrier_wait(empty_bar + nxt % ns, (nxt // ns + 1) % 2)
             _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
-                         bos + nxt * CHUNK, cta_col0, nxt % NUM_STAGES, rank, num_wg, cz)
-    # h[c, hv, :, cols] = bf16(S): one TMA store per warpgroup
+                         bos + nxt * CHUNK, cta_col0, nxt % ns, rank, num_wg, cz)
+
+
+@cute.jit
+def _h_and_rows(i: Int32, nch: Int32, eos: Int32, t0: Int32, c: Int32, hv: Int32, vblk: Int32, store_warp,
+                wg: Int32, row_a: Int32, row_b: Int32, tma_h, mH, sS_kv, gcum: cute.Tensor, rk: cute.Tensor,
+                nx_glast: Float32, nx_ga: Float32, nx_ra: Float32, nx_gb: Float32, nx_rb: Float32):
+    """The store warp: the TMA store of h[c, hv, :, cols] = bf16(S) from sS; every thread: the
+    loads of the next chunk's row data (returned: g_last, gcum and rk of its two rows).  Called
+    after barrier A of chunk i."""
     if store_warp:
         tma.store(tma_h, sS_kv[None, None, wg],
                    cute.zipped_divide(mH[None, None, c, hv], (DK, VB))[((None, None), (0, vblk))])
@@ -579,12 +608,13 @@ def _stmatrix_bf16(st: cute.TiledCopy, acc_cv: cute.Tensor, r_bf: cute.Tensor, d
 
 
 @cute.jit
-def _barrier(store_warp):
-    """The CTA barrier of a chunk: the storing warp first waits until its TMA stores have read
-    their shared-memory tiles; fence.proxy.async makes this thread's ordinary shared-memory
-    writes visible to the async proxy (tensor cores, TMA) before the barrier publishes them."""
+def _barrier(store_warp, pending: cutlass.Constexpr):
+    """The CTA barrier of a chunk: the storing warp first waits until its TMA stores but the
+    `pending` newest have read their shared-memory tiles; fence.proxy.async makes this thread's
+    ordinary shared-memory writes visible to the async proxy (tensor cores, TMA) before the
+    barrier publishes them."""
     if store_warp:
-        cute.arch.cp_async_bulk_wait_group(0, read=True)
+        cute.arch.cp_async_bulk_wait_group(pending, read=True)
     cute.arch.fence_proxy("async.shared", space="cta")
     cute.arch.sync_threads()
 

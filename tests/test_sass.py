@@ -106,13 +106,20 @@ def test_register_state_spine_feeds_every_mma_from_registers(layout, pair):
 
 @pytest.mark.parametrize("layout", ["kv", "vk"])
 def test_wgmma_spine_builds_by_warpgroups(layout):
-    """One kernel compiled per warpgroup count: 128 * WG threads; a second warpgroup adds
-    exactly its own bf16 tiles (U per TMA stage, bf16(S), P, bf16(Vnew)), W/K are shared."""
+    """One kernel compiled per warpgroup count: 128 * WG threads; shared memory = the mbarriers
+    (one 1 KB-aligned block), a ring of W and K (shared by the warpgroups) and U per warpgroup,
+    3 stages for WG=1 (it refills two chunks ahead) and 2 for WG=2, then each warpgroup's own
+    bf16(S), P and bf16(Vnew) tiles (two Vnew tiles for WG=1, one for WG=2: two CTAs per SM)."""
     one, two = _manifest.variant(f"spine_wgmma_{layout}"), _manifest.variant(f"spine_wgmma_wg2_{layout}")
     assert (one["threads"], two["threads"]) == (128, 256)
     chunk, dk, vb = ABI["GDN_CHUNK"], ABI["GDN_HEAD_DIM_K"], ABI["GDN_WGMMA_SPINE_VBLOCK"]
-    per_wg = 2 * (2 * chunk * vb + dk * vb + chunk * vb + chunk * vb)   # 2-stage U ring, S, P, Vnew
-    assert two["smem_bytes"] - one["smem_bytes"] == per_wg
+
+    def smem(wg, stages, vn):
+        ring = stages * 2 * (chunk * dk + dk * chunk + wg * chunk * vb)
+        return 1024 + ring + wg * 2 * (dk * vb + chunk * vb + vn * chunk * vb)
+
+    assert (one["smem_bytes"], two["smem_bytes"]) == (smem(1, 3, 2), smem(2, 2, 1))
+    assert 2 * (two["smem_bytes"] + 1024) <= 228 * 1024     # two throughput CTAs per SM
     assert one["kwargs"]["warpgroups"] == "1" and two["kwargs"]["warpgroups"] == "2"
 
 
