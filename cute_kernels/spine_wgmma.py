@@ -27,7 +27,8 @@ Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
     (WG tiles of 64xVB, one per warpgroup, i.e. U[:, vb*VB*WG : (vb+1)*VB*WG])
     arrive by TMA into a smem ring of _stages(WG) stages (3 for WG=1, 2 for WG=2)
     shared by the whole CTA; each stage has one "full" mbarrier (arrive count 1 + the
-    transaction bytes of all 2 + WG copies).  Warp 0 (one elected lane) issues the
+    transaction bytes of all 2 + WG copies; the latency build adds warp 0's 32 row-data
+    arrivals, _full_arrivals).  Warp 0 (one elected lane) issues the
     loads of chunk i + stages - 1 right after wgmma 1 of chunk i (_refill), i.e. after
     its first CTA barrier, once every warp of every warpgroup has finished (wgmma
     waited) with chunk i - 1, whose stage it reuses; all threads wait on the full
@@ -42,7 +43,10 @@ Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
     warp per scheduler every instruction on it is exposed (ncu, run 9: the per-row
     coefficients read from smem, 16 LDS per thread per chunk, held 28 % of the stall
     samples).  So: each thread computes the coefficients of its own two accumulator
-    rows in registers from gcum / rk loaded one chunk ahead; U comes in by ldmatrix
+    rows in registers, from its rows' gcum / rk: in the latency build copied into the
+    stage with the chunk's tiles (cp.async by warp 0, completing on the full mbarrier)
+    and read with 5 LDS under wgmma 1 (_rows_in_smem, run 65: 1.00 -> 0.92 us/chunk at
+    B=1), in the throughput build loaded into registers one chunk ahead; U comes in by ldmatrix
     (2 instructions); h[c] and vnew leave by TMA stores issued by one warp per
     warpgroup (h during wgmma 1, vnew during wgmma 2), not by thread stores.
   * Per warpgroup (index g = warp // 4, thread ltid = tid % 128): its accumulators,
@@ -119,6 +123,22 @@ def _vn_buffers(num_wg: int) -> int:
     buffered, 123,904 B, one CTA per SM, B=8 6.13 -> 7.76 us/chunk (run 62)."""
     return 2 if num_wg == 1 else 1
 
+
+def _rows_in_smem(num_wg: int) -> bool:
+    """Where a chunk's row data (gcum and rk of its 64 rows) come from.  The latency build copies
+    them into its ring with each stage (cp.async by warp 0, completing on the stage's full
+    mbarrier) and reads its two rows with LDS under wgmma 1.  Loaded into registers one chunk ahead
+    instead (the throughput build), the loop's first instruction waits on their scoreboard, which
+    the initial state's loads share: run 64 (ncu, B=1, T=16K) put 14.6 % of the stall samples
+    there.  The throughput build keeps the registers: 1 KB more would cost its second CTA per SM."""
+    return num_wg == 1
+
+
+def _full_arrivals(num_wg: int) -> int:
+    """Arrivals that complete a stage's full mbarrier: the TMA issuer's expect-tx, plus each lane
+    of warp 0 once its row-data cp.async have landed (latency build)."""
+    return 1 + (32 if _rows_in_smem(num_wg) else 0)
+
 assert CHUNK == 64 and DK == 128
 assert VB in (16, 32, 64)             # wgmma N; MN-major B needs VB * 2 bytes in {32, 64, 128}
 assert all(DV % (VB * wg) == 0 for wg in WG_BUILDS)
@@ -155,6 +175,8 @@ def _smem_bytes(num_wg: int) -> int:
     def up(x, a):
         return (x + a - 1) // a * a
     off = 8 * _stages(num_wg) * 2                          # full and empty mbarriers
+    if _rows_in_smem(num_wg):
+        off = up(off, 16) + 4 * _stages(num_wg) * 2 * CHUNK   # gcum, rk per stage (fp32)
     for n in _smem_tiles(num_wg).values():
         off = up(off, 1024) + 2 * n
     return off
@@ -165,12 +187,14 @@ def _shared_storage(num_wg: int):
     module's annotations are strings, `from __future__ import annotations`)."""
     fields = {"full": cute.struct.MemRange[cutlass.Int64, _stages(num_wg)],
               "empty": cute.struct.MemRange[cutlass.Int64, _stages(num_wg)]}
+    if _rows_in_smem(num_wg):
+        fields["rows"] = cute.struct.Align[cute.struct.MemRange[Float32, _stages(num_wg) * 2 * CHUNK], 16]
     for name, n in _smem_tiles(num_wg).items():
         fields[name] = cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024]
     return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
 
-# VB = 32: 132,096 B (WG 1: 3 stages, 2 sVn), 115,712 B (WG 2), 164,864 B (WG 4; 2 stages, 1 sVn each)
+# VB = 32: 133,120 B (WG 1: 3 stages, 2 sVn, rows), 115,712 B (WG 2), 164,864 B (WG 4; 2 stages, 1 sVn each)
 assert all(_smem_bytes(wg) <= 227 * 1024 for wg in WG_BUILDS)
 
 
@@ -280,6 +304,9 @@ def spine_wgmma_kernel(
     lay_p_jv = cute.select(lay_p, mode=[1, 0, 2])
     sP_jv = storage.sP.get_tensor(lay_p_jv.outer, swizzle=lay_p_jv.inner)  # (64, VB, WG) same bytes
     sVn = storage.sVn.get_tensor(lay_vn.outer, swizzle=lay_vn.inner)    # (64, VB, 2*WG)
+    sRow = None
+    if cutlass.const_expr(_rows_in_smem(num_wg)):
+        sRow = storage.rows.get_tensor(cute.make_layout((CHUNK, 2, _stages(num_wg))))  # (row, gcum|rk, stage)
 
     if warp_idx == 0:
         cpasync.prefetch_descriptor(tma_w)
@@ -289,7 +316,7 @@ def spine_wgmma_kernel(
         cpasync.prefetch_descriptor(tma_h)
     if tidx == 0:
         for s in cutlass.range_constexpr(_stages(num_wg)):
-            cute.arch.mbarrier_init(full_bar + s, 1)
+            cute.arch.mbarrier_init(full_bar + s, _full_arrivals(num_wg))
             if cutlass.const_expr(cz > 1):
                 cute.arch.mbarrier_init(empty_bar + s, cz)
     cute.arch.mbarrier_init_fence()
@@ -305,7 +332,7 @@ def spine_wgmma_kernel(
 
     if run != 0:
         _sequence(mma1, mma2, tidx, ltid, wg, warp_idx, n, hv, vb, slot,
-                  sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, full_bar, empty_bar,
+                  sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, sRow, full_bar, empty_bar,
                   tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
                   gcum, rk, cu_seqlens, state,
                   vnew, has_state, hv_per_hk, num_wg, cz)
@@ -331,7 +358,7 @@ def _pool_slot(n: Int32, state_indices: cute.Tensor, use_state_indices: Int32):
 @cute.jit
 def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32, wg: Int32, warp_idx: Int32,
               n: Int32, hv: Int32, vb: Int32,
-              slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, full_bar, empty_bar,
+              slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, sRow, full_bar, empty_bar,
               tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
               gcum, rk, cu_seqlens, state,
               vnew, has_state: Int32, hv_per_hk: Int32,
@@ -409,23 +436,28 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     mK_h = mK[None, None, hk]                                          # (128, T) k, rows
     mVn_h = mVn[None, None, hv]                                        # (T, 128) rows, v
 
-    # ---- prologue: TMA for the first stages - 1 chunks; row data of chunk 0 into registers
+    # ---- prologue: TMA (and the latency build's row data) for the first stages - 1 chunks; the
+    # throughput build's row data of chunk 0 into registers
     ns = _stages(num_wg)
+    rows_smem = _rows_in_smem(num_wg)
     if warp_idx == 0:
         for p in cutlass.range_constexpr(ns - 1):
             if p < nch:
                 _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
                              bos + p * CHUNK, cta_col0, Int32(p), rank, num_wg, cz)
-    # per-row data of the NEXT chunk to run, loaded one chunk ahead (off the dependency chain):
-    # g_last of the chunk, and gcum_j, rk_j of this thread's rows row_a, row_b (if < L)
+                if cutlass.const_expr(rows_smem):
+                    _issue_rows(gcum, rk, sRow, hv, bos + p * CHUNK, eos, Int32(p), full_bar)
+    # throughput build: per-row data of the NEXT chunk to run, loaded one chunk ahead (off the
+    # dependency chain): g_last of the chunk, and gcum_j, rk_j of this thread's rows row_a, row_b
     nx_glast = Float32(0.0)
     nx_ga = Float32(0.0)
     nx_ra = Float32(0.0)
     nx_gb = Float32(0.0)
     nx_rb = Float32(0.0)
-    if nch > 0:
-        nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, bos, eos, row_a, row_b,
-                                                         nx_ga, nx_ra, nx_gb, nx_rb)
+    if cutlass.const_expr(not rows_smem):
+        if nch > 0:
+            nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, bos, eos, row_a, row_b,
+                                                             nx_ga, nx_ra, nx_gb, nx_rb)
 
     for i in cutlass.range(nch, unroll=1):
         stage = i % ns
@@ -435,14 +467,10 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         c = coff + i
 
         # (0) coef_j = exp(g_last - gcum_j) * rk_j for this thread's rows j < L, exactly 0 for
-        # j >= L; decay = exp(g_last).  In registers: no shared-memory round trip on the chain
-        decay = cute.math.exp(nx_glast)
-        coef_a = Float32(0.0)
-        coef_b = Float32(0.0)
-        if row_a < L:
-            coef_a = cute.math.exp(nx_glast - nx_ga) * nx_ra
-        if row_b < L:
-            coef_b = cute.math.exp(nx_glast - nx_gb) * nx_rb
+        # j >= L; decay = exp(g_last).  Throughput build: here, from registers; latency build:
+        # under wgmma 1, from the stage's row data
+        if cutlass.const_expr(not rows_smem):
+            decay, coef_a, coef_b = _coefs(nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, L, row_a, row_b)
 
         # (1) bf16(S) into smem (wgmma 1's B operand; also the TMA source of h[c]).  The TMA
         # store of h[c - 1] finished reading sS before barrier B of chunk i - 1
@@ -475,7 +503,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         if cutlass.const_expr(num_wg == 1):
             nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _h_and_rows(
                 i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, sS_kv,
-                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb)
+                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, not rows_smem)
 
         cute.arch.mbarrier_wait(full_bar + stage, phase)
 
@@ -491,12 +519,14 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         for kb in cutlass.range_constexpr(num_kb1):
             cute.gemm(mma1, accV, tWr[None, None, kb, stage], tSr[None, None, kb, wg], accV)
         warpgroup.commit_group()
-        _refill(i, nch, bos, cta_col0, rank, warp_idx, tma_w, mW_h, tma_u, mU_h, tma_k, mK_h,
-                sW, sU, sK, full_bar, empty_bar, num_wg, cz)
+        _refill(i, nch, bos, eos, cta_col0, rank, warp_idx, hv, tma_w, mW_h, tma_u, mU_h, tma_k, mK_h,
+                sW, sU, sK, sRow, gcum, rk, full_bar, empty_bar, num_wg, cz)
+        if cutlass.const_expr(rows_smem):
+            decay, coef_a, coef_b = _coefs(*_rows_from_smem(sRow, stage, L, row_a, row_b), L, row_a, row_b)
         if cutlass.const_expr(num_wg > 1):
             nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _h_and_rows(
                 i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, sS_kv,
-                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb)
+                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, not rows_smem)
         cute.copy(ld_U, ld_U.partition_S(sU[None, None, stage * num_wg + wg]), rU_bf)
         for e in cutlass.range_constexpr(cute.size(rU_cv)):
             rU_cv[e] = Float32(rU_bf[e])
@@ -546,11 +576,12 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
 
 
 @cute.jit
-def _refill(i: Int32, nch: Int32, bos: Int32, cta_col0: Int32, rank: Int32, warp_idx: Int32,
-            tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar, empty_bar,
-            num_wg: cutlass.Constexpr, cz: cutlass.Constexpr):
-    """Warp 0: the TMA loads of chunk i + stages - 1 into chunk i - 1's stage (called after barrier
-    A of chunk i; with a cluster, once every CTA has released that stage)."""
+def _refill(i: Int32, nch: Int32, bos: Int32, eos: Int32, cta_col0: Int32, rank: Int32, warp_idx: Int32,
+            hv: Int32, tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, full_bar,
+            empty_bar, num_wg: cutlass.Constexpr, cz: cutlass.Constexpr):
+    """Warp 0: the TMA loads (and the latency build's row data) of chunk i + stages - 1 into chunk
+    i - 1's stage (called after barrier A of chunk i; with a cluster, once every CTA has released
+    that stage)."""
     ns = _stages(num_wg)
     if warp_idx == 0:
         nxt = i + (ns - 1)
@@ -560,21 +591,25 @@ def _refill(i: Int32, nch: Int32, bos: Int32, cta_col0: Int32, rank: Int32, warp
                     cute.arch.mbarrier_wait(empty_bar + nxt % ns, (nxt // ns + 1) % 2)
             _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
                          bos + nxt * CHUNK, cta_col0, nxt % ns, rank, num_wg, cz)
+            if cutlass.const_expr(_rows_in_smem(num_wg)):
+                _issue_rows(gcum, rk, sRow, hv, bos + nxt * CHUNK, eos, nxt % ns, full_bar)
 
 
 @cute.jit
 def _h_and_rows(i: Int32, nch: Int32, eos: Int32, t0: Int32, c: Int32, hv: Int32, vblk: Int32, store_warp,
                 wg: Int32, row_a: Int32, row_b: Int32, tma_h, mH, sS_kv, gcum: cute.Tensor, rk: cute.Tensor,
-                nx_glast: Float32, nx_ga: Float32, nx_ra: Float32, nx_gb: Float32, nx_rb: Float32):
-    """The store warp: the TMA store of h[c, hv, :, cols] = bf16(S) from sS; every thread: the
-    loads of the next chunk's row data (returned: g_last, gcum and rk of its two rows).  Called
-    after barrier A of chunk i."""
+                nx_glast: Float32, nx_ga: Float32, nx_ra: Float32, nx_gb: Float32, nx_rb: Float32,
+                load_rows: cutlass.Constexpr):
+    """The store warp: the TMA store of h[c, hv, :, cols] = bf16(S) from sS; every thread (if
+    load_rows): the loads of the next chunk's row data (returned: g_last, gcum and rk of its two
+    rows).  Called after barrier A of chunk i."""
     if store_warp:
         tma.store(tma_h, sS_kv[None, None, wg],
                    cute.zipped_divide(mH[None, None, c, hv], (DK, VB))[((None, None), (0, vblk))])
-    if i + 1 < nch:
-        nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, t0 + CHUNK, eos, row_a, row_b,
-                                                         nx_ga, nx_ra, nx_gb, nx_rb)
+    if cutlass.const_expr(load_rows):
+        if i + 1 < nch:
+            nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, t0 + CHUNK, eos, row_a, row_b,
+                                                             nx_ga, nx_ra, nx_gb, nx_rb)
     return nx_glast, nx_ga, nx_ra, nx_gb, nx_rb
 
 
@@ -617,6 +652,48 @@ def _barrier(store_warp, pending: cutlass.Constexpr):
         cute.arch.cp_async_bulk_wait_group(pending, read=True)
     cute.arch.fence_proxy("async.shared", space="cta")
     cute.arch.sync_threads()
+
+
+@cute.jit
+def _coefs(g_last: Float32, ga: Float32, ra: Float32, gb: Float32, rb: Float32, L: Int32,
+           row_a: Int32, row_b: Int32):
+    """decay = exp(g_last) and coef_j = exp(g_last - gcum_j) * rk_j for this thread's rows j < L,
+    exactly 0 for j >= L (a select: the row data of rows >= L are never used)."""
+    decay = cute.math.exp(g_last)
+    coef_a = Float32(0.0)
+    coef_b = Float32(0.0)
+    if row_a < L:
+        coef_a = cute.math.exp(g_last - ga) * ra
+    if row_b < L:
+        coef_b = cute.math.exp(g_last - gb) * rb
+    return decay, coef_a, coef_b
+
+
+@cute.jit
+def _issue_rows(gcum: cute.Tensor, rk: cute.Tensor, sRow: cute.Tensor, hv: Int32, t0: Int32, eos: Int32,
+                stage: Int32, full_bar):
+    """Warp 0 (latency build): the row data of the chunk at t0 into the stage's row tile, 4-byte
+    cp.async per row j < L (lane j and j + 32; rows >= L are not read), then each lane arrives on
+    the stage's full mbarrier once its copies have landed (noinc: counted in _full_arrivals)."""
+    lane = cute.arch.lane_idx()
+    L = cutlass.min(eos - t0, CHUNK)
+    atom = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=32)
+    gG = gcum[None, hv]
+    gR = rk[None, hv]
+    for h in cutlass.range_constexpr(2):
+        j = lane + 32 * h
+        if j < L:
+            cute.copy(atom, cute.local_tile(gG, (1,), (t0 + j,)), cute.local_tile(sRow[None, 0, stage], (1,), (j,)))
+            cute.copy(atom, cute.local_tile(gR, (1,), (t0 + j,)), cute.local_tile(sRow[None, 1, stage], (1,), (j,)))
+    cute.arch.cp_async_mbarrier_arrive_noinc(full_bar + stage)
+
+
+@cute.jit
+def _rows_from_smem(sRow: cute.Tensor, stage: Int32, L: Int32, row_a: Int32, row_b: Int32):
+    """g_last, and gcum, rk of rows row_a and row_b of the stage's chunk (rows >= L: stale values,
+    unused by _coefs)."""
+    return (sRow[L - 1, 0, stage], sRow[row_a, 0, stage], sRow[row_a, 1, stage],
+            sRow[row_b, 0, stage], sRow[row_b, 1, stage])
 
 
 @cute.jit

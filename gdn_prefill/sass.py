@@ -18,7 +18,7 @@ import sys
 
 from . import _manifest
 
-OPCODES = ("HGMMA", "HMMA", "UTMALDG", "UTMASTG", "LDL", "STL", "FFMA", "LDGSTS", "STSM", "LDSM")
+OPCODES = ("HGMMA", "HMMA", "UTMALDG", "UTMASTG", "LDL", "STL", "FFMA", "LDGSTS", "STSM", "LDSM", "ARRIVES")
 
 
 def nvdisasm() -> str | None:

@@ -104,21 +104,35 @@ def test_register_state_spine_feeds_every_mma_from_registers(layout, pair):
     assert info["threads"] == 192 and info["cluster"] == (plan.RS_SPINE_PAIR if pair else 1)
 
 
+@needs_nvdisasm
+@pytest.mark.parametrize("layout", ["kv", "vk"])
+def test_wgmma_latency_build_reads_row_data_from_its_ring(layout):
+    """The latency build copies each chunk's gcum / rk rows into its TMA ring with cp.async that
+    complete on the stage's full mbarrier (LDGSTS + ARRIVES.LDGSTSBAR), so its loop never waits
+    on a register load's scoreboard for them; the throughput build loads them into registers."""
+    one = counts(f"spine_wgmma_{layout}")
+    two = counts(f"spine_wgmma_wg2_{layout}")
+    assert one["LDGSTS"] > 0 and one["ARRIVES"] > 0, one
+    assert two["LDGSTS"] == 0 and two["ARRIVES"] == 0, two
+
+
 @pytest.mark.parametrize("layout", ["kv", "vk"])
 def test_wgmma_spine_builds_by_warpgroups(layout):
     """One kernel compiled per warpgroup count: 128 * WG threads; shared memory = the mbarriers
-    (one 1 KB-aligned block), a ring of W and K (shared by the warpgroups) and U per warpgroup,
-    3 stages for WG=1 (it refills two chunks ahead) and 2 for WG=2, then each warpgroup's own
-    bf16(S), P and bf16(Vnew) tiles (two Vnew tiles for WG=1, one for WG=2: two CTAs per SM)."""
+    (and for WG=1 each stage's fp32 gcum / rk rows) in 1 KB-aligned blocks, a ring of W and K
+    (shared by the warpgroups) and U per warpgroup, 3 stages for WG=1 (it refills two chunks
+    ahead) and 2 for WG=2, then each warpgroup's own bf16(S), P and bf16(Vnew) tiles (two Vnew
+    tiles for WG=1, one for WG=2: two CTAs per SM)."""
     one, two = _manifest.variant(f"spine_wgmma_{layout}"), _manifest.variant(f"spine_wgmma_wg2_{layout}")
     assert (one["threads"], two["threads"]) == (128, 256)
     chunk, dk, vb = ABI["GDN_CHUNK"], ABI["GDN_HEAD_DIM_K"], ABI["GDN_WGMMA_SPINE_VBLOCK"]
 
-    def smem(wg, stages, vn):
+    def smem(wg, stages, vn, rows):
+        head = 16 * stages + (4 * stages * 2 * chunk if rows else 0)       # mbarriers (+ rows)
         ring = stages * 2 * (chunk * dk + dk * chunk + wg * chunk * vb)
-        return 1024 + ring + wg * 2 * (dk * vb + chunk * vb + vn * chunk * vb)
+        return -(-head // 1024) * 1024 + ring + wg * 2 * (dk * vb + chunk * vb + vn * chunk * vb)
 
-    assert (one["smem_bytes"], two["smem_bytes"]) == (smem(1, 3, 2), smem(2, 2, 1))
+    assert (one["smem_bytes"], two["smem_bytes"]) == (smem(1, 3, 2, True), smem(2, 2, 1, False))
     assert 2 * (two["smem_bytes"] + 1024) <= 228 * 1024     # two throughput CTAs per SM
     assert one["kwargs"]["warpgroups"] == "1" and two["kwargs"]["warpgroups"] == "2"
 

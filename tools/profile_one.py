@@ -1,17 +1,25 @@
 """One prefill for a profiler to look at (Hk/Hv = 16/32, wgmma spine), run twice:
-    ncu -k regex:... python tools/profile_one.py [BxT]        (default 1x8192)"""
+    ncu -k regex:... python tools/profile_one.py [BxT] [fused|unfused]   (default 1x8192, the rule's plan)
+("unfused" runs spine_wgmma + fwd_o, the spine of issue 4's microbenchmark)"""
 import sys
 
 import torch
 
 import gdn_prefill
+from gdn_prefill import _ext
 from gdn_prefill import reference as ref
 
 b, t = (int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "1x8192").split("x"))
+fused = {"fused": 1, "unfused": 0}.get(sys.argv[2] if len(sys.argv) > 2 else "", -1)
 inp = ref.make_inputs([t] * b, 16, 32, seed=0, device="cuda", state="dense", l2norm_inputs=True)
 out = torch.empty_like(inp["v"])
+args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, inp["state"])
+ws = torch.empty(gdn_prefill.workspace_bytes(b * t, b, 32), dtype=torch.uint8, device="cuda")
 for _ in range(2):
-    gdn_prefill.prefill(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, inp["state"],
-                        cu_seqlens=inp["cu_seqlens"], spine="wgmma")
+    if fused < 0:
+        gdn_prefill.prefill(*args, cu_seqlens=inp["cu_seqlens"], spine="wgmma")
+    else:   # the stage hook (bench_spine's): one plan forced
+        _ext._launch_stages(("recompute_wu", "spine", "fwd_o"), *args, cu_seqlens=inp["cu_seqlens"],
+                            spine="wgmma", workspace=ws, fused=fused)
 torch.cuda.synchronize()
 print("done")
