@@ -110,6 +110,46 @@ def disassemble(path: str) -> str:
     return subprocess.run([tool, "-c", path], check=True, capture_output=True, text=True).stdout
 
 
+def instructions(path: str) -> list[dict]:
+    """Every instruction of a cubin with its scheduling control, decoded from the encoding's top
+    23 bits (sm_70 and later): `wait`, the mask of scoreboards it waits for before issuing; `wb` /
+    `rb`, the scoreboard it sets until its result is written / its sources are read (None if
+    none); `stall`, the fixed cycles before the next instruction; `addr`, `text` and `label` (the
+    `.L_x_n` label at this address, if any)."""
+    tool = nvdisasm()
+    if tool is None:
+        raise FileNotFoundError("nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
+    lines = subprocess.run([tool, "-hex", "-c", path], check=True, capture_output=True, text=True).stdout.splitlines()
+    out, label = [], None
+    for i, line in enumerate(lines):
+        m = re.match(r"\s*(\.L_x_\d+):", line)
+        if m:
+            label = m.group(1)
+            continue
+        m = re.search(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;\s*/\* 0x[0-9a-f]+ \*/", line)
+        if not m:
+            continue
+        hi = int(re.search(r"/\* (0x[0-9a-f]+) \*/", lines[i + 1]).group(1), 16)
+        ctrl = hi >> 41
+        wb, rb = (ctrl >> 5) & 7, (ctrl >> 8) & 7
+        out.append({"addr": int(m.group(1), 16), "text": m.group(2), "label": label,
+                    "stall": ctrl & 0xF, "wb": None if wb == 7 else wb, "rb": None if rb == 7 else rb,
+                    "wait": (ctrl >> 11) & 0x3F})
+        label = None
+    return out
+
+
+def loops(instrs: list[dict]) -> list[tuple[int, int]]:
+    """(first, last) indices into `instrs` of every loop: a branch back to an earlier label."""
+    at = {ins["label"]: k for k, ins in enumerate(instrs) if ins["label"]}
+    found = []
+    for k, ins in enumerate(instrs):
+        m = re.search(r"\bBRA\b.*`\((\.L_x_\d+)\)", ins["text"])
+        if m and m.group(1) in at and at[m.group(1)] < k:
+            found.append((at[m.group(1)], k))
+    return found
+
+
 def opcode_counts(sass: str) -> dict[str, int]:
     counts = {}
     for op in OPCODES:

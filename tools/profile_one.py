@@ -1,6 +1,7 @@
 """One prefill for a profiler to look at (Hk/Hv = 16/32, wgmma spine), run twice:
     ncu -k regex:... python tools/profile_one.py [BxT] [fused|unfused]   (default 1x8192, the rule's plan)
-("unfused" runs spine_wgmma + fwd_o, the spine of issue 4's microbenchmark)"""
+("unfused" runs spine_wgmma + fwd_o, the spine of issue 4's microbenchmark; "fused" the fused
+plan serially, its spine spine_rs_o_pair alone)"""
 import sys
 
 import torch
@@ -18,8 +19,10 @@ ws = torch.empty(gdn_prefill.workspace_bytes(b * t, b, 32), dtype=torch.uint8, d
 for _ in range(2):
     if fused < 0:
         gdn_prefill.prefill(*args, cu_seqlens=inp["cu_seqlens"], spine="wgmma")
-    else:   # the stage hook (bench_spine's): one plan forced
-        _ext._launch_stages(("recompute_wu", "spine", "fwd_o"), *args, cu_seqlens=inp["cu_seqlens"],
-                            spine="wgmma", workspace=ws, fused=fused)
+    else:   # the stage hook (bench_spine's): one plan forced; the fused one serial (stage 1 wholly
+        # first: ncu runs kernels one at a time, and the overlap plan's spine waits for stage 1's flags)
+        _ext._launch_stages(("recompute_wu", "spine") + (() if fused else ("fwd_o",)), *args, cu_seqlens=inp["cu_seqlens"],
+                            spine="wgmma", workspace=ws, fused=fused, overlap_split=0 if fused else -1,
+                            pair=1 if fused else -1)   # the pair build: what the prefill runs at B=1 and B=8
 torch.cuda.synchronize()
 print("done")
