@@ -303,7 +303,7 @@ def spine_wgmma_kernel(
     sP = storage.sP.get_tensor(lay_p.outer, swizzle=lay_p.inner)        # (VB, 64, WG)    B operand
     lay_p_jv = cute.select(lay_p, mode=[1, 0, 2])
     sP_jv = storage.sP.get_tensor(lay_p_jv.outer, swizzle=lay_p_jv.inner)  # (64, VB, WG) same bytes
-    sVn = storage.sVn.get_tensor(lay_vn.outer, swizzle=lay_vn.inner)    # (64, VB, 2*WG)
+    sVn = storage.sVn.get_tensor(lay_vn.outer, swizzle=lay_vn.inner)    # (64, VB, buffers*WG)
     sRow = None
     if cutlass.const_expr(_rows_in_smem(num_wg)):
         sRow = storage.rows.get_tensor(cute.make_layout((CHUNK, 2, _stages(num_wg))))  # (row, gcum|rk, stage)
