@@ -2,10 +2,14 @@
 
     ncu --clock-control none --set full --import-source no -k regex:spine -c 1 -o rep python3 tools/profile_one.py
     ncu -i rep.ncu-rep --page source --csv --print-source sass > src.csv
-    python3 tools/ncu_hot.py src.csv [--top 40]
+    python3 tools/ncu_hot.py src.csv [--top 40] [--cubin build/aot/cubin/VARIANT/*.cubin]
 
 Prints the instructions with the most warp-stall samples, each with its share of all samples
-and the stall reason columns that are non-zero for it, then the totals per reason.
+and the stall reason columns that are non-zero for it, then the totals per reason.  With the
+profiled kernel's cubin (nvdisasm needed), each hot instruction that waits on a scoreboard also
+names the nearest instructions that may run before it (back to its loop's head, then the
+previous iteration from the back edge, then the loop's entry) and set that scoreboard: a long-scoreboard stall then points at the load it waits for (run 64: a loop's first
+instruction waiting on the previous iteration's row-data LDGs).
 """
 import argparse
 import csv
@@ -24,6 +28,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
     ap.add_argument("--top", type=int, default=40)
+    ap.add_argument("--cubin", help="the profiled kernel's cubin: name what each hot instruction waits for")
     ap.add_argument("--phases", action="store_true",
                     help="also sum the samples between consecutive CTA barriers (BAR.SYNC), in SASS order")
     a = ap.parse_args()
@@ -41,12 +46,15 @@ def main() -> None:
     total = sum(_num(r[col[samp]]) for r in body) or 1.0
     print(f"{len(body)} SASS lines, {total:.0f} stall samples; reason columns: {len(reasons)}")
     hot = sorted(body, key=lambda r: -_num(r[col[samp]]))[: a.top]
+    waits = _wait_sources(a.cubin, body, col) if a.cubin else {}
     for r in hot:
         n = _num(r[col[samp]])
         why = sorted(((_num(r[col[h]]), h) for h in reasons), reverse=True)
         why_s = " ".join(f"{h}={v:.0f}" for v, h in why[:3] if v > 0)
         addr = r[col["Address"]] if "Address" in col else r[0]
         print(f"{100 * n / total:5.1f}%  {addr:>6}  {r[col[src]][:60]:<60}  {why_s}")
+        if addr in waits:
+            print(f"{'':15}{waits[addr]}")
     if a.phases:
         _phases(body, col, samp, src, total)
     if reasons:
@@ -54,6 +62,47 @@ def main() -> None:
         tot = sorted(((sum(_num(r[col[h]]) for r in body), h) for h in reasons), reverse=True)
         for v, h in tot[:12]:
             print(f"  {h:<40} {100 * v / total:5.1f}%")
+
+
+def _wait_sources(cubin: str, body, col) -> dict[str, str]:
+    """address -> 'waits SBn on: OP@offset, ...' for every CSV row whose instruction waits on a
+    scoreboard (the CSV's first row is the kernel's first instruction, offset 0)."""
+    import os
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    from gdn_prefill import sass
+
+    ins = sass.instructions(cubin)
+    at = {x["addr"]: k for k, x in enumerate(ins)}
+    spans = sass.loops(ins)
+
+    def op(x):
+        t = x["text"].split()
+        return f"{t[1] if t[0].startswith('@') else t[0]}@{x['addr']:04x}"
+
+    def order(k):
+        """Instructions that may run just before k: back to its innermost loop's head, then from
+        the loop's back edge (the previous iteration), then before the loop (its entry)."""
+        inner = min((ab for ab in spans if ab[0] <= k <= ab[1]), key=lambda ab: ab[1] - ab[0], default=None)
+        if inner is None:
+            return list(range(k - 1, -1, -1))
+        a, b = inner
+        return list(range(k - 1, a - 1, -1)) + list(range(b, k, -1)) + list(range(a - 1, -1, -1))
+    key = "Address" if "Address" in col else None
+    base = int(body[0][col[key]] if key else body[0][0], 16)
+    out = {}
+    for r in body:
+        addr = r[col[key]] if key else r[0]
+        k = at.get(int(addr, 16) - base)
+        if k is None or not ins[k]["wait"]:
+            continue
+        parts = []
+        for sb in range(6):
+            if not (ins[k]["wait"] >> sb) & 1:
+                continue
+            setters = [op(ins[j]) for j in order(k) if sb in (ins[j]["wb"], ins[j]["rb"])][:3]
+            parts.append(f"SB{sb} <- {', '.join(setters)}")
+        out[addr] = "waits " + "; ".join(parts)
+    return out
 
 
 def _phases(body, col, samp, src, total) -> None:

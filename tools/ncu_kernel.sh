@@ -6,6 +6,8 @@
 #   SKIP=3 bash tools/ncu_kernel.sh recompute_wu wu2   (skips 3 matches: profile_one.py runs the
 #   prefill twice, so at 1x8192 this is the second call's stage-1 part 2 of the overlap plan, the
 #   launch that publishes the ready flags; ncu runs the launches one after another)
+#   CUBIN=build/aot/cubin/spine_wgmma_kv/*.cubin bash tools/ncu_kernel.sh spine_wgmma sw 1x16384 unfused
+#   (the profiled kernel's cubin: ncu_hot.py names the instructions each hot one waits for)
 # Needs an installed gdn_prefill; writes $OUT/ncu_TAG_{source.csv,hot.txt,details.txt}.
 set -u
 OUT=${OUT:-/tmp/gdn_out}; mkdir -p "$OUT"
@@ -17,4 +19,4 @@ ncu -i "/tmp/ncu_$tag.ncu-rep" --page details >"$OUT/ncu_${tag}_details.txt" 2>&
 echo "== $tag"
 grep -E "^ +Duration|Registers Per|Warp Cycles Per Issued|L2 Cache Throughput|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Dynamic Shared" \
   "$OUT/ncu_${tag}_details.txt"
-python3 tools/ncu_hot.py "$OUT/ncu_${tag}_source.csv" --top 25 --phases >"$OUT/ncu_${tag}_hot.txt"; cat "$OUT/ncu_${tag}_hot.txt"
+python3 tools/ncu_hot.py "$OUT/ncu_${tag}_source.csv" --top 25 --phases ${CUBIN:+--cubin $CUBIN} >"$OUT/ncu_${tag}_hot.txt"; cat "$OUT/ncu_${tag}_hot.txt"
