@@ -4,8 +4,12 @@
     python benchmarks/bench_spine.py --crossover | --pair-crossover      (where the build rules switch)
 
 Stage 1 (recompute_wu) runs once to fill the workspace; then only the
-spine is captured in a CUDA graph and replayed (launch gaps removed), timed with CUDA
-events, median of many replays.  Shapes: T in {1K, 4K, 16K, 64K}, B in {1, 8},
+spine is captured in a CUDA graph and replayed, timed with CUDA events, median of many replays,
+two ways: "µs" / "µs/chunk" time one replay on an idle GPU (start event, replay, end event,
+synchronize: the host's submission of the graph is inside each sample, as for a lone call);
+"µs/chunk, queued" times replays queued behind a sleep kernel (bench_prefill's graph method:
+the launch is already queued when the start event passes, as for a spine inside a layer's
+graph).  The per-call part (launch, prologue, drain) weighs most at small T.  Shapes: T in {1K, 4K, 16K, 64K}, B in {1, 8},
 Hv = 32 (Hk = 16), K = V = 128, bf16 operands, fp32 state.
 
 The spine is the one of the unfused plan (it writes h and vnew for fwd_o), for both
@@ -28,7 +32,7 @@ import datetime
 import statistics
 import sys
 
-from gdn_prefill.bench import write_json, write_text
+from gdn_prefill.bench import _event_loop, write_json, write_text
 
 PEAK_TFLOPS = 989.0
 CHUNK = 64
@@ -84,11 +88,29 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
         b.synchronize()
         times.append(a.elapsed_time(b) * 1e3)
     us = statistics.median(times)
+    us_queued = statistics.median(_event_loop(lambda i: graph.replay(), 1, reps,
+                                              head_start_s=min(reps * 15e-6, 0.03)))
     chunks_per_seq = -(-T // CHUNK)
     tflops = spine_flops(Tt, Hv, fused=bool(fused)) / (us * 1e-6) / 1e12
     return dict(spine=spine, build=build, warpgroups=warpgroups, pair=pair, B=B, T=T, Hv=Hv, Hk=Hk, us=us,
-                us_per_chunk=us / chunks_per_seq,
+                us_per_chunk=us / chunks_per_seq, us_queued=us_queued,
+                us_per_chunk_queued=us_queued / chunks_per_seq,
                 tflops=tflops, pct_peak=100 * tflops / PEAK_TFLOPS, reps=reps)
+
+
+def markdown(rows: list[dict], meta: dict) -> str:
+    """The table of a run: one row per (spine, B, T); the wgmma rows' speed-up over the scalar
+    spine of the same shape (one-call times)."""
+    lines = [f"Spine microbenchmark — {meta['card']}, {meta['date']}, {meta['shapes']}, {meta['method']}", "",
+             "| spine | build | B | T | µs | µs/chunk | TFLOP/s | % bf16 peak | wgmma speed-up | µs/chunk, queued |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    by = {(r["spine"], r["B"], r["T"]): r for r in rows}
+    for r in rows:
+        sc = by.get(("scalar", r["B"], r["T"]))
+        speed = f"{sc['us'] / r['us']:.1f}x" if (r["spine"] == "wgmma" and sc) else ""
+        lines.append(f"| {r['spine']} | {r['build']} | {r['B']} | {r['T']} | {r['us']:.1f} | {r['us_per_chunk']:.3f} | "
+                     f"{r['tflops']:.2f} | {r['pct_peak']:.2f} | {speed} | {r['us_per_chunk_queued']:.3f} |")
+    return "\n".join(lines)
 
 
 def crossover(spine: str, ctas_label: str, ctas_per_head: int, builds, json_path=None, md_path=None) -> None:
@@ -158,19 +180,11 @@ def main(argv=None) -> int:
                       f"{r['tflops']:7.2f} TFLOP/s ({r['pct_peak']:.2f}% peak)", flush=True)
     meta = dict(card=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(),
                 torch=torch.__version__, shapes="Hk/Hv=16/32, K=V=128", method="CUDA graph of the spine alone, "
-                "median of replays timed with CUDA events")
+                "median of replays timed with CUDA events (µs: one replay on an idle GPU; queued: replays "
+                "queued behind a sleep kernel)")
     if a.json:
         write_json(dict(meta=meta, rows=rows), a.json)
-    lines = [f"Spine microbenchmark — {meta['card']}, {meta['date']}, {meta['shapes']}, {meta['method']}", "",
-             "| spine | build | B | T | µs | µs/chunk | TFLOP/s | % bf16 peak | wgmma speed-up |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    by = {(r["spine"], r["B"], r["T"]): r for r in rows}
-    for r in rows:
-        sc = by.get(("scalar", r["B"], r["T"]))
-        speed = f"{sc['us'] / r['us']:.1f}x" if (r["spine"] == "wgmma" and sc) else ""
-        lines.append(f"| {r['spine']} | {r['build']} | {r['B']} | {r['T']} | {r['us']:.1f} | {r['us_per_chunk']:.3f} | "
-                     f"{r['tflops']:.2f} | {r['pct_peak']:.2f} | {speed} |")
-    table = "\n".join(lines)
+    table = markdown(rows, meta)
     print(table)
     if a.md:
         write_text(table + "\n", a.md)

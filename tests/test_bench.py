@@ -325,3 +325,26 @@ def test_microbenchmark_scripts_without_gpu():
     run = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "bench_spine.py"), "--spines", "fast"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "--spines: unknown spine(s) ['fast']" in run.stderr, run.stderr
+
+
+def test_spine_table_has_both_timings():
+    """bench_spine's markdown: the one-call µs/chunk, the wgmma speed-up over the scalar row of the
+    same shape (from the one-call times) and the queued µs/chunk, one cell each per row."""
+    import importlib.util
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("bench_spine", os.path.join(root, "benchmarks", "bench_spine.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+
+    def row(spine, us, us_q):
+        return dict(spine=spine, build=f"spine_{spine}_kv", B=1, T=4096, us=us, us_per_chunk=us / 64,
+                    us_queued=us_q, us_per_chunk_queued=us_q / 64, tflops=1.0, pct_peak=0.1)
+
+    meta = dict(card="H200", date="2026-11-30", shapes="Hk/Hv=16/32", method="m")
+    lines = mod.markdown([row("scalar", 448.0, 440.0), row("wgmma", 64.0, 57.6)], meta).splitlines()
+    head, rows = lines[2], lines[4:]
+    assert head.count("|") == 11 and head.endswith("µs/chunk, queued |")
+    assert [r.count("|") for r in rows] == [11, 11]
+    cells = [c.strip() for c in rows[1].split("|")[1:-1]]
+    assert cells[5] == "1.000" and cells[8] == "7.0x" and cells[9] == "0.900", cells
+    assert [c.strip() for c in rows[0].split("|")[1:-1]][8] == ""
