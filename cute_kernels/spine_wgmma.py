@@ -436,17 +436,15 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     mK_h = mK[None, None, hk]                                          # (128, T) k, rows
     mVn_h = mVn[None, None, hv]                                        # (T, 128) rows, v
 
-    # ---- prologue: TMA (and the latency build's row data) for the first stages - 1 chunks; the
-    # throughput build's row data of chunk 0 into registers
+    # ---- prologue: the loads of the first stages - 1 chunks (_issue_loads); the throughput
+    # build's row data of chunk 0 into registers
     ns = _stages(num_wg)
     rows_smem = _rows_in_smem(num_wg)
     if warp_idx == 0:
         for p in cutlass.range_constexpr(ns - 1):
             if p < nch:
-                _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
-                             bos + p * CHUNK, cta_col0, Int32(p), rank, num_wg, cz)
-                if cutlass.const_expr(rows_smem):
-                    _issue_rows(gcum, rk, sRow, hv, bos + p * CHUNK, eos, Int32(p), full_bar)
+                _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, hv, eos,
+                             full_bar, bos + p * CHUNK, cta_col0, Int32(p), rank, num_wg, cz)
     # throughput build: per-row data of the NEXT chunk to run, loaded one chunk ahead (off the
     # dependency chain): g_last of the chunk, and gcum_j, rk_j of this thread's rows row_a, row_b
     nx_glast = Float32(0.0)
@@ -491,19 +489,19 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                 if i > 0:
                     for r in cutlass.range_constexpr(cz):
                         cute.arch.mbarrier_arrive(empty_bar + (i - 1) % ns, r)
-        # Off the chain: the store warp writes h[c, hv, :, cols] = bf16(S) from sS, every thread
-        # loads the next chunk's row data, warp 0 refills chunk i - 1's stage (free since barrier
-        # A) with the tiles of chunk i + stages - 1.  The latency build (1 warpgroup, B=1) issues
-        # the store and the row data here, as early as possible (after wgmma 1: 1.06 -> 1.15
-        # us/chunk at T=64K, run 61: barrier B waits for the store's read, the next chunk for the
-        # row data), and the loads after wgmma 1, which starts only when its last warp has issued
-        # it; with three stages they still land two chunks ahead (after wgmma 1 with two stages:
-        # 1.04 -> 1.35, run 60).  The throughput build (2 warpgroups, B=8, ~6.5 us per chunk of
-        # slack) issues all of it after wgmma 1 (run 60: 6.60 -> 6.11).
+        # Off the chain: the store warp writes h[c, hv, :, cols] = bf16(S) from sS, warp 0 refills
+        # chunk i - 1's stage (free since barrier A) with chunk i + stages - 1, and in the
+        # throughput build every thread loads the next chunk's row data into registers.  The
+        # latency build (1 warpgroup, B=1) issues the h store here, as early as possible (after
+        # wgmma 1 with the row loads: 1.06 -> 1.15 us/chunk at T=64K, run 61: barrier B waits for
+        # the store's read), and the stage's loads after wgmma 1, which starts only when its last
+        # warp has issued it; with three stages they still land two chunks ahead (after wgmma 1
+        # with two stages: 1.04 -> 1.35, run 60).  The throughput build (2 warpgroups, B=8, ~6.5
+        # us per chunk of slack) issues all of it after wgmma 1 (run 60: 6.60 -> 6.11).
         if cutlass.const_expr(num_wg == 1):
             nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _h_and_rows(
                 i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, sS_kv,
-                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, not rows_smem)
+                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, num_wg)
 
         cute.arch.mbarrier_wait(full_bar + stage, phase)
 
@@ -526,7 +524,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         if cutlass.const_expr(num_wg > 1):
             nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _h_and_rows(
                 i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, sS_kv,
-                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, not rows_smem)
+                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, num_wg)
         cute.copy(ld_U, ld_U.partition_S(sU[None, None, stage * num_wg + wg]), rU_bf)
         for e in cutlass.range_constexpr(cute.size(rU_cv)):
             rU_cv[e] = Float32(rU_bf[e])
@@ -589,24 +587,22 @@ def _refill(i: Int32, nch: Int32, bos: Int32, eos: Int32, cta_col0: Int32, rank:
             if cutlass.const_expr(cz > 1):
                 if nxt >= ns:     # the stage's previous chunk released by every CTA
                     cute.arch.mbarrier_wait(empty_bar + nxt % ns, (nxt // ns + 1) % 2)
-            _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
-                         bos + nxt * CHUNK, cta_col0, nxt % ns, rank, num_wg, cz)
-            if cutlass.const_expr(_rows_in_smem(num_wg)):
-                _issue_rows(gcum, rk, sRow, hv, bos + nxt * CHUNK, eos, nxt % ns, full_bar)
+            _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, hv, eos,
+                         full_bar, bos + nxt * CHUNK, cta_col0, nxt % ns, rank, num_wg, cz)
 
 
 @cute.jit
 def _h_and_rows(i: Int32, nch: Int32, eos: Int32, t0: Int32, c: Int32, hv: Int32, vblk: Int32, store_warp,
                 wg: Int32, row_a: Int32, row_b: Int32, tma_h, mH, sS_kv, gcum: cute.Tensor, rk: cute.Tensor,
                 nx_glast: Float32, nx_ga: Float32, nx_ra: Float32, nx_gb: Float32, nx_rb: Float32,
-                load_rows: cutlass.Constexpr):
-    """The store warp: the TMA store of h[c, hv, :, cols] = bf16(S) from sS; every thread (if
-    load_rows): the loads of the next chunk's row data (returned: g_last, gcum and rk of its two
-    rows).  Called after barrier A of chunk i."""
+                num_wg: cutlass.Constexpr):
+    """The store warp: the TMA store of h[c, hv, :, cols] = bf16(S) from sS; every thread of the
+    throughput build (row data in registers, _rows_in_smem): the loads of the next chunk's row
+    data (returned: g_last, gcum and rk of its two rows).  Called after barrier A of chunk i."""
     if store_warp:
         tma.store(tma_h, sS_kv[None, None, wg],
                    cute.zipped_divide(mH[None, None, c, hv], (DK, VB))[((None, None), (0, vblk))])
-    if cutlass.const_expr(load_rows):
+    if cutlass.const_expr(not _rows_in_smem(num_wg)):
         if i + 1 < nch:
             nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, t0 + CHUNK, eos, row_a, row_b,
                                                              nx_ga, nx_ra, nx_gb, nx_rb)
@@ -714,13 +710,14 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, hv: Int32, t0: Int32, eos: Int
 
 
 @cute.jit
-def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
-                 t0: Int32, cta_col0: Int32, stage: Int32, rank: Int32, num_wg: cutlass.Constexpr,
+def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, hv: Int32, eos: Int32,
+                 full_bar, t0: Int32, cta_col0: Int32, stage: Int32, rank: Int32, num_wg: cutlass.Constexpr,
                  cz: cutlass.Constexpr):
-    """Called by one whole (converged) warp: one elected lane arms the stage's mbarrier with the
-    byte count of all 2 + num_wg copies; each TMA copy is issued by one elected lane (cute.copy
-    elects internally).  U comes as num_wg tiles of (64, VB): warpgroup g's columns
-    cta_col0 + g*VB .. + VB land in sU[:, :, stage*num_wg + g]."""
+    """Everything that fills a stage with the chunk at t0.  Called by one whole (converged) warp:
+    one elected lane arms the stage's mbarrier with the byte count of all 2 + num_wg copies; each
+    TMA copy is issued by one elected lane (cute.copy elects internally).  U comes as num_wg tiles
+    of (64, VB): warpgroup g's columns cta_col0 + g*VB .. + VB land in sU[:, :, stage*num_wg + g].
+    The latency build also copies the chunk's row data (_issue_rows)."""
     bar = full_bar + stage
     with cute.arch.elect_one():
         cute.arch.mbarrier_arrive_and_expect_tx(bar, _tma_bytes_per_stage(num_wg))
@@ -729,6 +726,8 @@ def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, full_bar,
         tma.load(tma_u, tma.gmem_tile(mU_h, (t0, cta_col0 + g * VB), (CHUNK, VB)),
                   sU[None, None, stage * num_wg + g], bar, Int32(0), 1)
     tma.load(tma_k, tma.gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, stage], bar, rank, cz)
+    if cutlass.const_expr(_rows_in_smem(num_wg)):
+        _issue_rows(gcum, rk, sRow, hv, t0, eos, stage, full_bar)
 
 
 # --------------------------------------------------------------------------- launch
