@@ -9,7 +9,8 @@ two ways: "µs" / "µs/chunk" time one replay on an idle GPU (start event, repla
 synchronize: the host's submission of the graph is inside each sample, as for a lone call);
 "µs/chunk, queued" times replays queued behind a sleep kernel (bench_prefill's graph method:
 the launch is already queued when the start event passes, as for a spine inside a layer's
-graph).  The per-call part (launch, prologue, drain) weighs most at small T.  Shapes: T in {1K, 4K, 16K, 64K}, B in {1, 8},
+graph).  The per-call part (launch, prologue, drain) weighs most at small T.
+Shapes: T in {1K, 4K, 16K, 64K}, B in {1, 8},
 Hv = 32 (Hk = 16), K = V = 128, bf16 operands, fp32 state.
 
 The spine is the one of the unfused plan (it writes h and vnew for fwd_o), for both
@@ -32,7 +33,7 @@ import datetime
 import statistics
 import sys
 
-from gdn_prefill.bench import _event_loop, write_json, write_text
+from gdn_prefill.bench import queued_graph_times, write_json, write_text
 
 PEAK_TFLOPS = 989.0
 CHUNK = 64
@@ -88,8 +89,7 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
         b.synchronize()
         times.append(a.elapsed_time(b) * 1e3)
     us = statistics.median(times)
-    us_queued = statistics.median(_event_loop(lambda i: graph.replay(), 1, reps,
-                                              head_start_s=min(reps * 15e-6, 0.03)))
+    us_queued = statistics.median(queued_graph_times(lambda i: graph.replay(), 1, reps))
     chunks_per_seq = -(-T // CHUNK)
     tflops = spine_flops(Tt, Hv, fused=bool(fused)) / (us * 1e-6) / 1e12
     return dict(spine=spine, build=build, warpgroups=warpgroups, pair=pair, B=B, T=T, Hv=Hv, Hk=Hk, us=us,

@@ -103,11 +103,12 @@ def resources(path: str) -> list[dict]:
     return out
 
 
-def disassemble(path: str) -> str:
+def disassemble(path: str, *flags: str) -> str:
+    """nvdisasm's SASS of a cubin (extra nvdisasm flags, e.g. "-hex", pass through)."""
     tool = nvdisasm()
     if tool is None:
         raise FileNotFoundError("nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
-    return subprocess.run([tool, "-c", path], check=True, capture_output=True, text=True).stdout
+    return subprocess.run([tool, *flags, "-c", path], check=True, capture_output=True, text=True).stdout
 
 
 def instructions(path: str) -> list[dict]:
@@ -116,10 +117,7 @@ def instructions(path: str) -> list[dict]:
     `rb`, the scoreboard it sets until its result is written / its sources are read (None if
     none); `stall`, the fixed cycles before the next instruction; `addr`, `text` and `label` (the
     `.L_x_n` label at this address, if any)."""
-    tool = nvdisasm()
-    if tool is None:
-        raise FileNotFoundError("nvdisasm not found (pip install nvidia-cuda-nvdisasm)")
-    lines = subprocess.run([tool, "-hex", "-c", path], check=True, capture_output=True, text=True).stdout.splitlines()
+    lines = disassemble(path, "-hex").splitlines()
     out, label = [], None
     for i, line in enumerate(lines):
         m = re.match(r"\s*(\.L_x_\d+):", line)

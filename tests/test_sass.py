@@ -114,9 +114,14 @@ def _chunk_loop(variant: str) -> list[dict]:
     return ins[a:b + 1]
 
 
+def _is_ldg(text: str) -> bool:
+    """A global load into registers (predicated or not)."""
+    return re.match(r"(@!?U?P\w+\s+)?LDG\b", text) is not None
+
+
 def _waits_on_register_loads(body: list[dict]) -> list[str]:
     """Instructions of a loop that wait on a scoreboard which an LDG of the same loop sets."""
-    ldg = {x["wb"] for x in body if re.match(r"(@!?U?P\w+\s+)?LDG\b", x["text"])}
+    ldg = {x["wb"] for x in body if _is_ldg(x["text"])}
     return [x["text"] for x in body if any((x["wait"] >> sb) & 1 for sb in ldg if sb is not None)]
 
 
@@ -129,7 +134,7 @@ def test_wgmma_latency_loop_never_waits_on_a_register_load(layout):
     throughput build keeps that register path (its shared memory is at the two-CTA limit) and
     the decoder sees the same wait there."""
     one = _chunk_loop(f"spine_wgmma_{layout}")
-    assert not [x for x in one if re.match(r"(@!?U?P\w+\s+)?LDG\b", x["text"])]
+    assert not [x for x in one if _is_ldg(x["text"])]
     assert _waits_on_register_loads(one) == []
     two = _chunk_loop(f"spine_wgmma_wg2_{layout}")
     assert any(t.startswith("F2FP") for t in _waits_on_register_loads(two))

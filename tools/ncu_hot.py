@@ -24,6 +24,12 @@ def _num(s: str) -> float:
         return 0.0
 
 
+def _opcode(text: str) -> str:
+    """The opcode of a SASS line, past its predicate (`@!P0 BRA ...` -> `BRA`)."""
+    t = text.split()
+    return t[1] if t and t[0].startswith("@") and len(t) > 1 else (t or [""])[0]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
@@ -75,10 +81,6 @@ def _wait_sources(cubin: str, body, col) -> dict[str, str]:
     at = {x["addr"]: k for k, x in enumerate(ins)}
     spans = sass.loops(ins)
 
-    def op(x):
-        t = x["text"].split()
-        return f"{t[1] if t[0].startswith('@') else t[0]}@{x['addr']:04x}"
-
     def order(k):
         """Instructions that may run just before k: back to its innermost loop's head, then from
         the loop's back edge (the previous iteration), then before the loop (its entry)."""
@@ -99,7 +101,7 @@ def _wait_sources(cubin: str, body, col) -> dict[str, str]:
         for sb in range(6):
             if not (ins[k]["wait"] >> sb) & 1:
                 continue
-            setters = [op(ins[j]) for j in order(k) if sb in (ins[j]["wb"], ins[j]["rb"])][:3]
+            setters = [f"{_opcode(ins[j]['text'])}@{ins[j]['addr']:04x}" for j in order(k) if sb in (ins[j]["wb"], ins[j]["rb"])][:3]
             parts.append(f"SB{sb} <- {', '.join(setters)}")
         out[addr] = "waits " + "; ".join(parts)
     return out
@@ -114,7 +116,7 @@ def _phases(body, col, samp, src, total) -> None:
     idx = 0
     for r in body:
         text = r[col[src]].strip()
-        op = text.split()[1] if text.startswith("@") and len(text.split()) > 1 else (text.split() or [""])[0]
+        op = _opcode(text)
         start = start or (r[col["Address"]] if "Address" in col else r[0])
         seg += _num(r[col[samp]])
         n += 1

@@ -15,7 +15,7 @@ fused = {"fused": 1, "unfused": 0}.get(sys.argv[2] if len(sys.argv) > 2 else "",
 inp = ref.make_inputs([t] * b, 16, 32, seed=0, device="cuda", state="dense", l2norm_inputs=True)
 out = torch.empty_like(inp["v"])
 args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, inp["state"])
-ws = torch.empty(gdn_prefill.workspace_bytes(b * t, b, 32), dtype=torch.uint8, device="cuda")
+ws = None if fused < 0 else torch.empty(gdn_prefill.workspace_bytes(b * t, b, 32), dtype=torch.uint8, device="cuda")
 for _ in range(2):
     if fused < 0:
         gdn_prefill.prefill(*args, cu_seqlens=inp["cu_seqlens"], spine="wgmma")
