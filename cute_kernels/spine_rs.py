@@ -31,7 +31,7 @@ free again by another (ofree), so no warp of the chain waits for another one or 
 
 Per chunk i (slot s = i % NSLOT of a TMA ring: W, U (64 v columns), K, q, pqk tiles of chunk i
 and its coefficient table; full[s] completes on the TMA bytes and the loader's 32 table
-writers; empty[s] on the 4 consumer warps, in the epilogue of chunk i; ostaged[b] on the 4
+writers; empty[s] on the 128 consumer threads, in the epilogue of chunk i; ostaged[b] on the 4
 consumer warps' staged output of a chunk c with c % 2 = b, ofree[b] on the store warp once its
 store of that chunk has read the buffer):
     wait full[s]; (partial chunk: zero K rows >= L, a NaN there would survive 0 * NaN in G3)
@@ -51,7 +51,7 @@ Measured (run 27, H200, Hv = 32): 1.30 us/chunk at B=1 T=4K (spine_la_o 1.35), 5
 Two builds (VARIANTS; the launcher picks per call, plan.spine_rs_pair): solo, and pair, in which
 the two CTAs of a head (adjacent in the grid) form a cluster: each loader TMA-loads half of the
 W, K, q and P tiles and multicasts it to both CTAs, and a slot is refilled only when the consumer
-warps of both CTAs have released it (empty[s] counts 4 x 2 arrivals, remote ones included).
+warps of both CTAs have released it (empty[s] counts the peer's 4 warps too, _empty_arrivals).
 With more CTAs than SMs the spine is bound by L2 throughput (run 48: 90.5 % at 8x4K), which the
 multicast halves for those tiles (run 49: 8x4K 871 -> 857 us); in the overlap plan the spine
 shares the L2 with stage 1's second part, and the pair wins there too (run 51: 1x64K 1834 ->
@@ -112,6 +112,16 @@ def _smem_tiles() -> dict[str, int]:
 
 
 _NBARS = 2 * NSLOT + 4                # full[NSLOT], empty[NSLOT], ostaged[2], ofree[2]
+
+
+def _empty_arrivals(cz: int) -> int:
+    """Arrivals that free a slot: every thread of the 128 consumers of this CTA (each has read the
+    slot's coefficient table, and an mbarrier arrive releases only its own thread's accesses), and
+    in the pair build lane 0 of each of the peer CTA's four consumer warps (its wgmma reads of the
+    tiles this CTA's loader multicasts into it are complete).  With lane 0 of each warp arriving
+    alone, after a warp barrier that ptxas drops in converged code, compute-sanitizer's racecheck
+    found the loader's next table writes unordered after the other lanes' reads (runs 68-71)."""
+    return 4 * 32 + 4 * (cz - 1)
 
 
 def _smem_bytes() -> int:
@@ -229,7 +239,7 @@ def spine_rs_kernel(
     if tidx == 0:
         for s in cutlass.range_constexpr(NSLOT):
             cute.arch.mbarrier_init(full_bar + s, 1 + 32)     # the TMA bytes' arrive + 32 table writers
-            cute.arch.mbarrier_init(empty_bar + s, 4 * cz)    # the four consumer warps of each CTA
+            cute.arch.mbarrier_init(empty_bar + s, _empty_arrivals(cz))
         for b in cutlass.range_constexpr(2):
             cute.arch.mbarrier_init(ostaged_bar + b, 4)       # the four consumer warps' stmatrix
             cute.arch.mbarrier_init(ofree_bar + b, 1)         # the store warp: its store has read sO[b]
@@ -376,13 +386,14 @@ def _epilogue(c: Int32, ltid: Int32, empty_bar, ostaged_bar, ofree_bar, rO, st_o
     then each warp fences its writes for the async proxy and arrives on ostaged[c % 2].  No barrier
     of the warpgroup and no wait on a store: nothing here waits for another warp of the chain."""
     lane = ltid % 32
-    if lane == 0:
-        # this warp is done with the slot (pair build: in both CTAs, each multicasts into it)
-        if cutlass.const_expr(cz > 1):
-            for r in cutlass.range_constexpr(cz):
-                cute.arch.mbarrier_arrive(empty_bar + c % NSLOT, r)
-        else:
-            cute.arch.mbarrier_arrive(empty_bar + c % NSLOT)
+    # this thread is done with the slot (_empty_arrivals); pair build: lane 0 also frees it in the
+    # peer CTA, whose loader multicasts into it
+    cute.arch.mbarrier_arrive(empty_bar + c % NSLOT)
+    if cutlass.const_expr(cz > 1):
+        if lane == 0:
+            rank = cute.arch.block_idx_in_cluster()
+            for r in cutlass.range_constexpr(1, cz):
+                cute.arch.mbarrier_arrive(empty_bar + c % NSLOT, (rank + r) % cz)
     buf = c % 2
     if c >= 2:
         cute.arch.mbarrier_wait(ofree_bar + buf, ((c - 2) // 2) % 2)
