@@ -25,7 +25,7 @@ for each warpgroup:
 Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
   * W (64x128), K (64 tokens x 128, read as the MN-major A operand K^T) and U
     (WG tiles of 64xVB, one per warpgroup, i.e. U[:, vb*VB*WG : (vb+1)*VB*WG])
-    arrive by TMA into a smem ring of _stages(WG) stages (3 for WG=1, 2 for WG=2)
+    arrive by TMA into a smem ring of _stages(WG) stages (4 for WG=1, 2 for WG=2)
     shared by the whole CTA; each stage has one "full" mbarrier (arrive count 1 + the
     transaction bytes of all 2 + WG copies; the latency build adds warp 0's 32 row-data
     arrivals, _full_arrivals).  Warp 0 (one elected lane) issues the
@@ -110,9 +110,15 @@ VB = plan.WGMMA_SPINE_VBLOCK          # 32 state columns per warpgroup
 WG_BUILDS = (1, 2, 4)                 # warpgroups per CTA that compile (VARIANTS builds 1 and 2)
 def _stages(num_wg: int) -> int:
     """TMA ring depth of a build.  The latency build (1 warpgroup) issues a chunk's loads after its
-    wgmma 1 (out of the MMA's way), two chunks ahead: three stages; the throughput build, with its
-    multicast cluster, two (runs 3 and 10: three stages with a cluster, 1.33 -> 2.39 us/chunk)."""
-    return 3 if num_wg == 1 else 2
+    wgmma 1 (out of the MMA's way), three chunks ahead: four stages.  At B=1 it streams ~89 KB per
+    chunk and head through DRAM at ~3.2 TB/s (run 68's ncu: 65 % of DRAM peak, 14 % of the stall
+    samples waiting on a stage's full barrier), so the loads' distance pays most where the ring
+    fills least: B=1, 3 -> 4 stages, us/chunk over runs 69-73 (3 stages / 4 stages): 1K
+    1.44-1.56 / 1.31-1.42, 4K 1.020-1.036 / 0.953-1.004, 16K 0.918-0.940 / 0.872-0.916, 64K
+    0.924-0.941 / 0.860-0.925 (one outlier of 1.097, run 72).  5 stages (208 KB): 1.08 at 16K,
+    1.45 at 64K (run 69).  The throughput build, with its multicast cluster, two (runs 3 and 10:
+    three stages with a cluster, 1.33 -> 2.39 us/chunk)."""
+    return 4 if num_wg == 1 else 2
 
 
 def _vn_buffers(num_wg: int) -> int:
@@ -194,7 +200,7 @@ def _shared_storage(num_wg: int):
     return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
 
-# VB = 32: 133,120 B (WG 1: 3 stages, 2 sVn, rows), 115,712 B (WG 2), 164,864 B (WG 4; 2 stages, 1 sVn each)
+# VB = 32: 171,008 B (WG 1: 4 stages, 2 sVn, rows), 115,712 B (WG 2), 164,864 B (WG 4; 2 stages, 1 sVn each)
 assert all(_smem_bytes(wg) <= 227 * 1024 for wg in WG_BUILDS)
 
 
@@ -495,9 +501,10 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         # latency build (1 warpgroup, B=1) issues the h store here, as early as possible (after
         # wgmma 1 with the row loads: 1.06 -> 1.15 us/chunk at T=64K, run 61: barrier B waits for
         # the store's read), and the stage's loads after wgmma 1, which starts only when its last
-        # warp has issued it; with three stages they still land two chunks ahead (after wgmma 1
-        # with two stages: 1.04 -> 1.35, run 60).  The throughput build (2 warpgroups, B=8, ~6.5
-        # us per chunk of slack) issues all of it after wgmma 1 (run 60: 6.60 -> 6.11).
+        # warp has issued it; with four stages they still land three chunks ahead (after wgmma 1
+        # with two stages: 1.04 -> 1.35, run 60; four: _stages).  The throughput build (2
+        # warpgroups, B=8, ~6.5 us per chunk of slack) issues all of it after wgmma 1 (run 60:
+        # 6.60 -> 6.11).
         if cutlass.const_expr(num_wg == 1):
             nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _h_and_rows(
                 i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, sS_kv,
