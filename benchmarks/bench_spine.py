@@ -25,6 +25,11 @@ stage 1 beside it, the solo build is a little faster there (`--pair-crossover` t
 FLOPs counted per chunk and head: W.S (2*64*128*128) + K^T.Vnew (2*128*64*128)
 = 4.19 MFLOP, i.e. 65.5 KFLOP per token and value head (wgmma-o adds Q.S 2*64*128*128 and
 P.Vnew 2*64*64*128: 7.34 MFLOP); % of peak uses 989 TFLOP/s (H200 dense bf16, datasheet).
+DRAM bytes counted per chunk and head (spine_bytes): what the spine must read and write at least,
+a key head's tiles once for its Hv/Hk value heads; "% copy BW" is their rate against the card's
+measured copy bandwidth (gdn_prefill.bench.PEAK_TBPS).  At B=1 the wgmma spine runs near that rate
+(run 68's ncu: 88.7 kB of DRAM traffic per chunk and head, the model's 90.6), so its time there
+is bound by bytes, not by its chain.
 """
 from __future__ import annotations
 
@@ -33,16 +38,32 @@ import datetime
 import statistics
 import sys
 
-from gdn_prefill.bench import queued_graph_times, write_json, write_text
+from gdn_prefill.bench import PEAK_TBPS, queued_graph_times, write_json, write_text
 
 PEAK_TFLOPS = 989.0
 CHUNK = 64
+K = V = 128
 
 
 def spine_flops(T_total: int, Hv: int, fused: bool = False) -> float:
     chunks = T_total / CHUNK
     per_chunk = 2 * 64 * 128 * 128 * 2 + (2 * 64 * 128 * 128 + 2 * 64 * 64 * 128 if fused else 0)
     return chunks * Hv * per_chunk
+
+
+def spine_bytes(T_total: int, Hv: int, Hk: int, fused: bool = False) -> float:
+    """DRAM bytes of the spine over T_total tokens (whole chunks), per chunk and value head:
+    unfused (scalar, wgmma): W and U read (bf16, 64 x 128 each), K read once per key head, gcum and
+    rk (fp32 rows), h written (bf16 128 x 128, every chunk's state for fwd_o) and vnew written
+    (bf16 64 x 128): 90,624 B at Hv/Hk = 2;  fused output (wgmma-o): W, U, K and q (once per key
+    head), P (bf16 64 x 64), gcum / rk / rq rows read, O written (bf16 64 x 128): 74,496 B."""
+    share = Hv // Hk
+    tile = CHUNK * K * 2
+    if fused:
+        per = 2 * tile + 2 * tile / share + CHUNK * CHUNK * 2 + 3 * CHUNK * 4 + CHUNK * V * 2
+    else:
+        per = 2 * tile + tile / share + 2 * CHUNK * 4 + K * V * 2 + CHUNK * V * 2
+    return T_total / CHUNK * Hv * per
 
 
 def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgroups: int = 0,
@@ -92,24 +113,28 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
     us_queued = statistics.median(queued_graph_times(lambda i: graph.replay(), 1, reps))
     chunks_per_seq = -(-T // CHUNK)
     tflops = spine_flops(Tt, Hv, fused=bool(fused)) / (us * 1e-6) / 1e12
+    tbps = spine_bytes(Tt, Hv, Hk, fused=bool(fused)) / (us * 1e-6) / 1e12
     return dict(spine=spine, build=build, warpgroups=warpgroups, pair=pair, B=B, T=T, Hv=Hv, Hk=Hk, us=us,
                 us_per_chunk=us / chunks_per_seq, us_queued=us_queued,
                 us_per_chunk_queued=us_queued / chunks_per_seq,
-                tflops=tflops, pct_peak=100 * tflops / PEAK_TFLOPS, reps=reps)
+                tflops=tflops, pct_peak=100 * tflops / PEAK_TFLOPS, tbps=tbps, pct_copy=100 * tbps / PEAK_TBPS,
+                reps=reps)
 
 
 def markdown(rows: list[dict], meta: dict) -> str:
     """The table of a run: one row per (spine, B, T); the wgmma rows' speed-up over the scalar
-    spine of the same shape (one-call times)."""
+    spine of the same shape; rates (TFLOP/s, TB/s of spine_bytes) from the one-call times."""
     lines = [f"Spine microbenchmark — {meta['card']}, {meta['date']}, {meta['shapes']}, {meta['method']}", "",
-             "| spine | build | B | T | µs | µs/chunk | TFLOP/s | % bf16 peak | wgmma speed-up | µs/chunk, queued |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| spine | build | B | T | µs | µs/chunk | µs/chunk, queued | TFLOP/s | % bf16 peak | TB/s | % copy BW "
+             "| wgmma speed-up |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     by = {(r["spine"], r["B"], r["T"]): r for r in rows}
     for r in rows:
         sc = by.get(("scalar", r["B"], r["T"]))
         speed = f"{sc['us'] / r['us']:.1f}x" if (r["spine"] == "wgmma" and sc) else ""
         lines.append(f"| {r['spine']} | {r['build']} | {r['B']} | {r['T']} | {r['us']:.1f} | {r['us_per_chunk']:.3f} | "
-                     f"{r['tflops']:.2f} | {r['pct_peak']:.2f} | {speed} | {r['us_per_chunk_queued']:.3f} |")
+                     f"{r['us_per_chunk_queued']:.3f} | {r['tflops']:.2f} | {r['pct_peak']:.2f} | {r['tbps']:.2f} | "
+                     f"{r['pct_copy']:.1f} | {speed} |")
     return "\n".join(lines)
 
 
@@ -177,7 +202,7 @@ def main(argv=None) -> int:
                 r = time_spine(B, T, 32, 16, spine, reps)
                 rows.append(r)
                 print(f"{spine:7s} B={B} T={T:6d}: {r['us']:9.1f} us  {r['us_per_chunk']:7.3f} us/chunk "
-                      f"{r['tflops']:7.2f} TFLOP/s ({r['pct_peak']:.2f}% peak)", flush=True)
+                      f"{r['tflops']:7.2f} TFLOP/s ({r['pct_peak']:.2f}% peak) {r['tbps']:5.2f} TB/s", flush=True)
     meta = dict(card=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(),
                 torch=torch.__version__, shapes="Hk/Hv=16/32, K=V=128", method="CUDA graph of the spine alone, "
                 "median of replays timed with CUDA events (µs: one replay on an idle GPU; queued: replays "

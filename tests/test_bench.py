@@ -327,24 +327,44 @@ def test_microbenchmark_scripts_without_gpu():
     assert run.returncode == 2 and "--spines: unknown spine(s) ['fast']" in run.stderr, run.stderr
 
 
-def test_spine_table_has_both_timings():
-    """bench_spine's markdown: the one-call µs/chunk, the wgmma speed-up over the scalar row of the
-    same shape (from the one-call times) and the queued µs/chunk, one cell each per row."""
+def _bench_spine_module():
     import importlib.util
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     spec = importlib.util.spec_from_file_location("bench_spine", os.path.join(root, "benchmarks", "bench_spine.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
+    return mod
+
+
+def test_spine_table_has_both_timings():
+    """bench_spine's markdown: the one-call and the queued µs/chunk, the rates, and the wgmma
+    speed-up over the scalar row of the same shape (from the one-call times), one cell each."""
+    mod = _bench_spine_module()
 
     def row(spine, us, us_q):
         return dict(spine=spine, build=f"spine_{spine}_kv", B=1, T=4096, us=us, us_per_chunk=us / 64,
-                    us_queued=us_q, us_per_chunk_queued=us_q / 64, tflops=1.0, pct_peak=0.1)
+                    us_queued=us_q, us_per_chunk_queued=us_q / 64, tflops=1.0, pct_peak=0.1, tbps=2.15,
+                    pct_copy=50.0)
 
     meta = dict(card="H200", date="2026-11-30", shapes="Hk/Hv=16/32", method="m")
     lines = mod.markdown([row("scalar", 448.0, 440.0), row("wgmma", 64.0, 57.6)], meta).splitlines()
     head, rows = lines[2], lines[4:]
-    assert head.count("|") == 11 and head.endswith("µs/chunk, queued |")
-    assert [r.count("|") for r in rows] == [11, 11]
+    assert head.count("|") == 13 and head.endswith("% copy BW | wgmma speed-up |")
+    assert [r.count("|") for r in rows] == [13, 13]
     cells = [c.strip() for c in rows[1].split("|")[1:-1]]
-    assert cells[5] == "1.000" and cells[8] == "7.0x" and cells[9] == "0.900", cells
-    assert [c.strip() for c in rows[0].split("|")[1:-1]][8] == ""
+    assert cells[5] == "1.000" and cells[6] == "0.900" and cells[9:] == ["2.15", "50.0", "7.0x"], cells
+    assert [c.strip() for c in rows[0].split("|")[1:-1]][11] == ""
+
+
+def test_spine_bytes_per_chunk_and_head():
+    """The DRAM bytes bench_spine's rates count, per chunk of 64 tokens and value head at Hv/Hk = 2
+    (a key head's tiles are read once for its two value heads): the unfused spine reads W, U
+    (bf16 64 x 128), half a K tile, gcum and rk (fp32 x 64) and writes h (bf16 128 x 128) and vnew;
+    the fused one reads W, U, half a K and half a q tile, P (bf16 64 x 64), three fp32 rows and
+    writes O.  Whole-chunk T scales it linearly, in tokens and in heads."""
+    mod = _bench_spine_module()
+    tile, p, o, h = 64 * 128 * 2, 64 * 64 * 2, 64 * 128 * 2, 128 * 128 * 2
+    assert mod.spine_bytes(64, 32, 16) == 32 * (2 * tile + tile // 2 + 2 * 64 * 4 + h + o) == 32 * 90624
+    assert mod.spine_bytes(64, 32, 16, fused=True) == 32 * (2 * tile + tile + p + 3 * 64 * 4 + o) == 32 * 74496
+    assert mod.spine_bytes(4096, 32, 16) == 64 * mod.spine_bytes(64, 32, 16)
+    assert mod.spine_bytes(64, 32, 32) == mod.spine_bytes(64, 32, 16) + 32 * tile // 2     # no sharing
