@@ -13,10 +13,10 @@ The two GEMM-shaped steps run on tensor cores (warpgroup MMA, bf16 operands, fp3
 accumulate); the triangular solve stays fp32 on CUDA cores.  256 threads = two
 warpgroups (WG0 = threads 0..127, WG1 = 128..255):
 
-  phase 1  all 8 warps: rows of q, k, v (ordinary 2-byte global loads: q/k/v only
-           promise 2-byte alignment) -> norms rq/rk; the RAW k and v rows go to
-           swizzled smem as bf16 (exact copies of the inputs).  Warp 0 also loads g,
-           beta and scans g into gcum.
+  phase 1  all 8 warps: rows of q and k (ordinary 2-byte global loads: q/k/v only
+           promise 2-byte alignment) -> norms rq/rk; the RAW k rows go to swizzled smem
+           as bf16 (exact copies of the inputs).  Warp 0 also loads g, beta and scans g
+           into gcum.  (v is loaded in phase 3.5, into the bytes A / Tm occupied.)
   phase 2  G = K K^T (M=64, N=64, K=128) by wgmma on the raw K tile (A and B are the
            same smem bytes, both K-major); WG w computes columns 32w..32w+31.  The
            norms and gates are folded in fp32 on the accumulator:
@@ -36,12 +36,13 @@ warpgroups (WG0 = threads 0..127, WG1 = 128..255):
            Then Tw = Tm diag(beta exp(gcum) rk) and Tu = Tm diag(beta) are ROUNDED TO BF16
            into swizzled smem: they are the A operands of the next products (the one
            rounding of Tm; FLA rounds its inverse to the input dtype the same way).
+  phase 3.5 WG1 loads the V tile (raw bf16 rows, swizzled) where A / Tm was; WG0 goes on.
   phase 4  WG0: W = Tw K (M=64, N=128 as two halves of 64, K=64, B = the raw K tile,
            MN-major view of the same bytes); WG1: U = Tu V (B = the V tile).  rk_j sits in
            Tw's column scale, so K is never rescaled or rounded a second time.  Each
            warpgroup stages each half's bf16 result with stmatrix into the columns of the
            tile that half has just consumed, then writes rows i < L to HBM with 16-byte
-           vector stores.  (Halves: 80 registers per thread, three CTAs per SM.)
+           vector stores.  (Halves: 64 registers per thread, four CTAs per SM.)
 
 With the fused output (builds *_a16_pqk, `with_pqk`, for spine_rs_o*): the q tile is
 always loaded (a swizzled K-major tile in the Tw/Tu region), phase 2 also runs QK = Q K^T beside
@@ -55,8 +56,8 @@ pqk[t0 + i, hv, :] (16-byte vectors) right after the phase-2 barrier.
 Aligned variants (*_a16: q, k, v with 16-byte aligned bases and token/head strides that
 are multiples of 8 elements, declared by fake_args(aligned=True) and chosen at trace time
 from the tensor types, a compile-time branch of the same kernel): phase 1 issues 16-byte
-cp.async copies (L2 only) of the k and v rows r < L straight into the swizzled K / V
-tiles and of the q rows (only when use_qk_l2norm) into the Tw/Tu region, which is free
+cp.async copies (L2 only) of the k rows r < L straight into the swizzled K tile (and in
+phase 3.5 WG1's of the v rows into the V tile) and of the q rows (only when use_qk_l2norm) into the Tw/Tu region, which is free
 until phase 3.4; each thread zeroes its own 16-byte vectors of rows >= L instead of
 loading them.  The g scan of phase 1a runs while the copies are in flight; after
 cp.async.wait_group each thread reads back exactly the vectors it copied (no barrier
@@ -68,9 +69,11 @@ memory: their K, V, g and beta are zero in smem, which makes their rows and colu
 of A zero (finite) and the columns j >= L of Tw / Tu zero; their W/U rows are never
 written.
 
-Shared memory (SMEM_BYTES = 72,704 B): K and V tiles (bf16, 2 x 16 KB, 128-byte
-swizzle), Tw and Tu (bf16, 2 x 8 KB), A / Tm (fp32, 64 rows of stride 68), the solve's
-scratch (fp32, 32 rows of stride 36), gcum / beta / beta*exp(gcum) / rk vectors.
+Shared memory (SMEM_BYTES = 51,200 B, 52,224 with pqk; four CTAs per SM): the K tile (bf16,
+16 KB, 128-byte swizzle) followed by A / Tm (fp32, 64 rows of stride 68), whose first 16 KB
+become the V tile after phase 3.4; the t2 region (bf16, 2 x 8 KB: the q tile, then P in the Tw
+slot and the solve's scratch (fp32, 32 rows of stride 36) in the Tu slot, then Tw and Tu);
+gcum / beta / beta*exp(gcum) / rk (/ rq) vectors.
 
 Launch range: one launch covers chunk slots [slot_begin, slot_end) (plan.grid_recompute_wu_slots;
 the serial plan all of them).  In the overlap plan the slots >= ready_from run beside the fused
@@ -110,15 +113,19 @@ assert C == 64 and DK == 128 and DV == 128 and NTHREADS == 2 * WG, \
     "recompute_wu's thread mapping is written for C=64, K=V=128, 256 threads (two warpgroups)"
 
 NWARPS = NTHREADS // 32           # 8
-# Three CTAs (24 warps) per SM: a launch bound (ptxas then keeps <= 80 registers per thread) and
-# <= 75 KB of shared memory each.  At two per SM (run 14) a CTA's serial phases (dependent loads,
-# the barrier-separated steps of the inverse) left the SM idle: 24 % occupancy, 33 % issue.
-CTAS_PER_SM = 3
+# Four CTAs (32 warps) per SM: a launch bound (ptxas then keeps <= 64 registers per thread) and
+# <= 55 KB of shared memory each (the V tile shares the A / Tm region, the solve scratch the Tu
+# slot).  A CTA's phases are serial (dependent loads, the barrier-separated steps of the inverse):
+# at two per SM (run 14) they left the SM idle (24 % occupancy, 33 % issue); at three (runs 15-68)
+# a third of the stall samples were in the load prologue and a third at CTA barriers (run 68).
+CTAS_PER_SM = 4
 ROWS_PER_WARP = C // NWARPS       # 8 rows of q/k/v loaded by each warp
 BLK = 16                          # diagonal block of the solve
 HALF = C // 2                     # 32
 AS = C + 4                        # A / Tm smem row stride (fp32): 16-byte rows, conflict-free float4 rows
 XS = HALF + 4                     # solve scratch row stride (fp32)
+A_OFF = C * DK                    # the A / Tm matrix (fp32) and later the V tile: the kv region's
+                                  # second tile, in bf16 elements from its start
 L2_EPS = 1e-6
 
 
@@ -126,20 +133,27 @@ def _up(x: int, a: int) -> int:
     return (x + a - 1) // a * a
 
 
+def _kv_elems() -> int:
+    """bf16 elements of the kv region: the K tile, then the A / Tm matrix (fp32, 64 rows of stride
+    AS: 17,408 B) until phase 3.4 has read it, then the V tile (16,384 B) in its first bytes."""
+    return A_OFF + 2 * C * AS
+
+
 def _smem_bytes(with_pqk: bool = False) -> int:
     """Dynamic shared memory of _shared_storage(with_pqk) (checked against the struct at trace time)."""
-    off = 2 * C * DK * 2                     # kv: K and V tiles, bf16 (offset 0, 1024-aligned)
-    off = _up(off, 1024) + 2 * C * C * 2     # t2: Tw and Tu, bf16 (with_pqk: first the q tile)
-    off = _up(off, 16) + 4 * C * AS          # a: A, then Tm, fp32
-    off = _up(off, 16) + 4 * HALF * XS       # x: solve scratch
+    off = 2 * _kv_elems()                    # kv: K tile | A, Tm, then V tile (offset 0, 1024-aligned)
+    off = _up(off, 1024) + 2 * C * C * 2     # t2: q (with_pqk), P, the solve scratch, Tw and Tu, bf16
     off = _up(off, 16) + 4 * 4 * C           # gcum, beta, beta*exp(gcum), rk
     if with_pqk:
         off = _up(off, 16) + 4 * C           # rq
     return _up(off, 1024)                    # the struct's size is a multiple of its alignment
 
 
-assert _smem_bytes() == _smem_bytes(True) == 72704    # rq fits in the rounding
-assert CTAS_PER_SM * (_smem_bytes(True) + 1024) <= 228 * 1024      # + 1 KB reserved per CTA
+assert (_smem_bytes(), _smem_bytes(True)) == (51200, 52224)
+assert 2 * C * AS * 2 >= 2 * C * DV and A_OFF * 2 % 1024 == 0   # V fits where A was, swizzle-aligned
+assert 4 * HALF * XS <= 2 * C * C        # the solve scratch fits in t2's Tu slot
+# + 1 KB of the DSL's static shared memory and 1 KB reserved per CTA
+assert CTAS_PER_SM * (_smem_bytes(True) + 2048) <= 228 * 1024
 
 
 def SMEM_BYTES(beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False) -> int:  # noqa: N802
@@ -155,8 +169,8 @@ def _shared_storage(with_pqk: bool):
     def f32(n):
         return cute.struct.Align[cute.struct.MemRange[Float32, n], 16]
 
-    fields = {"kv": bf16(2 * C * DK), "t2": bf16(2 * C * C)}
-    fields.update(a=f32(C * AS), x=f32(HALF * XS), gc=f32(C), be=f32(C), ee=f32(C), rr=f32(C))
+    fields = {"kv": bf16(_kv_elems()), "t2": bf16(2 * C * C)}
+    fields.update(gc=f32(C), be=f32(C), ee=f32(C), rr=f32(C))
     if with_pqk:
         fields["rq"] = f32(C)
     return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
@@ -198,13 +212,13 @@ def _copy_128b():
     return cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128)
 
 
-def _row_copy_g2s():
-    """16-byte cp.async (L2 only) of 64 x 128 bf16 rows: thread t moves the 8 columns
-    8*(t % 16) .. +7 of rows t // 16 + 16 m, m = 0..3."""
+def _row_copy_g2s(threads: int = NTHREADS):
+    """16-byte cp.async (L2 only) of 64 x 128 bf16 rows by `threads` threads: thread t moves the 8
+    columns 8*(t % 16) .. +7 of rows t // 16 + (threads / 16) m."""
     atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), BFloat16,
                                num_bits_per_copy=128)
     g = DK // 8
-    return cute.make_tiled_copy_tv(atom, cute.make_layout((NTHREADS // g, g), stride=(g, 1)),
+    return cute.make_tiled_copy_tv(atom, cute.make_layout((threads // g, g), stride=(g, 1)),
                                    cute.make_layout((1, 8)))
 
 
@@ -244,7 +258,7 @@ def recompute_wu_kernel(
 
     # ---- shared memory ---------------------------------------------------------
     SharedStorage = _shared_storage(with_pqk)
-    assert cute.cosize(lay_kv) == 2 * C * DK and cute.cosize(lay_t2) == 2 * C * C
+    assert cute.cosize(lay_kv) == 2 * C * DK <= _kv_elems() and cute.cosize(lay_t2) == 2 * C * C
     assert SharedStorage.size_in_bytes() == _smem_bytes(with_pqk), (SharedStorage.size_in_bytes(), with_pqk)
     smem = cutlass.utils.SmemAllocator()
     storage = smem.allocate(SharedStorage)
@@ -252,11 +266,15 @@ def recompute_wu_kernel(
     sRC = storage.kv.get_tensor(lay_kv_rc.outer, swizzle=lay_kv_rc.inner)     # (64, 128, 2) rows, cols
     sKK = storage.kv.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)           # (64, 128, 1) K K^T operand
     sT2 = storage.t2.get_tensor(lay_t2.outer, swizzle=lay_t2.inner)           # (64, 64, 2) Tw, Tu
-    sA = storage.a.get_tensor(cute.make_layout((C, C), stride=(AS, 1)))
-    sA4 = storage.a.get_tensor(cute.make_layout((C, C // 4, 4), stride=(AS, 4, 1)))   # float4 view
-    sA2 = storage.a.get_tensor(cute.make_layout((C, C // 2, 2), stride=(AS, 2, 1)))   # float2 view
-    sX = storage.x.get_tensor(cute.make_layout((HALF, HALF), stride=(XS, 1)))
-    sX4 = storage.x.get_tensor(cute.make_layout((HALF, HALF // 4, 4), stride=(XS, 4, 1)))
+    # A / Tm (fp32) over the V tile's bytes (stage 1 of sKV / sRC), V loaded there after phase 3.4;
+    # the solve scratch (fp32) in t2's Tu slot, free from phase 2's end (P is in the Tw slot) to 3.4
+    a_ptr = cute.recast_ptr(storage.kv.data_ptr() + A_OFF, dtype=Float32)
+    sA = cute.make_tensor(a_ptr, cute.make_layout((C, C), stride=(AS, 1)))
+    sA4 = cute.make_tensor(a_ptr, cute.make_layout((C, C // 4, 4), stride=(AS, 4, 1)))   # float4 view
+    sA2 = cute.make_tensor(a_ptr, cute.make_layout((C, C // 2, 2), stride=(AS, 2, 1)))   # float2 view
+    x_ptr = cute.recast_ptr(storage.t2.data_ptr() + C * C, dtype=Float32)
+    sX = cute.make_tensor(x_ptr, cute.make_layout((HALF, HALF), stride=(XS, 1)))
+    sX4 = cute.make_tensor(x_ptr, cute.make_layout((HALF, HALF // 4, 4), stride=(XS, 4, 1)))
     sG = storage.gc.get_tensor(cute.make_layout(C))     # gcum
     sB = storage.be.get_tensor(cute.make_layout(C))     # beta
     sE = storage.ee.get_tensor(cute.make_layout(C))     # beta * exp(gcum)
@@ -289,13 +307,10 @@ def recompute_wu_kernel(
             thr_l = cp_g2s.get_slice(tidx)
             tLc = thr_l.partition_S(cute.make_identity_tensor((C, DK)))       # (row, col) of each vector
             tLk = thr_l.partition_D(sRC[None, None, 0])                       # K tile (swizzled)
-            tLv = thr_l.partition_D(sRC[None, None, 1])                       # V tile (swizzled)
             tLq = thr_l.partition_D(sQ)                                       # q (row-major, t2 region)
             gKr = cute.local_tile(cute.domain_offset((t0, 0), k[None, hk, None]), (C, DK), (0, 0))
-            gVr = cute.local_tile(cute.domain_offset((t0, 0), v[None, hv, None]), (C, DK), (0, 0))
             gQr = cute.local_tile(cute.domain_offset((t0, 0), q[None, hk, None]), (C, DK), (0, 0))
             tLgk = thr_l.partition_S(gKr)
-            tLgv = thr_l.partition_S(gVr)
             tLgq = thr_l.partition_S(gQr)
             st16 = _copy_128b()
             zero8 = cute.make_rmem_tensor_like(tLk[(None, 0, 0)], BFloat16)
@@ -304,7 +319,6 @@ def recompute_wu_kernel(
                 row, _ = tLc[(0, m, 0)]
                 if row < L:
                     cute.copy(cp_g2s, tLgk[None, m, None], tLk[None, m, None])
-                    cute.copy(cp_g2s, tLgv[None, m, None], tLv[None, m, None])
                     if cutlass.const_expr(with_pqk):
                         cute.copy(cp_g2s, tLgq[None, m, None], tLq[None, m, None])
                     else:
@@ -312,7 +326,6 @@ def recompute_wu_kernel(
                             cute.copy(cp_g2s, tLgq[None, m, None], tLq[None, m, None])
                 else:
                     cute.copy(st16, zero8, tLk[(None, m, 0)])
-                    cute.copy(st16, zero8, tLv[(None, m, 0)])
                     cute.copy(st16, zero8, tLq[(None, m, 0)])
             cute.arch.cp_async_commit_group()
 
@@ -382,17 +395,14 @@ def recompute_wu_kernel(
             for half in cutlass.range_constexpr(2):
                 fk = cute.make_rmem_tensor((4, 4), Float32)
                 fq = cute.make_rmem_tensor((4, 4), Float32)
-                fv = cute.make_rmem_tensor((4, 4), Float32)
                 fk.fill(0.0)
                 fq.fill(0.0)
-                fv.fill(0.0)
                 for s in cutlass.range_constexpr(4):
                     r = warp * ROWS_PER_WARP + half * 4 + s
                     if r < L:
                         t = t0 + r
                         for e in cutlass.range_constexpr(4):
                             fk[s, e] = k[t, hk, lane + 32 * e].to(Float32)
-                            fv[s, e] = v[t, hv, lane + 32 * e].to(Float32)
                         if use_qk_l2norm != 0:
                             for e in cutlass.range_constexpr(4):
                                 fq[s, e] = q[t, hk, lane + 32 * e].to(Float32)
@@ -412,14 +422,13 @@ def recompute_wu_kernel(
                         rqv = cute.math.rsqrt(ssq + L2_EPS)
                     for e in cutlass.range_constexpr(4):
                         sRC[r, lane + 32 * e, 0] = BFloat16(fk[s, e])     # exact (bf16 -> fp32 -> bf16)
-                        sRC[r, lane + 32 * e, 1] = BFloat16(fv[s, e])
                     if lane == 0:
                         sR[r] = rkv
                         if r < L:
                             rk[t0 + r, hv] = rkv
                             rq[t0 + r, hv] = rqv
 
-        # the K / V tiles are read by the tensor cores (async proxy) next
+        # the K tile is read by the tensor cores (async proxy) next
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
 
@@ -454,8 +463,11 @@ def recompute_wu_kernel(
         cols = [tGc[c % 2 + 4 * (c // 2)][1] + HALF * wg for c in range(8)]
         g_row = [sG[r] for r in rows]
         br_row = [sB[r] * sR[r] for r in rows]
-        g_col = [sG[c] for c in cols]
-        r_col = [sR[c] for c in cols]
+        # the columns' values are loaded when their 4 elements come up (e = 4 p .. 4 p + 3 use
+        # columns 2 p, 2 p + 1): 8 fewer live registers than all 8 columns at once, which four
+        # CTAs per SM (64 registers) need
+        g_col = [None] * 8
+        r_col = [None] * 8
         if cutlass.const_expr(with_pqk):
             q_row = [scale * sRq[r] for r in rows]
         # elements e, e + 1 (v0 = 0, 1) are columns j, j + 1 of one row: one 8-byte store
@@ -463,6 +475,10 @@ def recompute_wu_kernel(
         for e in cutlass.range_constexpr(cute.size(accG)):
             h = (e // 2) % 2                                           # row index v1
             c = e % 2 + 2 * (e // 4)                                   # column index (v0, v2)
+            if cutlass.const_expr(e % 4 == 0):
+                for cc in (c, c + 1):
+                    g_col[cc] = sG[cols[cc]]
+                    r_col[cc] = sR[cols[cc]]
             i = rows[h]
             j = cols[c]
             val = Float32(0.0)
@@ -627,6 +643,13 @@ def recompute_wu_kernel(
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
 
+        # ---- phase 3.5: the V tile into the A / Tm bytes, now read (WG1 only: WG0's W = Tw K
+        #      starts at once; WG1's U = Tu V waits for these loads) ----
+        if wg == 1:
+            _load_v(v, hv, t0, L, wtid, sRC[None, None, 1], aligned)
+            cute.arch.fence_proxy("async.shared", space="cta")       # wgmma reads the tile next
+            cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
+
         # ---- phase 4: WG0 W = Tw K, WG1 U = Tu V on wgmma --------------------------
         mma_o.set(warpgroup.Field.ACCUMULATE, True)
         thr_o = mma_o.get_slice(wtid)
@@ -673,6 +696,43 @@ def recompute_wu_kernel(
             _publish(ready, slot, hv, tidx, store_warp)
         elif store_warp:
             cute.arch.cp_async_bulk_wait_group(0, read=True)        # before the CTA's smem is released
+
+
+@cute.jit
+def _load_v(v: cute.Tensor, hv: Int32, t0: Int32, L: Int32, wtid: Int32, sV: cute.Tensor,
+            aligned: cutlass.Constexpr):
+    """Rows t0 .. t0 + 63 of value head hv -> the swizzled V tile sV (64 rows, 128 cols), by the
+    128 threads of one warpgroup; rows >= L are zeroed, never read.  Aligned: 16-byte cp.async
+    (thread wtid: the 8 columns 8 (wtid % 16) .. +7 of rows wtid // 16 + 8 m), waited for here
+    (each thread its own copies: the caller's barrier publishes them); plain: element loads (warp
+    w: rows 16 w .. 16 w + 15, lane: columns lane + 32 e), exact bf16 copies."""
+    if cutlass.const_expr(aligned):
+        cp_g2s = _row_copy_g2s(WG)
+        thr_l = cp_g2s.get_slice(wtid)
+        tLc = thr_l.partition_S(cute.make_identity_tensor((C, DV)))
+        tLv = thr_l.partition_D(sV)
+        gVr = cute.local_tile(cute.domain_offset((t0, 0), v[None, hv, None]), (C, DV), (0, 0))
+        tLgv = thr_l.partition_S(gVr)
+        zero8 = cute.make_rmem_tensor_like(tLv[(None, 0, 0)], BFloat16)
+        zero8.fill(0.0)
+        for m in cutlass.range_constexpr(cute.size(tLv, mode=[1])):
+            row, _ = tLc[(0, m, 0)]
+            if row < L:
+                cute.copy(cp_g2s, tLgv[None, m, None], tLv[None, m, None])
+            else:
+                cute.copy(_copy_128b(), zero8, tLv[(None, m, 0)])
+        cute.arch.cp_async_commit_group()
+        cute.arch.cp_async_wait_group(0)
+    else:
+        lane = wtid % 32
+        w4 = wtid // 32
+        for s in cutlass.range_constexpr(C // 4):
+            r = 16 * w4 + s
+            for e in cutlass.range_constexpr(DV // 32):
+                x = BFloat16(0.0)
+                if r < L:
+                    x = v[t0 + r, hv, lane + 32 * e]
+                sV[r, lane + 32 * e] = x
 
 
 @cute.jit
