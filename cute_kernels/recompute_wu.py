@@ -78,7 +78,9 @@ gcum / beta / beta*exp(gcum) / rk (/ rq) vectors.
 Launch range: one launch covers chunk slots [slot_begin, slot_end) (plan.grid_recompute_wu_slots;
 the serial plan all of them).  In the overlap plan the slots >= ready_from run beside the fused
 spine, which waits for them: their CTA publishes ready[slot, hv] = 1 after its last store is
-complete (_publish: bulk wait, proxy fence, CTA barrier, release store).
+complete (_publish: bulk wait, proxy fence, CTA barrier, release store).  That launch (the
+plan's second part) asks for more dynamic shared memory than the kernel uses, so that three of
+its CTAs, not four, share an SM beside the spine (launch_smem_bytes).
 
 Assumptions the entry point's guards must enforce (nothing here checks them):
   Hv % Hk == 0; q, k, v last dim contiguous (stride 1) with K = V = 128; w, u
@@ -119,6 +121,14 @@ NWARPS = NTHREADS // 32           # 8
 # at two per SM (run 14) they left the SM idle (24 % occupancy, 33 % issue); at three (runs 15-68)
 # a third of the stall samples were in the load prologue and a third at CTA barriers (run 68).
 CTAS_PER_SM = 4
+# ... except beside the fused spine: the overlap plan's second part (the launch that publishes ready
+# flags) runs at three, held there by the dynamic shared memory it asks for (launch_smem_bytes).
+# At four its CTAs take more of the L2 / HBM bandwidth the spine (the call's critical path) needs:
+# run 75, best split 1x8K 246 / 1x64K 1958 us against 236 / 1749 for the three-CTA build; run 76,
+# the second part at three: 232 / 1744 (a four-CTA first part, then three beside the spine).
+OVERLAP_CTAS_PER_SM = 3
+SM_SMEM_BYTES = 228 * 1024        # shared memory per H100 / H200 SM
+CTA_SMEM_OVERHEAD = 2048          # per CTA: 1 KB of the DSL's static shared memory, 1 KB reserved
 ROWS_PER_WARP = C // NWARPS       # 8 rows of q/k/v loaded by each warp
 BLK = 16                          # diagonal block of the solve
 HALF = C // 2                     # 32
@@ -152,8 +162,28 @@ def _smem_bytes(with_pqk: bool = False) -> int:
 assert (_smem_bytes(), _smem_bytes(True)) == (51200, 52224)
 assert 2 * C * AS * 2 >= 2 * C * DV and A_OFF * 2 % 1024 == 0   # V fits where A was, swizzle-aligned
 assert 4 * HALF * XS <= 2 * C * C        # the solve scratch fits in t2's Tu slot
-# + 1 KB of the DSL's static shared memory and 1 KB reserved per CTA
-assert CTAS_PER_SM * (_smem_bytes(True) + 2048) <= 228 * 1024
+assert CTAS_PER_SM * (_smem_bytes(True) + CTA_SMEM_OVERHEAD) <= SM_SMEM_BYTES
+
+
+def ctas_per_sm(smem_bytes: int) -> int:
+    """CTAs of this kernel one SM holds at a launch's dynamic shared memory (registers allow four:
+    the launch bound)."""
+    return min(CTAS_PER_SM, SM_SMEM_BYTES // (smem_bytes + CTA_SMEM_OVERHEAD))
+
+
+def launch_smem_bytes(with_pqk: bool, overlap_part2: bool) -> int:
+    """Dynamic shared memory a launch asks for: the kernel's own (_smem_bytes) at four CTAs per SM;
+    for the overlap plan's second part, the smallest 1 KB multiple at which only
+    OVERLAP_CTAS_PER_SM fit (the bytes past _smem_bytes are never touched)."""
+    if not overlap_part2:
+        return _smem_bytes(with_pqk)
+    return _up(SM_SMEM_BYTES // (OVERLAP_CTAS_PER_SM + 1) - CTA_SMEM_OVERHEAD + 1, 1024)
+
+
+for _pqk in (False, True):
+    assert ctas_per_sm(launch_smem_bytes(_pqk, False)) == CTAS_PER_SM
+    assert ctas_per_sm(launch_smem_bytes(_pqk, True)) == OVERLAP_CTAS_PER_SM
+    assert launch_smem_bytes(_pqk, True) >= _smem_bytes(_pqk)
 
 
 def SMEM_BYTES(beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False) -> int:  # noqa: N802
@@ -780,12 +810,16 @@ def _make_launch(with_pqk: bool):
         if cutlass.const_expr(with_pqk):
             tma_p, mP = cpasync.make_tiled_tma_atom(store, tma.view(pqk, [0, 2, 1]),
                                                     cute.slice_(lay_t2, (None, None, 0)), (C, C))
+        # every slot of the launch publishes (ready_from <= slot_begin): the overlap plan's second
+        # part, beside the spine, at OVERLAP_CTAS_PER_SM (a runtime value of the one build)
+        smem = cutlass.select_(ready_from <= slot_begin, Int32(launch_smem_bytes(with_pqk, True)),
+                               Int32(launch_smem_bytes(with_pqk, False)))
         recompute_wu_kernel(
             q, k, v, g, beta, cu_seqlens, state_indices,
             gcum, rq, rk, w, u, pqk, tma_w, mW, tma_u, mU, tma_p, mP, ready,
             scale, use_qk_l2norm, use_state_indices, slot_begin, ready_from, aligned, with_pqk,
         ).launch(grid=plan.grid_recompute_wu_slots(slot_begin, slot_end, Hv), block=[NTHREADS, 1, 1], stream=stream,
-             min_blocks_per_mp=CTAS_PER_SM, preferred_smem_carveout=100, use_pdl=pdl.USE_PDL)
+             smem=smem, min_blocks_per_mp=CTAS_PER_SM, preferred_smem_carveout=100, use_pdl=pdl.USE_PDL)
 
     return recompute_wu
 
