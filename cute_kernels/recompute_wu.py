@@ -128,7 +128,8 @@ CTAS_PER_SM = 4
 # the second part at three: 232 / 1744 (a four-CTA first part, then three beside the spine).
 OVERLAP_CTAS_PER_SM = 3
 SM_SMEM_BYTES = 228 * 1024        # shared memory per H100 / H200 SM
-CTA_SMEM_OVERHEAD = 2048          # per CTA: 1 KB of the DSL's static shared memory, 1 KB reserved
+CTA_SMEM_RESERVED = 1024          # per CTA: the driver's reserved 1 KB (the cubin's .nv.reservedSmem,
+                                  # which sass.resources reports as its static shared memory)
 ROWS_PER_WARP = C // NWARPS       # 8 rows of q/k/v loaded by each warp
 BLK = 16                          # diagonal block of the solve
 HALF = C // 2                     # 32
@@ -162,22 +163,25 @@ def _smem_bytes(with_pqk: bool = False) -> int:
 assert (_smem_bytes(), _smem_bytes(True)) == (51200, 52224)
 assert 2 * C * AS * 2 >= 2 * C * DV and A_OFF * 2 % 1024 == 0   # V fits where A was, swizzle-aligned
 assert 4 * HALF * XS <= 2 * C * C        # the solve scratch fits in t2's Tu slot
-assert CTAS_PER_SM * (_smem_bytes(True) + CTA_SMEM_OVERHEAD) <= SM_SMEM_BYTES
+assert CTAS_PER_SM * (_smem_bytes(True) + CTA_SMEM_RESERVED) <= SM_SMEM_BYTES
 
 
 def ctas_per_sm(smem_bytes: int) -> int:
     """CTAs of this kernel one SM holds at a launch's dynamic shared memory (registers allow four:
-    the launch bound)."""
-    return min(CTAS_PER_SM, SM_SMEM_BYTES // (smem_bytes + CTA_SMEM_OVERHEAD))
+    the launch bound).  ncu's occupancy limit agrees: 52.22 KB -> 4, 57.34 KB -> 4 (4 x 58 KB is
+    exactly 228 KB), 72.70 KB -> 3 (runs 76, 77)."""
+    return min(CTAS_PER_SM, SM_SMEM_BYTES // (smem_bytes + CTA_SMEM_RESERVED))
 
 
 def launch_smem_bytes(with_pqk: bool, overlap_part2: bool) -> int:
     """Dynamic shared memory a launch asks for: the kernel's own (_smem_bytes) at four CTAs per SM;
-    for the overlap plan's second part, the smallest 1 KB multiple at which only
-    OVERLAP_CTAS_PER_SM fit (the bytes past _smem_bytes are never touched)."""
+    for the overlap plan's second part, a size half-way between the one that first excludes a
+    fourth CTA and the largest that still fits three (67,584 B: a 9 KB margin either way; the
+    bytes past _smem_bytes are never touched)."""
     if not overlap_part2:
         return _smem_bytes(with_pqk)
-    return _up(SM_SMEM_BYTES // (OVERLAP_CTAS_PER_SM + 1) - CTA_SMEM_OVERHEAD + 1, 1024)
+    n = OVERLAP_CTAS_PER_SM
+    return _up((SM_SMEM_BYTES // (n + 1) + SM_SMEM_BYTES // n) // 2 - CTA_SMEM_RESERVED, 1024)
 
 
 for _pqk in (False, True):

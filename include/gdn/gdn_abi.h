@@ -50,9 +50,10 @@
  * Deadlock-free because the producer never waits on the spine and the spine's CTAs leave at
  * least half of the device's SMs (queried) to it. */
 #define GDN_OVERLAP_SPLIT_PCT 35
-/* fewer chunk slots: the serial plan.  At 16/32, split 35 % (run 42): 1x1K (17 slots) 50.7 ->
- * 48.3 us, 1x2K (33) 88.0 -> 73.4, 1x4K (65) 158.3 -> 128.6; shorter shapes not measured. */
-#define GDN_OVERLAP_MIN_SLOTS 16
+/* fewer chunk slots: the serial plan.  At 16/32, split 35 %, serial -> overlap (run 79, stage 1
+ * at four CTAs per SM): 1x1K (17 slots) 46.5 -> 50.6 us, 1x1536 (25) 65.5 -> 63.9, 1x2K (33)
+ * 82.3 -> 72.3, 1x3K (49) 116.0 -> 100.4 (run 42, three CTAs per SM: 16 slots, 1x1K 50.7 -> 48.3). */
+#define GDN_OVERLAP_MIN_SLOTS 24
 #define GDN_NO_OVERLAP 2147483647    /* ready_from of the serial plan                 */
 
 /* ---- element types ----------------------------------------------------- */
