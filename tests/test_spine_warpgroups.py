@@ -73,12 +73,17 @@ def test_one_sequence_picks_the_one_warpgroup_build(layout):
     assert k["cluster"] == 1     # latency build: no cluster lockstep
 
 
+_MIN_SLOTS = _abi.CONSTANTS["GDN_OVERLAP_MIN_SLOTS"]     # one sequence of 64 (n - 1) tokens: n slots
+
+
 @pytest.mark.parametrize("layout", ["kv", "vk"])
 @pytest.mark.parametrize("n_seq, Hv, seq_len, pair", [
     (1, 32, 64, False), (2, 33, 64, False), (16, 32, 64, True), (1, 1, 64, False), (33, 4, 64, True),
     (66, 1, 64, False), (67, 1, 64, True),
-    # the overlap plan (16 chunk slots and more; the spine on at most half of the 132 SMs): pair
-    (1, 32, 896, False), (1, 32, 960, True), (1, 32, 4096, True), (2, 32, 4096, False), (3, 4, 4096, True)])
+    # the overlap plan (GDN_OVERLAP_MIN_SLOTS chunk slots and more; the spine on at most half of the
+    # 132 SMs): pair
+    (1, 32, 64 * (_MIN_SLOTS - 2), False), (1, 32, 64 * (_MIN_SLOTS - 1), True), (1, 32, 4096, True),
+    (2, 32, 4096, False), (3, 4, 4096, True)])
 def test_fused_plan_runs_the_register_state_spine_in_every_regime(n_seq, Hv, seq_len, pair, layout):
     """Aligned tensors: spine_rs_o whatever N * Hv; one CTA per (sequence, head, 64 state columns),
     the 2 CTAs of a head adjacent in the 1-D grid; a warpgroup, a TMA warp and a store warp (192
