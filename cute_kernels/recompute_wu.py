@@ -168,8 +168,8 @@ assert CTAS_PER_SM * (_smem_bytes(True) + CTA_SMEM_RESERVED) <= SM_SMEM_BYTES
 
 def ctas_per_sm(smem_bytes: int) -> int:
     """CTAs of this kernel one SM holds at a launch's dynamic shared memory (registers allow four:
-    the launch bound).  ncu's occupancy limit agrees: 52.22 KB -> 4, 57.34 KB -> 4 (4 x 58 KB is
-    exactly 228 KB), 72.70 KB -> 3 (runs 76, 77)."""
+    the launch bound).  ncu's occupancy limit agrees: 52.22 KB -> 4 (runs 76-78), 57.34 KB -> 4
+    (4 x 58 KB is exactly 228 KB; run 77), 67.58 KB -> 3 (run 78), 72.70 KB -> 3 (run 76)."""
     return min(CTAS_PER_SM, SM_SMEM_BYTES // (smem_bytes + CTA_SMEM_RESERVED))
 
 
