@@ -4,6 +4,8 @@
 # and the whole prefill in graph mode (gdn only; FLA too with FLA=1 and .whl/ carried).
 #   bash tools/ab_builds.sh build/aot build/aot_exp          (results in ${OUT:-/tmp/gdn_out}/<dir>)
 #   SHAPES="1x8192 8x4096" PYTEST_K="fused or stage" bash tools/ab_builds.sh ...
+#   PACK=1 bash tools/ab_builds.sh ...   (then $OUT holds one ab_builds.tgz: the device tool returns
+#                                          only a few files per call, run 74 lost most of its)
 set -u
 OUT=${OUT:-/tmp/gdn_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
@@ -26,3 +28,6 @@ for d in "$@"; do
     --impls "$impls" --out "$OUT/$tag" --tag prefill >"$OUT/$tag/bench.log" 2>&1
   grep -E "^\| (1x|8x|32x|varlen)" "$OUT/$tag/prefill.md" || tail -5 "$OUT/$tag/bench.log"
 done
+if [ "${PACK:-0}" = 1 ]; then
+  tmp=$(mktemp -d) && tar -czf "$tmp/ab_builds.tgz" -C "$OUT" . && rm -rf "${OUT:?}"/* && mv "$tmp/ab_builds.tgz" "$OUT/"
+fi
