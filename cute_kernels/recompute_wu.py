@@ -56,10 +56,10 @@ pqk[t0 + i, hv, :] (16-byte vectors) right after the phase-2 barrier.
 Aligned variants (*_a16: q, k, v with 16-byte aligned bases and token/head strides that
 are multiples of 8 elements, declared by fake_args(aligned=True) and chosen at trace time
 from the tensor types, a compile-time branch of the same kernel): phase 1 issues 16-byte
-cp.async copies (L2 only) of the k rows r < L straight into the swizzled K tile (and in
-phase 3.5 WG1's of the v rows into the V tile) and of the q rows (only when use_qk_l2norm) into the Tw/Tu region, which is free
-until phase 3.4; each thread zeroes its own 16-byte vectors of rows >= L instead of
-loading them.  The g scan of phase 1a runs while the copies are in flight; after
+cp.async copies (L2 only) of the k rows r < L straight into the swizzled K tile and of the
+q rows (only when use_qk_l2norm) into the Tw/Tu region, which is free until phase 3.4
+(phase 3.5: WG1's copies of the v rows into the V tile); each thread zeroes its own 16-byte
+vectors of rows >= L instead of loading them.  The g scan of phase 1a runs while the copies are in flight; after
 cp.async.wait_group each thread reads back exactly the vectors it copied (no barrier
 needed) and 16 threads per row reduce the sums of squares -> rq, rk.  The plain variants
 (2-byte alignment) keep the element loads described above.

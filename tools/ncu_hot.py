@@ -8,8 +8,9 @@ Prints the instructions with the most warp-stall samples, each with its share of
 and the stall reason columns that are non-zero for it, then the totals per reason.  With the
 profiled kernel's cubin (nvdisasm needed), each hot instruction that waits on a scoreboard also
 names the nearest instructions that may run before it (back to its loop's head, then the
-previous iteration from the back edge, then the loop's entry) and set that scoreboard: a long-scoreboard stall then points at the load it waits for (run 64: a loop's first
-instruction waiting on the previous iteration's row-data LDGs).
+previous iteration from the back edge, then the loop's entry) and set that scoreboard: a
+long-scoreboard stall then points at the load it waits for (run 64: a loop's first instruction
+waiting on the previous iteration's row-data LDGs).
 """
 import argparse
 import csv
