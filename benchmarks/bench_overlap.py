@@ -1,7 +1,7 @@
 """Where to split stage 1 around the fused spine (the overlap plan): a sweep of the split slot.
 
     python benchmarks/bench_overlap.py [--shapes 1x1K,1x2K,1x8K,1x64K] [--heads 16/32] [--build solo|pair]
-                                       [--json PATH] [--md PATH]
+                                       [--pcts 0,15,25,35,45,55,70] [--json PATH] [--md PATH]
 
 For each shape, the fused plan (recompute_wu + spine_rs_o) with stage 1 split at a fraction of
 the chunk slots (0 %: the serial plan), timed by bench_prefill's graph harness (one CUDA graph
@@ -62,10 +62,15 @@ def main(argv=None) -> int:
     ap.add_argument("--build", choices=("rule", "solo", "pair"), default="rule",
                     help="the fused spine's build: the launcher's rule (pair wherever the overlap plan runs) or "
                          "forced solo / pair (a head's two CTAs as a multicasting cluster)")
+    ap.add_argument("--pcts", default=",".join(map(str, FRACTIONS)),
+                    help="comma list of split percentages to time (0: the serial plan, the table's baseline)")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--md", help="write a markdown table here")
     a = ap.parse_args(argv)
     hk, hv = (int(x) for x in a.heads.split("/"))
+    pcts = sorted({0, *(int(x) for x in a.pcts.split(","))})      # 0 always: "vs serial" needs it
+    if not all(0 <= x < 100 for x in pcts):
+        ap.error("--pcts: each split percentage must be in [0, 100)")
     shapes = [(int(b), _tokens(t)) for b, t in (s.split("x") for s in a.shapes.split(","))]
     import torch
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
@@ -78,7 +83,7 @@ def main(argv=None) -> int:
         if not plan.overlap_fits(B, hv, sms):
             print(f"{B}x{T}: the spine's CTAs would hold more than half of the SMs (deadlock guard); skipped")
             continue
-        for pct in FRACTIONS:
+        for pct in pcts:
             r = time_split(B, T, hk, hv, pct, {"rule": -1, "solo": 0, "pair": 1}[a.build])
             rows.append(r)
             print(f"{r['shape']} split {pct:3d}% (slot {r['split']:5d} of {r['chunk_slots']}): {r['us']:8.1f} us",
