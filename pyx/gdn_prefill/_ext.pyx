@@ -523,6 +523,8 @@ cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t 
     off = _head_major(&p.gcum, base, off, T, Hv)
     off = _head_major(&p.rq, base, off, T, Hv)
     off = _head_major(&p.rk, base, off, T, Hv)
+    # tu (the fused plan's) shares w's bytes (the unfused plan's): a call runs one plan
+    _piece(&p.tu, base, off, GDN_DTYPE_BF16, 3, T, Hv, GDN_CHUNK, 1)
     off = _piece(&p.w, base, off, GDN_DTYPE_BF16, 3, T, Hv, K, 1)
     off = _piece(&p.u, base, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
     off = _piece(&p.vnew, base, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
@@ -1344,11 +1346,11 @@ def workspace_layout(int64_t T, int64_t N, int64_t Hv):
     cdef gdn_problem_t p
     cdef char *base = <char *>GDN_WORKSPACE_ALIGN_BYTES  # any aligned non-NULL base: offsets only
     _carve(&p, base, T, N, Hv)
-    names = ("gcum", "rq", "rk", "w", "u", "vnew", "h", "pqk", "ready")
-    cdef gdn_tensor_t *ts[9]
-    ts[:] = [&p.gcum, &p.rq, &p.rk, &p.w, &p.u, &p.vnew, &p.h, &p.pqk, &p.ready]
+    names = ("gcum", "rq", "rk", "w", "u", "vnew", "h", "pqk", "tu", "ready")
+    cdef gdn_tensor_t *ts[10]
+    ts[:] = [&p.gcum, &p.rq, &p.rk, &p.w, &p.u, &p.vnew, &p.h, &p.pqk, &p.tu, &p.ready]
     out = {}
-    for i in range(9):
+    for i in range(10):
         strides = [ts[i].stride[j] for j in range(ts[i].rank)]
         order = sorted(range(ts[i].rank), key=lambda j: -strides[j])          # storage order
         out[names[i]] = (<uintptr_t>ts[i].data - <uintptr_t>base, tuple(ts[i].shape[j] for j in order),
