@@ -56,10 +56,11 @@ _v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV][0] = gdn_variant_id(b"spine_wgmma_kv")
 _v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][0] = gdn_variant_id(b"spine_wgmma_vk")
 _v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV][1] = gdn_variant_id(b"spine_wgmma_wg2_kv")
 _v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_wg2_vk")
-# The fused plan (spine="wgmma" with q, k, v, out 16-byte aligned): recompute_wu also writes the
-# in-chunk attention (pqk) and the spine computes the output itself (spine_rs_o_*: the state in
-# the registers of one warpgroup per 64 state columns, every regime): two launches, no h / vnew
-# round trip through HBM, no fwd_o.  _fused_guard() decides per call.
+# The fused plan (spine="wgmma" with q, k, v, out 16-byte aligned): recompute_wu writes the
+# in-chunk attention (pqk) and Tu = (I + A)^-1 diag(beta) (tu) instead of W and U, and the spine
+# forms Vnew from Tu and V and computes the output itself (spine_rs_o_*: the state in the
+# registers of one warpgroup per 64 state columns, every regime): two launches, no W / U / h /
+# vnew round trip through HBM, no fwd_o.  _fused_guard() decides per call.
 cdef int _v_wu_pqk[2]     # [beta is bf16]
 _v_wu_pqk[0] = gdn_variant_id(b"recompute_wu_bf16_betaf32_a16_pqk")
 _v_wu_pqk[1] = gdn_variant_id(b"recompute_wu_bf16_betabf16_a16_pqk")
