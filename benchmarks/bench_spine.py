@@ -23,8 +23,9 @@ too wherever the prefill runs the overlap plan (from 16 chunk slots), although a
 stage 1 beside it, the solo build is a little faster there (`--pair-crossover` times both).
 
 FLOPs counted per chunk and head: W.S (2*64*128*128) + K^T.Vnew (2*128*64*128)
-= 4.19 MFLOP, i.e. 65.5 KFLOP per token and value head (wgmma-o adds Q.S 2*64*128*128 and
-P.Vnew 2*64*64*128: 7.34 MFLOP); % of peak uses 989 TFLOP/s (H200 dense bf16, datasheet).
+= 4.19 MFLOP, i.e. 65.5 KFLOP per token and value head (wgmma-o computes K.S in place of W.S and
+adds Y.Tu^T 2*64*64*128, Q.S 2*64*128*128 and P.Vnew 2*64*64*128: 8.39 MFLOP); % of peak uses 989
+TFLOP/s (H200 dense bf16, datasheet).
 DRAM bytes counted per chunk and head (spine_bytes): what the spine must read and write at least,
 a key head's tiles once for its Hv/Hk value heads; "% copy BW" is their rate against the card's
 measured copy bandwidth (gdn_prefill.bench.PEAK_TBPS).  At B=1 the wgmma spine runs near that rate
@@ -47,7 +48,7 @@ K = V = 128
 
 def spine_flops(T_total: int, Hv: int, fused: bool = False) -> float:
     chunks = T_total / CHUNK
-    per_chunk = 2 * 64 * 128 * 128 * 2 + (2 * 64 * 128 * 128 + 2 * 64 * 64 * 128 if fused else 0)
+    per_chunk = 2 * 64 * 128 * 128 * 2 + (2 * 64 * 128 * 128 + 2 * 2 * 64 * 64 * 128 if fused else 0)
     return chunks * Hv * per_chunk
 
 
@@ -55,12 +56,13 @@ def spine_bytes(T_total: int, Hv: int, Hk: int, fused: bool = False) -> float:
     """DRAM bytes of the spine over T_total tokens (whole chunks), per chunk and value head:
     unfused (scalar, wgmma): W and U read (bf16, 64 x 128 each), K read once per key head, gcum and
     rk (fp32 rows), h written (bf16 128 x 128, every chunk's state for fwd_o) and vnew written
-    (bf16 64 x 128): 90,624 B at Hv/Hk = 2;  fused output (wgmma-o): W, U, K and q (once per key
-    head), P (bf16 64 x 64), gcum / rk / rq rows read, O written (bf16 64 x 128): 74,496 B."""
+    (bf16 64 x 128): 90,624 B at Hv/Hk = 2;  fused output (wgmma-o): Tu and P (bf16 64 x 64 each),
+    V, K and q (K, q once per key head), gcum / rk / rq rows read, O written (bf16 64 x 128):
+    66,304 B."""
     share = Hv // Hk
     tile = CHUNK * K * 2
     if fused:
-        per = 2 * tile + 2 * tile / share + CHUNK * CHUNK * 2 + 3 * CHUNK * 4 + CHUNK * V * 2
+        per = tile + 2 * tile / share + 2 * CHUNK * CHUNK * 2 + 3 * CHUNK * 4 + CHUNK * V * 2
     else:
         per = 2 * tile + tile / share + 2 * CHUNK * 4 + K * V * 2 + CHUNK * V * 2
     return T_total / CHUNK * Hv * per

@@ -7,7 +7,8 @@ For the L <= 64 tokens of one chunk slot c and one value head hv (DESIGN.md §1)
                  (1.0 when use_qk_l2norm == 0);  k̂ = rk * k
     A_ij = beta_i (k̂_i . k̂_j) exp(gcum_i - gcum_j)  for i > j, else 0
     Tm   = (I + A)^-1                                        (fp32, unit lower triangular)
-    w    = Tm diag(beta exp(gcum)) K̂,   u = Tm diag(beta) V   (stored bf16)
+    w    = Tm diag(beta exp(gcum)) K̂,   u = Tm diag(beta) V   (stored bf16; the unfused plan)
+    tu   = Tm diag(beta)                                     (stored bf16; the fused plan's builds)
 
 The two GEMM-shaped steps run on tensor cores (warpgroup MMA, bf16 operands, fp32
 accumulate); the triangular solve stays fp32 on CUDA cores.  256 threads = two
@@ -51,7 +52,11 @@ G = K K^T (same B operand) and folds
 (the exp shared with A), rounds P to bf16 (as fwd_o rounds its P), stages it with stmatrix in
 the Tw slot once both warpgroups' Q K^T have read the q tile there (one more CTA barrier; P
 stored from registers instead was 13-18 % slower, run 16) and stores rows i < L to
-pqk[t0 + i, hv, :] (16-byte vectors) right after the phase-2 barrier.
+pqk[t0 + i, hv, :] (16-byte vectors) right after the phase-2 barrier.  And the kernel ends after
+phase 3.4 with Tu alone (no Tw, no V load, no phase 4): rows i < L of Tu -> tu[t0 + i, hv, :],
+from which the fused spine forms Vnew = Tu (V - diag(exp(gcum) rk) K S) itself (spine_rs.py).
+That drops the V load, both W / U products and 24 of the 32 KB stored per chunk and head (run
+86, ncu, 8x4K: 485 -> 378 us).
 
 Aligned variants (*_a16: q, k, v with 16-byte aligned bases and token/head strides that
 are multiples of 8 elements, declared by fake_args(aligned=True) and chosen at trace time
@@ -270,8 +275,8 @@ def recompute_wu_kernel(
     q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
     cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
     gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
-    pqk: cute.Tensor, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom, mU: cute.Tensor,
-    tma_p: cute.CopyAtom, mP: cute.Tensor, ready: cute.Tensor,
+    pqk: cute.Tensor, tu: cute.Tensor, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom,
+    mU: cute.Tensor, tma_p: cute.CopyAtom, mP: cute.Tensor, tma_t: cute.CopyAtom, mT: cute.Tensor, ready: cute.Tensor,
     scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32, slot_begin: Int32, ready_from: Int32,
     aligned: cutlass.Constexpr, with_pqk: cutlass.Constexpr,
 ):
@@ -667,69 +672,88 @@ def recompute_wu_kernel(
         tTu = thr_t.partition_D(sT2[None, None, 1])
         rTw = cute.make_rmem_tensor(tTc.shape, BFloat16)
         rTu = cute.make_rmem_tensor(tTc.shape, BFloat16)
+        #     (the fused plan's build: Tu only, its stage 1 ends with Tu's store)
         for e in cutlass.range_constexpr(cute.size(rTw)):
             i, j = tTc[e]
             tm = sA[i, j]
-            rTw[e] = BFloat16(tm * (sE[j] * sR[j]))
+            if cutlass.const_expr(not with_pqk):
+                rTw[e] = BFloat16(tm * (sE[j] * sR[j]))
             rTu[e] = BFloat16(tm * sB[j])
-        cute.copy(cp_t, rTw, tTw)
+        if cutlass.const_expr(not with_pqk):
+            cute.copy(cp_t, rTw, tTw)
         cute.copy(cp_t, rTu, tTu)
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
 
-        # ---- phase 3.5: the V tile into the A / Tm bytes, now read (WG1 only: WG0's W = Tw K
-        #      starts at once; WG1's U = Tu V waits for these loads) ----
-        if wg == 1:
-            _load_v(v, hv, t0, L, wtid, sRC[None, None, 1], aligned)
-            cute.arch.fence_proxy("async.shared", space="cta")       # wgmma reads the tile next
-            cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
-
-        # ---- phase 4: WG0 W = Tw K, WG1 U = Tu V on wgmma --------------------------
-        mma_o.set(warpgroup.Field.ACCUMULATE, True)
-        thr_o = mma_o.get_slice(wtid)
-        tOa = thr_o.make_fragment_A(thr_o.partition_A(sT2))          # (MMA, 1, 4, 2)
-        stsm = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16)
-        st_o = cute.make_tiled_copy_C(stsm, mma_o).get_slice(wtid)
-        sO = sRC[None, None, wg]                                     # (64 rows, 128 cols)
-        accO = cute.make_rmem_tensor(thr_o.partition_shape_C((C, DK // 2)), Float32)
-        accO_cv = st_o.retile(accO)
-        rO = cute.make_rmem_tensor_like(accO_cv, BFloat16)
-        for nh in cutlass.range_constexpr(2):
-            # columns 64 nh .. 64 nh + 63 of the product: the B tile's matching 128-byte swizzle atoms
-            tOb = thr_o.make_fragment_B(thr_o.partition_B(cute.local_tile(sKV[None, None, wg], (DK // 2, C), (nh, 0))))
-            accO.fill(0.0)
-            warpgroup.fence()
-            for kb in cutlass.range_constexpr(cute.size(tOa, mode=[2])):
-                cute.gemm(mma_o, accO, tOa[None, None, kb, wg], tOb[None, None, kb], accO)
-            warpgroup.commit_group()
-            warpgroup.wait_group(0)
-            # every warp of this warpgroup is past this half's MMA: the columns it read (and only
-            # those: the other half reads the other swizzle atoms) may be overwritten
-            cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
-            # accumulator -> bf16 -> the consumed columns of the tile (stmatrix)
-            for e in cutlass.range_constexpr(cute.size(accO_cv)):
-                rO[e] = BFloat16(accO_cv[e])
-            cute.copy(st_o, rO, st_o.partition_D(cute.local_tile(sO, (C, DK // 2), (0, nh))))
-        cute.arch.fence_proxy("async.shared", space="cta")          # the TMA store reads the tile next
-        cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
-        # then rows t0 .. t0 + 63 -> HBM: a full chunk by one TMA store (the warpgroup's first
-        # warp), a partial one by 16-byte thread stores of rows i < L
-        cp_o = tma.rows_copy(DK)
-        thr_s = cp_o.get_slice(wtid)
-        tSs = thr_s.partition_S(sO)                                  # (CPY, 8 row groups, 1)
-        tSc = thr_s.partition_S(cute.make_identity_tensor((C, DK)))
-        store_warp = warp == 4 * wg
-        if wg == 0:
-            tma.store_rows(L, store_warp, tma_w, sRC, mW[None, None, hv], w, cp_o, thr_s, tSs, tSc,
-                              t0, hv, 0, wg, DK)
+        if cutlass.const_expr(with_pqk):
+            # ---- the fused plan's end: Tu (64 x 64 bf16) -> tu[t0 + i, hv, :], as P left ----
+            # (its spine forms Vnew = Tu (V - diag(exp(gcum) rk) K S) itself: no V load, no W, U)
+            cp_t2 = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((NTHREADS // 8, 8), stride=(8, 1)),
+                                            cute.make_layout((1, 8)))
+            thr_t2 = cp_t2.get_slice(tidx)
+            tma.store_rows(L, warp == 0, tma_t, sT2, mT[None, None, hv], tu, cp_t2, thr_t2,
+                           thr_t2.partition_S(sT2[None, None, 1]),
+                           thr_t2.partition_S(cute.make_identity_tensor((C, C))), t0, hv, 0, 1, C)
+            if slot >= ready_from:
+                # overlap plan: the fused spine is running and waits for this (slot, head)
+                _publish(ready, slot, hv, tidx, warp == 0)
+            elif warp == 0:
+                cute.arch.cp_async_bulk_wait_group(0, read=True)    # before the CTA's smem is released
         else:
-            tma.store_rows(L, store_warp, tma_u, sRC, mU[None, None, hv], u, cp_o, thr_s, tSs, tSc,
-                              t0, hv, 0, wg, DV)
-        if slot >= ready_from:
-            # overlap plan: the fused spine is running and waits for this (slot, head)
-            _publish(ready, slot, hv, tidx, store_warp)
-        elif store_warp:
-            cute.arch.cp_async_bulk_wait_group(0, read=True)        # before the CTA's smem is released
+
+            # ---- phase 3.5: the V tile into the A / Tm bytes, now read (WG1 only: WG0's W = Tw K
+            #      starts at once; WG1's U = Tu V waits for these loads) ----
+            if wg == 1:
+                _load_v(v, hv, t0, L, wtid, sRC[None, None, 1], aligned)
+                cute.arch.fence_proxy("async.shared", space="cta")       # wgmma reads the tile next
+                cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
+
+            # ---- phase 4: WG0 W = Tw K, WG1 U = Tu V on wgmma --------------------------
+            mma_o.set(warpgroup.Field.ACCUMULATE, True)
+            thr_o = mma_o.get_slice(wtid)
+            tOa = thr_o.make_fragment_A(thr_o.partition_A(sT2))          # (MMA, 1, 4, 2)
+            stsm = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16)
+            st_o = cute.make_tiled_copy_C(stsm, mma_o).get_slice(wtid)
+            sO = sRC[None, None, wg]                                     # (64 rows, 128 cols)
+            accO = cute.make_rmem_tensor(thr_o.partition_shape_C((C, DK // 2)), Float32)
+            accO_cv = st_o.retile(accO)
+            rO = cute.make_rmem_tensor_like(accO_cv, BFloat16)
+            for nh in cutlass.range_constexpr(2):
+                # columns 64 nh .. 64 nh + 63 of the product: the B tile's matching 128-byte swizzle atoms
+                tOb = thr_o.make_fragment_B(thr_o.partition_B(cute.local_tile(sKV[None, None, wg], (DK // 2, C), (nh, 0))))
+                accO.fill(0.0)
+                warpgroup.fence()
+                for kb in cutlass.range_constexpr(cute.size(tOa, mode=[2])):
+                    cute.gemm(mma_o, accO, tOa[None, None, kb, wg], tOb[None, None, kb], accO)
+                warpgroup.commit_group()
+                warpgroup.wait_group(0)
+                # every warp of this warpgroup is past this half's MMA: the columns it read (and only
+                # those: the other half reads the other swizzle atoms) may be overwritten
+                cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
+                # accumulator -> bf16 -> the consumed columns of the tile (stmatrix)
+                for e in cutlass.range_constexpr(cute.size(accO_cv)):
+                    rO[e] = BFloat16(accO_cv[e])
+                cute.copy(st_o, rO, st_o.partition_D(cute.local_tile(sO, (C, DK // 2), (0, nh))))
+            cute.arch.fence_proxy("async.shared", space="cta")          # the TMA store reads the tile next
+            cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
+            # then rows t0 .. t0 + 63 -> HBM: a full chunk by one TMA store (the warpgroup's first
+            # warp), a partial one by 16-byte thread stores of rows i < L
+            cp_o = tma.rows_copy(DK)
+            thr_s = cp_o.get_slice(wtid)
+            tSs = thr_s.partition_S(sO)                                  # (CPY, 8 row groups, 1)
+            tSc = thr_s.partition_S(cute.make_identity_tensor((C, DK)))
+            store_warp = warp == 4 * wg
+            if wg == 0:
+                tma.store_rows(L, store_warp, tma_w, sRC, mW[None, None, hv], w, cp_o, thr_s, tSs, tSc,
+                                  t0, hv, 0, wg, DK)
+            else:
+                tma.store_rows(L, store_warp, tma_u, sRC, mU[None, None, hv], u, cp_o, thr_s, tSs, tSc,
+                                  t0, hv, 0, wg, DV)
+            if slot >= ready_from:
+                # overlap plan: the fused spine is running and waits for this (slot, head)
+                _publish(ready, slot, hv, tidx, store_warp)
+            elif store_warp:
+                cute.arch.cp_async_bulk_wait_group(0, read=True)        # before the CTA's smem is released
 
 
 @cute.jit
@@ -771,7 +795,7 @@ def _load_v(v: cute.Tensor, hv: Int32, t0: Int32, L: Int32, wtid: Int32, sV: cut
 
 @cute.jit
 def _publish(ready: cute.Tensor, c: Int32, hv: Int32, tidx: Int32, store_warp):
-    """ready[c, hv] = 1 once every store of this CTA (the TMA stores of W, U, P: complete, not just
+    """ready[c, hv] = 1 once every store of this CTA (the TMA stores of W, U or Tu, P: complete, not just
     read out of smem; the thread stores of gcum, rq, rk and of a partial chunk's rows) is visible
     at GPU scope: bulk wait, proxy fence, CTA barrier, then one release store.  The spine's loader
     acquires the flag before it reads the slot (spine_rs._await_ready)."""
@@ -796,31 +820,34 @@ def _make_launch(with_pqk: bool):
         q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
         cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
         gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
-        pqk: cute.Tensor, ready: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32,
+        pqk: cute.Tensor, tu: cute.Tensor, ready: cute.Tensor, scale: Float32, use_qk_l2norm: Int32,
+        use_state_indices: Int32,
         slot_begin: Int32, slot_end: Int32, ready_from: Int32,
         stream: cuda.CUstream,
     ):
         Hv = v.shape[1]
         aligned = _aligned16(q) and _aligned16(k) and _aligned16(v)     # a Python bool at trace time
         assert aligned or not with_pqk, "the pqk build is written for the aligned (cp.async) loads"
-        # W, U and P leave by TMA stores from their staging tiles (workspace tensors: aligned)
+        # W, U (or Tu) and P leave by TMA stores from their staging tiles (workspace tensors: aligned)
         _, lay_kv_rc, _, lay_t2 = _smem_layouts()
         store = cpasync.CopyBulkTensorTileS2GOp()
         tma_w, mW = cpasync.make_tiled_tma_atom(store, tma.view(w, [0, 2, 1]),
                                                 cute.slice_(lay_kv_rc, (None, None, 0)), (C, DK))
         tma_u, mU = cpasync.make_tiled_tma_atom(store, tma.view(u, [0, 2, 1]),
                                                 cute.slice_(lay_kv_rc, (None, None, 0)), (C, DV))
-        tma_p, mP = tma_w, mW                                    # unused without with_pqk
+        tma_p, mP, tma_t, mT = tma_w, mW, tma_w, mW              # unused without with_pqk
         if cutlass.const_expr(with_pqk):
             tma_p, mP = cpasync.make_tiled_tma_atom(store, tma.view(pqk, [0, 2, 1]),
                                                     cute.slice_(lay_t2, (None, None, 0)), (C, C))
+            tma_t, mT = cpasync.make_tiled_tma_atom(store, tma.view(tu, [0, 2, 1]),
+                                                    cute.slice_(lay_t2, (None, None, 1)), (C, C))
         # every slot of the launch publishes (ready_from <= slot_begin): the overlap plan's second
         # part, beside the spine, at OVERLAP_CTAS_PER_SM (a runtime value of the one build)
         smem = cutlass.select_(ready_from <= slot_begin, Int32(launch_smem_bytes(with_pqk, True)),
                                Int32(launch_smem_bytes(with_pqk, False)))
         recompute_wu_kernel(
             q, k, v, g, beta, cu_seqlens, state_indices,
-            gcum, rq, rk, w, u, pqk, tma_w, mW, tma_u, mU, tma_p, mP, ready,
+            gcum, rq, rk, w, u, pqk, tu, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT, ready,
             scale, use_qk_l2norm, use_state_indices, slot_begin, ready_from, aligned, with_pqk,
         ).launch(grid=plan.grid_recompute_wu_slots(slot_begin, slot_end, Hv), block=[NTHREADS, 1, 1], stream=stream,
              smem=smem, min_blocks_per_mp=CTAS_PER_SM, preferred_smem_carveout=100, use_pdl=pdl.USE_PDL)
@@ -862,6 +889,7 @@ def fake_args(dims: fake.Dims, beta_dtype=Float32, aligned: bool = False, with_p
         fake.ws_tvd(dims, DK),            # w
         fake.ws_tvd(dims, DV),            # u
         fake.ws_tvd(dims, C),             # pqk
+        fake.ws_tvd(dims, C),             # tu
         fake.ws_ready(dims),              # ready
         fake.f32(1.0),                    # scale
         fake.i32(1),                      # use_qk_l2norm

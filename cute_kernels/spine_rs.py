@@ -4,53 +4,64 @@ The fused plan's spine in every regime (it replaced spine_la_o and spine_wgmma_o
 O = rowscale * Q S + Pqk Vnew, no h, no vnew, the same contract as every spine.  The state is
 carried transposed, S^T (V x K), in the accumulators of one warpgroup, so that every MMA of a
 chunk takes its A operand straight from registers and the chunk-to-chunk chain never goes
-through shared memory:
+through shared memory.  Stage 1 of this plan ends at Tu = (I + A)^-1 diag(beta) (recompute_wu's
+_pqk builds: no W, U), and the spine forms Vnew = U - W S = Tu (V - diag(a) K S) itself, with
+a_m = exp(gcum_m) rk_m, from the K tile it loads for G3 anyway and V read from the input:
 
     rS = bf16(S^T)                                    A of G1 and G2 (64 v x 128 k)
-    G1  X = rS W^T           M=64 v, N=64 j, K=128    B = the W tile (K-major, as stored)
+    G1  Z = rS K^T           M=64 v, N=64 m, K=128    B = the K tile, read K-major
+        Y^T = V^T - Z diag(a)  (V^T by transposing ldmatrix; columns m >= L selected to 0)
+    G1b Vnew^T = bf16(Y^T) Tu^T  M=64 v, N=64 j, K=64 m; B = the Tu tile (K-major, as stored;
+                             columns j >= L selected to 0)
     G2  Y = rS Q^T           M=64 v, N=64 i, K=128    B = the q tile (K-major, as stored)
-        Vnew^T = U^T - X     (U^T by transposing ldmatrix; columns j >= L selected to 0)
     G3  S^T = g S^T + bf16(Vnew^T coef_j) K           M=64 v, N=128 k, K=64 j; B = K (MN-major)
     G4  O^T = c_i Y + bf16(Vnew^T) Pqk^T              M=64 v, N=64 i, K=64 j; B = pqk (K-major)
 
 with coef_j = exp(g_last - gcum_j) rk_j and c_i = scale rq_i exp(gcum_i) (DESIGN.md §1), so
 the state stays fp32 across chunks and the decay is an fp32 multiply, as in every spine.
-The chain of a chunk is G3(i-1) -> rS -> G1 -> Vnew -> G3: two MMAs and register work, no
-fence, no barrier.  The cost: M = 64 state columns per warpgroup (the A operand's rows), so one
-(sequence, head) is 2 CTAs, not 4 (64 CTAs for one sequence at Hv = 32).
+The chain of a chunk is G3(i-1) -> rS -> G1 -> Y -> G1b -> Vnew -> G3: three MMAs and register
+work, no fence, no barrier.  The cost: M = 64 state columns per warpgroup (the A operand's
+rows), so one (sequence, head) is 2 CTAs, not 4 (64 CTAs for one sequence at Hv = 32).
+Why Tu and not W, U (run 86, branch fused-tform, H200, 16/32, graph): stage 1 loses its V load
+and both W / U products and writes 8 KB per chunk and head instead of 32 (ncu, 8x4K: 485 ->
+378 us); the spine reads Tu (8 KB) for W (16 KB) and V for U, and its chain gains G1b (B=1 T=4K
+1.25 -> 1.38 us/chunk; B=8 5.54 -> 5.53): the whole prefill 8x4K 834 -> 726 us, 32x2K 1747 ->
+1490, varlen16 931 -> 821, 1x1K 45.5 -> 42.8, the overlap plan's 1x8K / 1x64K level (231 /
+1755 -> 238 / 1797 median in that call, within those shapes' call-to-call spread).  Rounding:
+Y is rounded to bf16 once where W S and U were rounded apart, and Tu as W and U were.
 
 Run 12 (branch spine-rs) measured the unfused form of this idea at 2.25 us/chunk (B=1):
 it also staged bf16(S) (16 KB) per chunk for fwd_o, issued its TMA loads and stores from the
 warpgroup itself and met in a CTA barrier every chunk.  Here a loader warp (warp 4) owns every
-TMA load and computes each chunk's coefficient table (coef_j, c_i, exp(g_last)) into shared
+TMA load and computes each chunk's coefficient table (coef_j, c_i, a_m, exp(g_last)) into shared
 memory beside the tiles, and a store warp (warp 5) owns the output's stores: each consumer warp
 hands its part of the staged output over by an mbarrier (ostaged) and learns that the buffer is
 free again by another (ofree), so no warp of the chain waits for another one or for a store.
 (Run 45: with the warpgroup's named barrier and warp 0's bulk wait in the epilogue instead,
 1.143 -> 1.097 us/chunk at B=1 T=64K, 1.767 -> 1.591 at T=1K.)
 
-Per chunk i (slot s = i % NSLOT of a TMA ring: W, U (64 v columns), K, q, pqk tiles of chunk i
+Per chunk i (slot s = i % NSLOT of a TMA ring: Tu, V (64 v columns), K, q, pqk tiles of chunk i
 and its coefficient table; full[s] completes on the TMA bytes and the loader's 32 table
 writers; empty[s] on the 128 consumer threads, in the epilogue of chunk i; ostaged[b] on the 4
 consumer warps' staged output of a chunk c with c % 2 = b, ofree[b] on the store warp once its
 store of that chunk has read the buffer):
-    wait full[s]; (partial chunk: zero K rows >= L, a NaN there would survive 0 * NaN in G3)
-    rS = bf16(S^T); issue G1, then G2 behind it
-    under them: S^T *= exp(g_last_i), U^T by ldmatrix, the epilogue of chunk i-1 (release its
+    wait full[s]; (partial chunk: zero K rows >= L, a NaN there would survive 0 * NaN in G1, G3)
+    rS = bf16(S^T); issue G1
+    under it: S^T *= exp(g_last_i), V^T by ldmatrix, the epilogue of chunk i-1 (release its
       slot; its O^T as bf16 registers -> transposing stmatrix into sO[(i-1) % 2] -> ostaged; the
       store warp issues the TMA store and frees the buffer)
-    wait G1 (G2 in flight); Vnew^T, P^T; issue G3; wait G2 (G3 in flight); Y *= c_i; issue G4
-    wait G3 and G4; O^T -> bf16 registers
+    wait G1; Y^T; issue G1b, then G2 behind it; wait G1b (G2 in flight); Vnew^T, P^T; issue G3;
+    wait G2 (G3 in flight); Y *= c_i; issue G4; wait G3 and G4; O^T -> bf16 registers
 Nothing is in flight across the loop's back edge and the epilogue reads no register a wgmma
 wrote: otherwise ptxas serialises every wgmma (C7515: loop-carried accumulators are moved while
 a group is in flight) or waits for G1 there (C7517), run 25.  tests/test_sass.py pins the
-three waits per chunk (LE 1, LE 1, LE 0).
-Measured (run 27, H200, Hv = 32): 1.30 us/chunk at B=1 T=4K (spine_la_o 1.35), 5.96 at B=8
-(spine_wgmma_o_wg2 7.77); the whole prefill 2-19 % faster at every benchmarked shape.
+four waits per chunk (LE 0, LE 1, LE 1, LE 0).
+Measured (run 27, H200, Hv = 32, the W / U form): 1.30 us/chunk at B=1 T=4K (spine_la_o 1.35),
+5.96 at B=8 (spine_wgmma_o_wg2 7.77); the whole prefill 2-19 % faster at every benchmarked shape.
 
 Two builds (VARIANTS; the launcher picks per call, plan.spine_rs_pair): solo, and pair, in which
 the two CTAs of a head (adjacent in the grid) form a cluster: each loader TMA-loads half of the
-W, K, q and P tiles and multicasts it to both CTAs, and a slot is refilled only when the consumer
+Tu, K, q and P tiles and multicasts it to both CTAs, and a slot is refilled only when the consumer
 warps of both CTAs have released it (empty[s] counts the peer's 4 warps too, _empty_arrivals).
 With more CTAs than SMs the spine is bound by L2 throughput (run 48: 90.5 % at 8x4K), which the
 multicast halves for those tiles (run 49: 8x4K 871 -> 857 us); in the overlap plan the spine
@@ -63,10 +74,10 @@ beside this spine, recompute_wu's chunk slots >= ready_from run concurrently wit
 each (slot, head) in `ready`; the loader warp acquires that flag before it reads the chunk's row
 data and tiles (_await_ready).  The consumer warpgroup is unchanged: it waits on the TMA ring.
 
-Masking: rows >= L of a partial chunk's W / U / q / pqk tiles may be another sequence's rows
-or uninitialised workspace: Vnew^T columns j >= L are selected to 0 (not multiplied), output
-columns i >= L are never stored (thread stores of rows < L), and K rows >= L are zeroed in
-shared memory before G3.
+Masking: rows >= L of a partial chunk's Tu / V / q / pqk tiles may be another sequence's rows
+or uninitialised workspace: Y^T columns m >= L and Vnew^T columns j >= L are selected to 0 (not
+multiplied), output columns i >= L are never stored (thread stores of rows < L), and K rows >= L
+are zeroed in shared memory before G1.
 """
 from __future__ import annotations
 
@@ -94,20 +105,23 @@ THREADS = 192                         # warpgroup 0: the state and the output; w
 LOAD_WARP = 4                         # warp 5: the output's stores
 STORE_WARP = 5
 BAR_WG = 1                            # the warpgroup's own named barrier (0 is the CTA barrier)
-TAB = 2 * CHUNK + 4                   # coefficient table per slot: coef_j [64], c_i [64], exp(g_last)
+TAB = 3 * CHUNK + 4                   # coefficient table per slot: coef_j, c_i, a_m [64 each], exp(g_last)
+TAB_C = CHUNK                         # c_i = scale rq_i exp(gcum_i)
+TAB_A = 2 * CHUNK                     # a_m = exp(gcum_m) rk_m (Y^T = V^T - Z diag(a))
+TAB_GL = 3 * CHUNK                    # exp(g_last)
 assert CHUNK == 64 and DK == 128 and VB == 64 and DV % VB == 0
 
-_W_BYTES = CHUNK * DK * 2
-_U_BYTES = CHUNK * VB * 2
+_T_BYTES = CHUNK * CHUNK * 2
+_V_BYTES = CHUNK * VB * 2
 _K_BYTES = CHUNK * DK * 2
 _Q_BYTES = CHUNK * DK * 2
 _PQ_BYTES = CHUNK * CHUNK * 2
-_TMA_BYTES = _W_BYTES + _U_BYTES + _K_BYTES + _Q_BYTES + _PQ_BYTES     # 64 KB per slot
+_TMA_BYTES = _T_BYTES + _V_BYTES + _K_BYTES + _Q_BYTES + _PQ_BYTES     # 56 KB per slot
 
 
 def _smem_tiles() -> dict[str, int]:
     """bf16 elements of each shared-memory tile, in allocation order (each 1024-aligned)."""
-    return {"sW": NSLOT * CHUNK * DK, "sK": NSLOT * DK * CHUNK, "sU": NSLOT * CHUNK * VB,
+    return {"sT": NSLOT * CHUNK * CHUNK, "sK": NSLOT * DK * CHUNK, "sV": NSLOT * CHUNK * VB,
             "sQ": NSLOT * CHUNK * DK, "sPq": NSLOT * CHUNK * CHUNK, "sO": 2 * CHUNK * VB}
 
 
@@ -148,21 +162,25 @@ def _shared_storage():
 
 
 def _smem_layouts():
-    """sW, sQ (64 rows, 128 k, slot): K-major B of G1 / G2 (the tiles as stored);
-    sK (128 k, 64 rows, slot): MN-major B of G3 (the K tile as stored, k contiguous);
-    sPq (64 i, 64 j, slot): K-major B of G4; sU (64 j, 64 v, slot) and sO (64 i, 64 v, 2):
-    v contiguous, read / written transposed by ldmatrix / stmatrix."""
+    """sQ (64 rows, 128 k, slot): K-major B of G2 (the tile as stored); sK (128 k, 64 rows, slot):
+    MN-major B of G3 (the K tile as stored, k contiguous), and the same bytes as sKk (64 rows,
+    128 k, slot), the K-major B of G1; sT, sPq (64 rows, 64 cols, slot): K-major B of G1b / G4;
+    sV (64 j, 64 v, slot) and sO (64 i, 64 v, 2): v contiguous, read / written transposed by
+    ldmatrix / stmatrix."""
     t1 = (VB, CHUNK, DK)        # G1, G2 (M, N, K)
     t3 = (VB, DK, CHUNK)        # G3
-    t4 = (VB, CHUNK, CHUNK)     # G4
-    sW = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t1, BFloat16, NSLOT)
+    t4 = (VB, CHUNK, CHUNK)     # G1b, G4
     sQ = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t1, BFloat16, NSLOT)
     sK = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, t3, BFloat16, NSLOT)
+    sKk = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t1, BFloat16, NSLOT)
+    # G1 reads the K tile K-major: the transposed view of G3's MN-major tile must be those bytes
+    assert str(sKk) == str(cute.select(sK, mode=[1, 0, 2])), (sKk, sK)
+    sT = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t4, BFloat16, NSLOT)
     sPq = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t4, BFloat16, NSLOT)
     atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, BFloat16)   # 64-wide rows
-    sU = cute.tile_to_shape(atom, (CHUNK, VB, NSLOT), order=(0, 1, 2))
+    sV = cute.tile_to_shape(atom, (CHUNK, VB, NSLOT), order=(0, 1, 2))
     sO = cute.tile_to_shape(atom, (CHUNK, VB, 2), order=(0, 1, 2))
-    return dict(sW=sW, sK=sK, sU=sU, sQ=sQ, sPq=sPq, sO=sO)
+    return dict(sT=sT, sK=sK, sKk=sKk, sV=sV, sQ=sQ, sPq=sPq, sO=sO)
 
 
 def _tiled_mmas():
@@ -193,7 +211,7 @@ def _acc_as_a_layout(acc_layout, n_kb: int):
 # --------------------------------------------------------------------------- kernel
 @cute.kernel
 def spine_rs_kernel(
-    tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom, mU: cute.Tensor,
+    tma_t: cute.CopyAtom, mT: cute.Tensor, tma_v: cute.CopyAtom, mV: cute.Tensor,
     tma_k: cute.CopyAtom, mK: cute.Tensor, tma_o: cute.CopyAtom, mO: cute.Tensor,
     tma_q: cute.CopyAtom, mQ: cute.Tensor, tma_pq: cute.CopyAtom, mPq: cute.Tensor,
     gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, cu_seqlens: cute.Tensor,
@@ -202,7 +220,7 @@ def spine_rs_kernel(
     cz: cutlass.Constexpr,
 ):
     """cz: CTAs per cluster (compile time).  1: the solo build; 2: the pair build, the two CTAs of
-    a head (adjacent in the grid) each TMA-load half of the W, K, q and P tiles and multicast it
+    a head (adjacent in the grid) each TMA-load half of the Tu, K, q and P tiles and multicast it
     to both, and a slot is refilled once both CTAs' consumers have released it."""
     pdl.enter()
     tidx, _, _ = cute.arch.thread_idx()
@@ -228,13 +246,14 @@ def spine_rs_kernel(
 
     def view(field, layout):
         return getattr(storage, field).get_tensor(layout.outer, swizzle=layout.inner)
-    sW, sK, sU, sQ, sPq, sO = (view(f, lay[f]) for f in ("sW", "sK", "sU", "sQ", "sPq", "sO"))
-    # the (v, j) / (v, i) views of the U and output tiles: ldmatrix / stmatrix move them transposed
-    sU_vj = view("sU", cute.select(lay["sU"], mode=[1, 0, 2]))     # (64 v, 64 j, slot)
+    sT, sK, sV, sQ, sPq, sO = (view(f, lay[f]) for f in ("sT", "sK", "sV", "sQ", "sPq", "sO"))
+    sKk = view("sK", lay["sKk"])                                   # (64 m, 128 k, slot): B of G1
+    # the (v, j) / (v, i) views of the V and output tiles: ldmatrix / stmatrix move them transposed
+    sV_vj = view("sV", cute.select(lay["sV"], mode=[1, 0, 2]))     # (64 v, 64 j, slot)
     sO_vi = view("sO", cute.select(lay["sO"], mode=[1, 0, 2]))     # (64 v, 64 i, 2)
 
     if warp_idx == LOAD_WARP:
-        for t in (tma_w, tma_u, tma_k, tma_o, tma_q, tma_pq):
+        for t in (tma_t, tma_v, tma_k, tma_o, tma_q, tma_pq):
             cpasync.prefetch_descriptor(t)
     if tidx == 0:
         for s in cutlass.range_constexpr(NSLOT):
@@ -259,12 +278,12 @@ def spine_rs_kernel(
         col0 = vb * VB
         if warp_idx == LOAD_WARP:
             _loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, gcum, rk, rq, scale,
-                   tma_w, mW, tma_u, mU, tma_k, mK, tma_q, mQ, tma_pq, mPq, sW, sU, sK, sQ, sPq,
+                   tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
                    ready, ready_from, plan.first_slot(bos, n), cz)
         elif warp_idx == STORE_WARP:
             _stores(nch, bos, eos, hv, col0, ostaged_bar, ofree_bar, sO, tma_o, mO, out)
         else:
-            _state(tidx, hv, slot, bos, eos, nch, col0, sW, sK, sU_vj, sQ, sPq, sO_vi, sTab,
+            _state(tidx, hv, slot, bos, eos, nch, col0, sT, sK, sKk, sV_vj, sQ, sPq, sO_vi, sTab,
                    full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state, cz)
     if cutlass.const_expr(cz > 1):
         # no CTA leaves while its peer may still multicast into it or arrive on its barriers
@@ -274,38 +293,39 @@ def spine_rs_kernel(
 
 @cute.jit
 def _state(ltid: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32,
-           col0: Int32, sW, sK, sU_vj, sQ, sPq, sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar,
+           col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar,
            state: cute.Tensor, has_state: Int32, cz: cutlass.Constexpr):
     """Warpgroup 0: S^T through the sequence and the output of every chunk (module docstring)."""
     mma_n64, mma_s = _tiled_mmas()
 
     thr_n = mma_n64.get_slice(ltid)
     thr_s = mma_s.get_slice(ltid)
-    tWb = thr_n.make_fragment_B(thr_n.partition_B(sW))          # (MMA, 1, 8, NSLOT)
+    tKkb = thr_n.make_fragment_B(thr_n.partition_B(sKk))        # (MMA, 1, 8, NSLOT)
     tQb = thr_n.make_fragment_B(thr_n.partition_B(sQ))          # (MMA, 1, 8, NSLOT)
+    tTb = thr_n.make_fragment_B(thr_n.partition_B(sT))          # (MMA, 1, 4, NSLOT)
     tPqb = thr_n.make_fragment_B(thr_n.partition_B(sPq))        # (MMA, 1, 4, NSLOT)
     tKb = thr_s.make_fragment_B(thr_s.partition_B(sK))          # (MMA, 1, 4, NSLOT)
     accSt = cute.make_rmem_tensor(thr_s.partition_shape_C((VB, DK)), Float32)      # S^T[v, k]
-    accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # W S, then Vnew^T
+    accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # Z, then Vnew^T
     accY = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # Q S, then O^T
     assert str(accSt.layout) == "((2,2,16),1,1):((1,2,4),0,0)", str(accSt.layout)
     assert str(accX.layout) == "((2,2,8),1,1):((1,2,4),0,0)", str(accX.layout)
     rS = cute.make_rmem_tensor_like(accSt, BFloat16)            # A of G1, G2
     rP = cute.make_rmem_tensor_like(accX, BFloat16)             # A of G3: bf16(Vnew^T coef_j)
-    rV = cute.make_rmem_tensor_like(accX, BFloat16)             # A of G4: bf16(Vnew^T)
+    rV = cute.make_rmem_tensor_like(accX, BFloat16)             # A of G1b: bf16(Y^T); of G4: bf16(Vnew^T)
     tSa = cute.make_tensor(rS.iterator, _acc_as_a_layout(accSt.layout, DK // 16))
     tPa = cute.make_tensor(rP.iterator, _acc_as_a_layout(accX.layout, CHUNK // 16))
     tVa = cute.make_tensor(rV.iterator, _acc_as_a_layout(accX.layout, CHUNK // 16))
     tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))     # (v, k) of accSt[e]
     tXc = thr_n.partition_C(cute.make_identity_tensor((VB, CHUNK)))    # (v, j) of accX[e], accY[e]
 
-    # U^T by transposing ldmatrix from the (j, v) tile; O^T by transposing stmatrix into (i, v)
-    ld_u = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16),
+    # V^T by transposing ldmatrix from the (j, v) tile; O^T by transposing stmatrix into (i, v)
+    ld_v = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16),
                                   mma_n64).get_slice(ltid)
     st_o = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(True, 4), BFloat16),
                                   mma_n64).get_slice(ltid)
-    rU = cute.make_rmem_tensor_like(accX, BFloat16)
-    rU_cv = ld_u.retile(rU)
+    rVt = cute.make_rmem_tensor_like(accX, BFloat16)           # V^T (64 v, 64 m)
+    rVt_cv = ld_v.retile(rVt)
     accY_cv = st_o.retile(accY)
     rO = cute.make_rmem_tensor_like(accY_cv, BFloat16)
 
@@ -326,31 +346,45 @@ def _state(ltid: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int
                 sK[ltid, j, s] = BFloat16(0.0)
             cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128)
-        # G1: X = bf16(S^T) W^T, then G2: Y = bf16(S^T) Q^T behind it (G2 overlaps the Vnew work)
+        # G1: Z = bf16(S^T) K^T (the K tile read K-major)
         rS.store(accSt.load().to(BFloat16))
         warpgroup.fence()
         for kb in cutlass.range_constexpr(cute.size(tSa, mode=[2])):
             mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
-            cute.gemm(mma_n64, accX, tSa[None, None, kb], tWb[None, None, kb, s], accX)
+            cute.gemm(mma_n64, accX, tSa[None, None, kb], tKkb[None, None, kb, s], accX)
+        warpgroup.commit_group()
+        # under G1: the decay of S^T, V^T, and the output of chunk i - 1
+        decay = sTab[TAB_GL, s]
+        for e in cutlass.range_constexpr(cute.size(accSt)):
+            accSt[e] = accSt[e] * decay
+        cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s]), rVt_cv)
+        if i > 0:
+            _epilogue(i - 1, ltid, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
+        warpgroup.wait_group(0)           # G1
+        # Y^T = V^T - Z diag(a), a_m = exp(gcum_m) rk_m; columns m >= L selected to 0 (V rows
+        # there are another sequence's); G1b: Vnew^T = bf16(Y^T) Tu^T, then G2: Q S behind it
+        for e in cutlass.range_constexpr(cute.size(accX)):
+            m = tXc[e][1]
+            y = Float32(0.0)
+            if m < L:
+                y = Float32(rVt[e]) - accX[e] * sTab[TAB_A + m, s]
+            rV[e] = BFloat16(y)
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(tVa, mode=[2])):
+            mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
+            cute.gemm(mma_n64, accX, tVa[None, None, kb], tTb[None, None, kb, s], accX)
         warpgroup.commit_group()
         for kb in cutlass.range_constexpr(cute.size(tSa, mode=[2])):
             mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
             cute.gemm(mma_n64, accY, tSa[None, None, kb], tQb[None, None, kb, s], accY)
         warpgroup.commit_group()
-        # under G1: the decay of S^T, U^T, and the output of chunk i - 1
-        decay = sTab[2 * CHUNK, s]
-        for e in cutlass.range_constexpr(cute.size(accSt)):
-            accSt[e] = accSt[e] * decay
-        cute.copy(ld_u, ld_u.partition_S(sU_vj[None, None, s]), rU_cv)
-        if i > 0:
-            _epilogue(i - 1, ltid, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
-        warpgroup.wait_group(1)           # G1 (G2 may still run)
-        # Vnew^T = U^T - X; columns j >= L selected to 0; P^T = Vnew^T coef_j
+        warpgroup.wait_group(1)           # G1b (G2 may still run)
+        # Vnew^T columns j >= L selected to 0 (Tu rows there are another sequence's); P^T = Vnew^T coef_j
         for e in cutlass.range_constexpr(cute.size(accX)):
             j = tXc[e][1]
             vn = Float32(0.0)
             if j < L:
-                vn = Float32(rU[e]) - accX[e]
+                vn = accX[e]
             rV[e] = BFloat16(vn)
             rP[e] = BFloat16(vn * sTab[j, s])
         # G3: S^T = g S^T + bf16(P^T) K (the chain)
@@ -360,7 +394,7 @@ def _state(ltid: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int
         warpgroup.commit_group()
         warpgroup.wait_group(1)           # G2 (G3 may still run)
         for e in cutlass.range_constexpr(cute.size(accY)):
-            accY[e] = accY[e] * sTab[CHUNK + tXc[e][1], s]
+            accY[e] = accY[e] * sTab[TAB_C + tXc[e][1], s]
         # G4: O^T = c_i Y + bf16(Vnew^T) Pqk^T
         warpgroup.fence()
         mma_n64.set(warpgroup.Field.ACCUMULATE, True)
@@ -433,7 +467,7 @@ def _stores(nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, ostaged_
 @cute.jit
 def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32, full_bar, empty_bar, sTab,
            gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, scale: Float32,
-           tma_w, mW, tma_u, mU, tma_k, mK, tma_q, mQ, tma_pq, mPq, sW, sU, sK, sQ, sPq,
+           tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
            ready: cute.Tensor, ready_from: Int32, slot0: Int32, cz: cutlass.Constexpr):
     """Warp 4: the TMA tiles of every chunk and its coefficient table, slot i % NSLOT as soon as
     the four consumer warps have released it.  Lane l computes rows l and l + 32 of the table
@@ -444,8 +478,8 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
     rank = Int32(0)
     if cutlass.const_expr(cz > 1):
         rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())     # = vb
-    mW_h = mW[None, None, hv]
-    mU_h = mU[None, None, hv]
+    mT_h = mT[None, None, hv]
+    mV_h = mV[None, None, hv]
     mK_h = mK[None, None, hk]
     mQ_h = mQ[None, None, hk]
     mPq_h = mPq[None, None, hv]
@@ -468,29 +502,38 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
         bar = full_bar + s
         with cute.arch.elect_one():
             cute.arch.mbarrier_arrive_and_expect_tx(bar, _TMA_BYTES)
-        # W, K, q, P are the same for both CTAs of a head (pair build: each loads 1/cz, multicast)
-        tma.load(tma_w, tma.gmem_tile(mW_h, (t0, 0), (CHUNK, DK)), sW[None, None, s], bar, rank, cz)
-        tma.load(tma_u, tma.gmem_tile(mU_h, (t0, col0), (CHUNK, VB)), sU[None, None, s], bar, Int32(0), 1)
+        # Tu, K, q, P are the same for both CTAs of a head (pair build: each loads 1/cz, multicast)
+        tma.load(tma_t, tma.gmem_tile(mT_h, (t0, 0), (CHUNK, CHUNK)), sT[None, None, s], bar, rank, cz)
+        tma.load(tma_v, tma.gmem_tile(mV_h, (t0, col0), (CHUNK, VB)), sV[None, None, s], bar, Int32(0), 1)
         tma.load(tma_k, tma.gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, s], bar, rank, cz)
         tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (CHUNK, DK)), sQ[None, None, s], bar, rank, cz)
         tma.load(tma_pq, tma.gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, s], bar, rank, cz)
-        # the table: coef_j = exp(g_last - gcum_j) rk_j, c_i = scale rq_i exp(gcum_i) (0 past L)
+        # the table: coef_j = exp(g_last - gcum_j) rk_j, c_i = scale rq_i exp(gcum_i),
+        # a_m = exp(gcum_m) rk_m (0 past L)
         ca = Float32(0.0)
         cb = Float32(0.0)
         oa = Float32(0.0)
         ob = Float32(0.0)
+        aa = Float32(0.0)
+        ab = Float32(0.0)
         if lane < L:
+            ea = cute.math.exp(ga)
             ca = cute.math.exp(gl - ga) * ka
-            oa = scale * qa * cute.math.exp(ga)
+            oa = scale * qa * ea
+            aa = ea * ka
         if lane + 32 < L:
+            eb = cute.math.exp(gb)
             cb = cute.math.exp(gl - gb) * kb
-            ob = scale * qb * cute.math.exp(gb)
+            ob = scale * qb * eb
+            ab = eb * kb
         sTab[lane, s] = ca
         sTab[lane + 32, s] = cb
-        sTab[CHUNK + lane, s] = oa
-        sTab[CHUNK + lane + 32, s] = ob
+        sTab[TAB_C + lane, s] = oa
+        sTab[TAB_C + lane + 32, s] = ob
+        sTab[TAB_A + lane, s] = aa
+        sTab[TAB_A + lane + 32, s] = ab
         if lane == 0:
-            sTab[2 * CHUNK, s] = cute.math.exp(gl)
+            sTab[TAB_GL, s] = cute.math.exp(gl)
         cute.arch.mbarrier_arrive(bar)
         if i + 1 < nch:
             _await_ready(ready, slot0 + i + 1, hv, ready_from)
@@ -534,40 +577,40 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, hv: Int32, t0
 @functools.cache
 def _make_launch(pair: bool):
     """The launch function of the solo build (one CTA per 64 state columns) or the pair build (the
-    two CTAs of a head as a cluster that multicasts W, K, q and P): one kernel body, the cluster
+    two CTAs of a head as a cluster that multicasts Tu, K, q and P): one kernel body, the cluster
     size a compile-time constant."""
     cz = plan.RS_SPINE_PAIR if pair else 1
 
     @cute.jit
     def spine_rs(
-        q: cute.Tensor, k: cute.Tensor, w: cute.Tensor, u: cute.Tensor, pqk: cute.Tensor,
+        q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, tu: cute.Tensor, pqk: cute.Tensor,
         gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor,
         cu_seqlens: cute.Tensor,
-        state: cute.Tensor, state_indices: cute.Tensor,
-        vnew: cute.Tensor, h: cute.Tensor, out: cute.Tensor, scale: Float32,
+        state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, scale: Float32,
         has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32,
         stream: cuda.CUstream,
     ):
-        """The launch (parameter names: gdn_problem_t fields, as every spine build, then the overlap
-        plan's ready flags and first published slot; vnew and h are not used: the output is fused)."""
+        """The launch (parameter names: gdn_problem_t fields; the inputs q, k, v read by TMA (the
+        fused plan's 16-byte alignment), stage 1's tu and pqk, then the overlap plan's ready flags
+        and first published slot)."""
         lay = _smem_layouts()
         load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
         shared = cpasync.CopyBulkTensorTileG2SMulticastOp() if cz > 1 else load
-        w_view, u_view, q_view, pq_view, o_view = (tma.view(t, [0, 2, 1]) for t in (w, u, q, pqk, out))
+        t_view, v_view, q_view, pq_view, o_view = (tma.view(t, [0, 2, 1]) for t in (tu, v, q, pqk, out))
         k_view = tma.view(k, [2, 0, 1])
         one = lambda name: cute.slice_(lay[name], (None, None, 0))     # noqa: E731
         mcast = (cz,) if cz > 1 else ()
-        tma_w, mW = cpasync.make_tiled_tma_atom(shared, w_view, one("sW"), (CHUNK, DK), *mcast)
-        tma_u, mU = cpasync.make_tiled_tma_atom(load, u_view, one("sU"), (CHUNK, VB))
+        tma_t, mT = cpasync.make_tiled_tma_atom(shared, t_view, one("sT"), (CHUNK, CHUNK), *mcast)
+        tma_v, mV = cpasync.make_tiled_tma_atom(load, v_view, one("sV"), (CHUNK, VB))
         tma_k, mK = cpasync.make_tiled_tma_atom(shared, k_view, one("sK"), (DK, CHUNK), *mcast)
         tma_q, mQ = cpasync.make_tiled_tma_atom(shared, q_view, one("sQ"), (CHUNK, DK), *mcast)
         tma_pq, mPq = cpasync.make_tiled_tma_atom(shared, pq_view, one("sPq"), (CHUNK, CHUNK), *mcast)
         tma_o, mO = cpasync.make_tiled_tma_atom(store, o_view, one("sO"), (CHUNK, VB))
-        T = w.shape[0]
+        T = v.shape[0]
         N = cu_seqlens.shape[0] - 1
-        Hv = w.shape[1]
+        Hv = v.shape[1]
         kernel = spine_rs_kernel(
-            tma_w, mW, tma_u, mU, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
+            tma_t, mT, tma_v, mV, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
             gcum, rk, rq, cu_seqlens, state, state_indices, out, ready, scale,
             has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv, cz,
         )
@@ -607,6 +650,27 @@ VARIANTS: dict[str, dict] = {
 
 
 def fake_args(dims, layout, pair=False):
-    """spine_wgmma's parameters, then ready and ready_from (the overlap plan)."""
+    """Fake tensors/scalars for every parameter of the launch except stream, in order: the inputs
+    q, k, v (TMA sources: 16-byte aligned bases and strides, the fused plan's rule), stage 1's tu
+    and pqk, the row data, the state, the output, then ready and ready_from (the overlap plan)."""
     from cute_kernels import fake
-    return sw.fake_args(dims, layout) + [fake.ws_ready(dims), fake.i32(0)]
+    a16 = {"stride_div": 8, "align": 16}
+    return [
+        fake.qk(dims, **a16),           # q
+        fake.qk(dims, **a16),           # k
+        fake.tv(dims, **a16),           # v
+        fake.ws_tvd(dims, CHUNK),       # tu
+        fake.ws_tvd(dims, CHUNK),       # pqk
+        fake.ws_th(dims),               # gcum
+        fake.ws_th(dims),               # rq
+        fake.ws_th(dims),               # rk
+        fake.cu_seqlens(dims),
+        fake.state(dims, layout),
+        fake.state_indices(dims),
+        fake.tv(dims, **a16),           # out: TMA destination
+        fake.f32(1.0),                  # scale
+        fake.i32(0),                    # has_state
+        fake.i32(0),                    # use_state_indices
+        fake.ws_ready(dims),            # ready
+        fake.i32(0),                    # ready_from
+    ]

@@ -246,9 +246,10 @@ def recurrent(q, k, v, g, beta, *, cu_seqlens=None, state=None, state_indices=No
 # --------------------------------------------------------------------------------------
 
 def _chunk_stage1(k, v, g, beta):
-    """One chunk, all heads: k [Hv,L,K], v [Hv,L,V], g/beta [Hv,L] -> gcum, w, u, decay.
+    """One chunk, all heads: k [Hv,L,K], v [Hv,L,V], g/beta [Hv,L] -> gcum, w, u, decay, tu.
 
-    decay[h, i, j] = exp(gcum_i - gcum_j) for i >= j, else 0.
+    decay[h, i, j] = exp(gcum_i - gcum_j) for i >= j, else 0; tu = (I + A)^-1 diag(beta), the
+    fused plan's stage-1 output (u = tu v, w = tu diag(exp(gcum)) k).
     """
     L = g.shape[-1]
     gcum = torch.cumsum(g, dim=-1)
@@ -261,7 +262,7 @@ def _chunk_stage1(k, v, g, beta):
     Tm = torch.linalg.solve_triangular(eye + A, eye, upper=False, unitriangular=True)
     w = Tm @ ((beta * gcum.exp())[..., None] * k)
     u = Tm @ (beta[..., None] * v)
-    return gcum, w, u, decay
+    return gcum, w, u, decay, Tm * beta[:, None, :]
 
 
 def _chunk_stage2(S, k, gcum, w, u):
@@ -312,6 +313,7 @@ def _run_chunked(p: _Problem, keep: bool):
             vnew=torch.full((T, Hv, V), nan, dtype=_F64),
             h=torch.full((CB, Hv, K, V), nan, dtype=_F64),
             pqk=torch.full((T, Hv, CHUNK), nan, dtype=_F64),
+            tu=torch.full((T, Hv, CHUNK), nan, dtype=_F64),
         )
     # token-major [T, Hv, D] -> head-major per chunk [Hv, L, D]
     for n in range(p.N):
@@ -327,7 +329,7 @@ def _run_chunked(p: _Problem, keep: bool):
             vc = p.v[t0:t1].transpose(0, 1)
             gc = p.g[t0:t1].transpose(0, 1)
             bc = p.beta[t0:t1].transpose(0, 1)
-            gcum, w, u, decay = _chunk_stage1(kc, vc, gc, bc)
+            gcum, w, u, decay, tu = _chunk_stage1(kc, vc, gc, bc)
             if keep:
                 c = first_slot(p.cu, n) + ci
                 assert c < CB
@@ -343,6 +345,8 @@ def _run_chunked(p: _Problem, keep: bool):
                 att = torch.zeros(Hv, t1 - t0, CHUNK, dtype=_F64)
                 att[:, :, :t1 - t0] = _chunk_attention(qc, kc, decay, p.scale)
                 ws["pqk"][t0:t1] = att.transpose(0, 1)
+                att[:, :, :t1 - t0] = tu
+                ws["tu"][t0:t1] = att.transpose(0, 1)
         if keep:
             ws["rq"][bos:eos] = p.rq[bos:eos]
             ws["rk"][bos:eos] = p.rk[bos:eos]
@@ -371,6 +375,8 @@ def chunked_intermediates(q, k, v, g, beta, *, cu_seqlens=None, state=None, stat
       h [CB, Hv, K, V]             float64, state at chunk entry, always S[k, v] orientation
       pqk [T, Hv, 64]              float64, row t of the in-chunk attention of t's chunk
                                    (columns past the chunk's length: 0)
+      tu [T, Hv, 64]               float64, row t of (I + A)^-1 diag(beta) of t's chunk (the
+                                   fused plan's stage 1; columns past the chunk's length: 0)
       o [T, Hv, V], new_state      as returned by :func:`chunked`
     Rows of padding sequences, of tokens outside every sequence, and unused h slots
     (including the slots of padding sequences) are NaN.

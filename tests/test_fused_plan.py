@@ -1,9 +1,9 @@
 """The fused-output plan: which launches prefill() makes, and why (CPU only: explain()).
 
 spine="wgmma" with q, k, v and out 16-byte aligned (token / head strides multiples of 8
-elements) runs two kernels: recompute_wu's _pqk build (it also writes the
-in-chunk attention) and spine_rs_o* (the spine computes the chunk output itself: no h, no vnew,
-no fwd_o).  Anything else runs the unfused plan, and explain() says why.
+elements) runs two kernels: recompute_wu's _pqk build (it writes the in-chunk attention and
+Tu = (I + A)^-1 diag(beta) instead of W and U) and spine_rs_o* (the spine forms Vnew from Tu and V
+and computes the chunk output itself: no h, no vnew, no fwd_o).  Anything else runs the unfused plan, and explain() says why.
 """
 from __future__ import annotations
 
@@ -70,6 +70,16 @@ def test_workspace_has_the_attention_tile_after_h():
     assert shape == (T, Hv, 64) and dtype == "bfloat16"
     assert off >= lay["h"][0] + 2 * lay["h"][1][0] * Hv * D * D
     assert gdn_prefill.workspace_bytes(T, N, Hv) >= off + 2 * T * Hv * 64
+
+
+def test_workspace_tu_shares_w_bytes():
+    """tu (the fused plan's stage-1 output) lies inside w's bytes (the unfused plan's): a call
+    runs one plan, so the workspace does not grow for it."""
+    T, N, Hv = 300, 3, 4
+    lay = gdn_prefill.workspace_layout(T, N, Hv)
+    (off, shape, dtype), (w_off, w_shape, _) = lay["tu"], lay["w"]
+    assert shape == (T, Hv, 64) and dtype == "bfloat16" and w_shape == (T, Hv, D)
+    assert off == w_off and 2 * T * Hv * 64 <= 2 * T * Hv * D
 
 
 def test_stage_hook_rejects_a_bad_fused_code_before_anything_else():

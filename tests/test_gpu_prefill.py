@@ -210,8 +210,9 @@ def stage_params():
 def test_stages_against_oracle_intermediates(spine, warpgroups, fused):
     """recompute_wu, the spine and fwd_o each checked on their own outputs
     (the wgmma spine in both builds: `warpgroups` forces one through the test hook).  The
-    fused plan has no fwd_o and writes no vnew / h: its recompute_wu's in-chunk attention
-    (pqk) is checked instead, and o and the state as for the others."""
+    fused plan has no fwd_o and writes no w, u, vnew, h: its recompute_wu's in-chunk attention
+    (pqk) and Tu = (I + A)^-1 diag(beta) (tu) are checked instead, and o and the state as for the
+    others."""
     inp = ref.make_inputs([1, 65, 130, 64], 2, 4, seed=int.from_bytes(os.urandom(4), "little"), device="cuda",
                           state="pool", pad_every=0, l2norm_inputs=False)
     T, N, Hv = inp["q"].shape[0], 4, 4
@@ -241,9 +242,8 @@ def test_stages_against_oracle_intermediates(spine, warpgroups, fused):
                                         state_indices=inp["state_indices"], use_qk_l2norm=True)
     valid = ~mid["h"].isnan().flatten(1).any(1)          # the chunk slots of live chunks (plan.first_slot)
     errs = {}
-    checked = ("pqk",) if fused else ("vnew", "h")
-    for name, bound in (("gcum", 1e-5), ("rq", 1e-5), ("rk", 1e-5), ("w", 1e-2), ("u", 1e-2)) + tuple(
-            (n, 1e-2) for n in checked):
+    checked = ("pqk", "tu") if fused else ("w", "u", "vnew", "h")
+    for name, bound in (("gcum", 1e-5), ("rq", 1e-5), ("rk", 1e-5)) + tuple((n, 1e-2) for n in checked):
         mine = view(name).double()
         if name in ("gcum", "rq", "rk"):
             mine = mine.t()                              # stored head-major: (Hv, T)

@@ -343,7 +343,8 @@ def test_intermediates(l2, layout):
 
     # shapes and dtypes
     for name, shp in (("gcum", (T, Hv)), ("rq", (T, Hv)), ("rk", (T, Hv)), ("w", (T, Hv, K)),
-                      ("u", (T, Hv, V)), ("vnew", (T, Hv, V)), ("h", (CB, Hv, K, V))):
+                      ("u", (T, Hv, V)), ("vnew", (T, Hv, V)), ("h", (CB, Hv, K, V)), ("pqk", (T, Hv, CHUNK)),
+                      ("tu", (T, Hv, CHUNK))):
         assert ws[name].shape == shp and ws[name].dtype == torch.float64, name
 
     # chunk slots: chunk i of sequence n in slot first_slot(cu, n) + i, all distinct and < CB;
@@ -401,8 +402,13 @@ def test_intermediates(l2, layout):
                 IA = torch.eye(L, dtype=torch.float64) + A
                 assert rel_err(IA @ w, (bc * gh.exp())[:, None] * kc) <= TOL
                 assert rel_err(IA @ u, bc[:, None] * vc) <= TOL
+                # the fused plan's stage 1: tu = (I + A)^-1 diag(beta) (columns >= L: 0)
+                tu = ws["tu"][t0:t1, h]
+                assert rel_err(IA @ tu[:, :L], torch.diag(bc)) <= TOL and not tu[:, L:].any()
                 # stage 2: vnew = u - w h; h[next] = e^{g_last} h + sum_j k_j e^{g_last - g_j} vnew_j^T
                 assert rel_err(vnew, u - w @ H) <= TOL
+                # ... which the fused spine forms from tu: vnew = tu (v - diag(e^gcum) k h)
+                assert rel_err(vnew, tu[:, :L] @ (vc - gh.exp()[:, None] * (kc @ H))) <= TOL
                 nxt = gh[-1].exp() * H + (kc * (gh[-1] - gh).exp()[:, None]).T @ vnew
                 want = ws["h"][c + 1, h] if i + 1 < nchunks[n] else pool_after(ws, layout)[idx[n], h]
                 assert rel_err(want, nxt) <= TOL

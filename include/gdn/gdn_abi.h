@@ -109,7 +109,11 @@ typedef struct {
  *   h             [CB, Hv, K, V] bf16   state at the entry of each chunk
  *   pqk           [T, Hv, CHUNK] bf16   in-chunk attention of the fused spine + output:
  *                 row t0+i = scale rq_i rk_j (q_i . k_j) exp(gcum_i - gcum_j), j <= i (else 0)
- *   ready         [CB, Hv] int32   overlap plan: 1 once recompute_wu has stored slot c's W, U, P,
+ *   tu            [T, Hv, CHUNK] bf16   the fused plan's stage-1 output instead of w and u:
+ *                 row t0+i = row i of Tu = (I + A)^-1 diag(beta) (its spine forms
+ *                 Vnew = Tu (V - diag(exp(gcum) rk) K S) itself); aliases w's bytes (one plan
+ *                 uses w, the other tu)
+ *   ready         [CB, Hv] int32   overlap plan: 1 once recompute_wu has stored slot c's Tu, P,
  *                 gcum, rq, rk of head hv (zeroed by the launcher before each overlapped call)
  *
  * Launch ranges (set by the launcher per launch, not by the caller):
@@ -121,7 +125,7 @@ typedef struct {
 typedef struct {
     gdn_tensor_t q, k, v, g, beta, out;
     gdn_tensor_t state, cu_seqlens, state_indices;
-    gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk, ready;
+    gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk, tu, ready;
     float scale;
     int32_t use_qk_l2norm;           /* 1: q, k are l2-normalised in the kernels    */
     int32_t has_state;               /* 0: S_0 = 0 and no final state is written    */

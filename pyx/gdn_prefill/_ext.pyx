@@ -56,10 +56,11 @@ _v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV][0] = gdn_variant_id(b"spine_wgmma_kv")
 _v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][0] = gdn_variant_id(b"spine_wgmma_vk")
 _v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV][1] = gdn_variant_id(b"spine_wgmma_wg2_kv")
 _v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_wg2_vk")
-# The fused plan (spine="wgmma" with q, k, v, out 16-byte aligned): recompute_wu also writes the
-# in-chunk attention (pqk) and the spine computes the output itself (spine_rs_o_*: the state in
-# the registers of one warpgroup per 64 state columns, every regime): two launches, no h / vnew
-# round trip through HBM, no fwd_o.  _fused_guard() decides per call.
+# The fused plan (spine="wgmma" with q, k, v, out 16-byte aligned): recompute_wu writes the
+# in-chunk attention (pqk) and Tu = (I + A)^-1 diag(beta) (tu) instead of W and U, and the spine
+# forms Vnew from Tu and V and computes the output itself (spine_rs_o_*: the state in the
+# registers of one warpgroup per 64 state columns, every regime): two launches, no W / U / h /
+# vnew round trip through HBM, no fwd_o.  _fused_guard() decides per call.
 cdef int _v_wu_pqk[2]     # [beta is bf16]
 _v_wu_pqk[0] = gdn_variant_id(b"recompute_wu_bf16_betaf32_a16_pqk")
 _v_wu_pqk[1] = gdn_variant_id(b"recompute_wu_bf16_betabf16_a16_pqk")
@@ -523,6 +524,8 @@ cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t 
     off = _head_major(&p.gcum, base, off, T, Hv)
     off = _head_major(&p.rq, base, off, T, Hv)
     off = _head_major(&p.rk, base, off, T, Hv)
+    # tu (the fused plan's) shares w's bytes (the unfused plan's): a call runs one plan
+    _piece(&p.tu, base, off, GDN_DTYPE_BF16, 3, T, Hv, GDN_CHUNK, 1)
     off = _piece(&p.w, base, off, GDN_DTYPE_BF16, 3, T, Hv, K, 1)
     off = _piece(&p.u, base, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
     off = _piece(&p.vnew, base, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
@@ -1344,11 +1347,11 @@ def workspace_layout(int64_t T, int64_t N, int64_t Hv):
     cdef gdn_problem_t p
     cdef char *base = <char *>GDN_WORKSPACE_ALIGN_BYTES  # any aligned non-NULL base: offsets only
     _carve(&p, base, T, N, Hv)
-    names = ("gcum", "rq", "rk", "w", "u", "vnew", "h", "pqk", "ready")
-    cdef gdn_tensor_t *ts[9]
-    ts[:] = [&p.gcum, &p.rq, &p.rk, &p.w, &p.u, &p.vnew, &p.h, &p.pqk, &p.ready]
+    names = ("gcum", "rq", "rk", "w", "u", "vnew", "h", "pqk", "tu", "ready")
+    cdef gdn_tensor_t *ts[10]
+    ts[:] = [&p.gcum, &p.rq, &p.rk, &p.w, &p.u, &p.vnew, &p.h, &p.pqk, &p.tu, &p.ready]
     out = {}
-    for i in range(9):
+    for i in range(10):
         strides = [ts[i].stride[j] for j in range(ts[i].rank)]
         order = sorted(range(ts[i].rank), key=lambda j: -strides[j])          # storage order
         out[names[i]] = (<uintptr_t>ts[i].data - <uintptr_t>base, tuple(ts[i].shape[j] for j in order),

@@ -73,7 +73,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
     ctypedef struct gdn_problem_t:
         gdn_tensor_t q, k, v, g, beta, out
         gdn_tensor_t state, cu_seqlens, state_indices
-        gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk, ready
+        gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk, tu, ready
         float scale
         int32_t use_qk_l2norm
         int32_t has_state
