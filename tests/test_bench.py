@@ -360,11 +360,11 @@ def test_spine_bytes_per_chunk_and_head():
     """The DRAM bytes bench_spine's rates count, per chunk of 64 tokens and value head at Hv/Hk = 2
     (a key head's tiles are read once for its two value heads): the unfused spine reads W, U
     (bf16 64 x 128), half a K tile, gcum and rk (fp32 x 64) and writes h (bf16 128 x 128) and vnew;
-    the fused one reads W, U, half a K and half a q tile, P (bf16 64 x 64), three fp32 rows and
-    writes O.  Whole-chunk T scales it linearly, in tokens and in heads."""
+    the fused one reads Tu and P (bf16 64 x 64 each), V, half a K and half a q tile, three fp32
+    rows and writes O.  Whole-chunk T scales it linearly, in tokens and in heads."""
     mod = _bench_spine_module()
     tile, p, o, h = 64 * 128 * 2, 64 * 64 * 2, 64 * 128 * 2, 128 * 128 * 2
     assert mod.spine_bytes(64, 32, 16) == 32 * (2 * tile + tile // 2 + 2 * 64 * 4 + h + o) == 32 * 90624
-    assert mod.spine_bytes(64, 32, 16, fused=True) == 32 * (2 * tile + tile + p + 3 * 64 * 4 + o) == 32 * 74496
+    assert mod.spine_bytes(64, 32, 16, fused=True) == 32 * (2 * p + tile + tile + 3 * 64 * 4 + o) == 32 * 66304
     assert mod.spine_bytes(4096, 32, 16) == 64 * mod.spine_bytes(64, 32, 16)
     assert mod.spine_bytes(64, 32, 32) == mod.spine_bytes(64, 32, 16) + 32 * tile // 2     # no sharing
