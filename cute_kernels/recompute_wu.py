@@ -552,12 +552,7 @@ def recompute_wu_kernel(
             # pqk[t0 + i, hv, :] = P row i: a full chunk by one TMA store (warp 0; it waits for the
             # store's reads before the barrier that lets phase 3.4 overwrite the slot), a partial
             # one by 16-byte thread stores of rows i < L (rows >= L are the next sequence's)
-            cp_p = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((NTHREADS // 8, 8), stride=(8, 1)),
-                                           cute.make_layout((1, 8)))
-            thr_p = cp_p.get_slice(tidx)
-            tma.store_rows(L, warp == 0, tma_p, sT2, mP[None, None, hv], pqk, cp_p, thr_p,
-                           thr_p.partition_S(sT2[None, None, 0]),
-                           thr_p.partition_S(cute.make_identity_tensor((C, C))), t0, hv, 0, 0, C)
+            _store_t2(L, tidx, warp == 0, tma_p, sT2, mP[None, None, hv], pqk, t0, hv, 0)
 
         # ---- phase 3: Tm = (I + A)^-1 in fp32, in place over sA (16x16 blocks) ----
         # 3.1 diagonal blocks: the first warp of warpgroup w solves blocks 2w, 2w + 1 (the pair its
@@ -688,12 +683,7 @@ def recompute_wu_kernel(
         if cutlass.const_expr(with_pqk):
             # ---- the fused plan's end: Tu (64 x 64 bf16) -> tu[t0 + i, hv, :], as P left ----
             # (its spine forms Vnew = Tu (V - diag(exp(gcum) rk) K S) itself: no V load, no W, U)
-            cp_t2 = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((NTHREADS // 8, 8), stride=(8, 1)),
-                                            cute.make_layout((1, 8)))
-            thr_t2 = cp_t2.get_slice(tidx)
-            tma.store_rows(L, warp == 0, tma_t, sT2, mT[None, None, hv], tu, cp_t2, thr_t2,
-                           thr_t2.partition_S(sT2[None, None, 1]),
-                           thr_t2.partition_S(cute.make_identity_tensor((C, C))), t0, hv, 0, 1, C)
+            _store_t2(L, tidx, warp == 0, tma_t, sT2, mT[None, None, hv], tu, t0, hv, 1)
             if slot >= ready_from:
                 # overlap plan: the fused spine is running and waits for this (slot, head)
                 _publish(ready, slot, hv, tidx, warp == 0)
@@ -754,6 +744,19 @@ def recompute_wu_kernel(
                 _publish(ready, slot, hv, tidx, store_warp)
             elif store_warp:
                 cute.arch.cp_async_bulk_wait_group(0, read=True)        # before the CTA's smem is released
+
+
+@cute.jit
+def _store_t2(L: Int32, tidx: Int32, store_warp, atom, sT2, g_head, rows_out: cute.Tensor, t0: Int32, hv: Int32,
+              stage: cutlass.Constexpr):
+    """The staged 64 x 64 bf16 tile sT2[..., stage] (P or Tu) -> rows t0 .. t0 + 63 of head hv of
+    rows_out [T, Hv, 64]: one TMA store by store_warp for a full chunk, 16-byte thread stores of
+    rows i < L for a partial one (rows >= L are the next sequence's)."""
+    cp = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((NTHREADS // 8, 8), stride=(8, 1)),
+                                 cute.make_layout((1, 8)))
+    thr = cp.get_slice(tidx)
+    tma.store_rows(L, store_warp, atom, sT2, g_head, rows_out, cp, thr, thr.partition_S(sT2[None, None, stage]),
+                   thr.partition_S(cute.make_identity_tensor((C, C))), t0, hv, 0, stage, C)
 
 
 @cute.jit
