@@ -203,6 +203,26 @@ def test_aligned_builds_move_rows_in_16_byte_vectors(variant):
 
 
 @needs_nvdisasm
+@pytest.mark.parametrize("beta", ["betaf32", "betabf16"])
+def test_fused_stage1_ends_at_tu(beta):
+    """The fused plan's stage 1 (_pqk) computes K K^T and Q K^T (8 k-steps of 64x32 per warpgroup
+    each) and no W / U product, loads k and q rows (8 cp.async per thread) but not v, and stores
+    two tiles by TMA (P and Tu); the unfused plan's _a16 build has the W / U products (64x64),
+    loads v too and stores W and U (two halves each)."""
+    fused, plain = f"recompute_wu_bf16_{beta}_a16_pqk", f"recompute_wu_bf16_{beta}_a16"
+    for v in (fused, plain):
+        if v not in VARIANTS:
+            pytest.skip(f"{v} not in this build")
+    text = sass.disassemble(_manifest.cubins(fused)[0])
+    c = counts(fused)
+    assert c["HGMMA"] == len(re.findall(r"HGMMA\.64x32x16\.F32\.BF16 ", text)) == 16, c["HGMMA"]
+    assert c["LDGSTS"] == 8 and c["UTMASTG"] == 2, c
+    p = counts(plain)
+    assert p["LDGSTS"] == 16 and p["UTMASTG"] == 4, p
+    assert len(re.findall(r"HGMMA\.64x64x16\.F32\.BF16 ", sass.disassemble(_manifest.cubins(plain)[0]))) == 8
+
+
+@needs_nvdisasm
 @pytest.mark.parametrize("layout", ["kv", "vk"])
 def test_only_the_throughput_build_multicasts(layout):
     """The 2-warpgroup build loads W/K with cluster multicast (each CTA half, both receive it);
