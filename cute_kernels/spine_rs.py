@@ -650,27 +650,12 @@ VARIANTS: dict[str, dict] = {
 
 
 def fake_args(dims, layout, pair=False):
-    """Fake tensors/scalars for every parameter of the launch except stream, in order: the inputs
-    q, k, v (TMA sources: 16-byte aligned bases and strides, the fused plan's rule), stage 1's tu
-    and pqk, the row data, the state, the output, then ready and ready_from (the overlap plan)."""
+    """Fake tensors/scalars for every parameter of the launch except stream, in order: spine_wgmma's
+    list (every spine build's: q, k, out TMA-aligned, the row data, the state) with the input v for
+    w and stage 1's tu for u, without vnew and h, then ready and ready_from (the overlap plan)."""
     from cute_kernels import fake
-    a16 = {"stride_div": 8, "align": 16}
-    return [
-        fake.qk(dims, **a16),           # q
-        fake.qk(dims, **a16),           # k
-        fake.tv(dims, **a16),           # v
-        fake.ws_tvd(dims, CHUNK),       # tu
-        fake.ws_tvd(dims, CHUNK),       # pqk
-        fake.ws_th(dims),               # gcum
-        fake.ws_th(dims),               # rq
-        fake.ws_th(dims),               # rk
-        fake.cu_seqlens(dims),
-        fake.state(dims, layout),
-        fake.state_indices(dims),
-        fake.tv(dims, **a16),           # out: TMA destination
-        fake.f32(1.0),                  # scale
-        fake.i32(0),                    # has_state
-        fake.i32(0),                    # use_state_indices
-        fake.ws_ready(dims),            # ready
-        fake.i32(0),                    # ready_from
-    ]
+    (q, k, _w, _u, pqk, gcum, rq, rk, cu_seqlens, state, state_indices, _vnew, _h, out, scale, has_state,
+     use_state_indices) = sw.fake_args(dims, layout)
+    v = fake.tv(dims, stride_div=8, align=16)        # a TMA source, as q and k
+    return [q, k, v, fake.ws_tvd(dims, CHUNK), pqk, gcum, rq, rk, cu_seqlens, state, state_indices, out, scale,
+            has_state, use_state_indices, fake.ws_ready(dims), fake.i32(0)]
