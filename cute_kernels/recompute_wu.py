@@ -684,11 +684,7 @@ def recompute_wu_kernel(
             # ---- the fused plan's end: Tu (64 x 64 bf16) -> tu[t0 + i, hv, :], as P left ----
             # (its spine forms Vnew = Tu (V - diag(exp(gcum) rk) K S) itself: no V load, no W, U)
             _store_t2(L, tidx, warp == 0, tma_t, sT2, mT[None, None, hv], tu, t0, hv, 1)
-            if slot >= ready_from:
-                # overlap plan: the fused spine is running and waits for this (slot, head)
-                _publish(ready, slot, hv, tidx, warp == 0)
-            elif warp == 0:
-                cute.arch.cp_async_bulk_wait_group(0, read=True)    # before the CTA's smem is released
+            _finish_stores(ready, slot, hv, ready_from, tidx, warp == 0)
         else:
 
             # ---- phase 3.5: the V tile into the A / Tm bytes, now read (WG1 only: WG0's W = Tw K
@@ -739,11 +735,7 @@ def recompute_wu_kernel(
             else:
                 tma.store_rows(L, store_warp, tma_u, sRC, mU[None, None, hv], u, cp_o, thr_s, tSs, tSc,
                                   t0, hv, 0, wg, DV)
-            if slot >= ready_from:
-                # overlap plan: the fused spine is running and waits for this (slot, head)
-                _publish(ready, slot, hv, tidx, store_warp)
-            elif store_warp:
-                cute.arch.cp_async_bulk_wait_group(0, read=True)        # before the CTA's smem is released
+            _finish_stores(ready, slot, hv, ready_from, tidx, store_warp)
 
 
 @cute.jit
@@ -794,6 +786,18 @@ def _load_v(v: cute.Tensor, hv: Int32, t0: Int32, L: Int32, wtid: Int32, sV: cut
                 if r < L:
                     x = v[t0 + r, hv, lane + 32 * e]
                 sV[r, lane + 32 * e] = x
+
+
+@cute.jit
+def _finish_stores(ready: cute.Tensor, slot: Int32, hv: Int32, ready_from: Int32, tidx: Int32, store_warp):
+    """The CTA's last step, after its stores are issued: in the overlap plan's second part
+    (slot >= ready_from) publish the (slot, head) the running fused spine waits for; otherwise
+    the storing warp waits until its TMA stores have read their staging tiles, before the CTA's
+    shared memory is released."""
+    if slot >= ready_from:
+        _publish(ready, slot, hv, tidx, store_warp)
+    elif store_warp:
+        cute.arch.cp_async_bulk_wait_group(0, read=True)
 
 
 @cute.jit
