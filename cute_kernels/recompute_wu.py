@@ -838,16 +838,20 @@ def _make_launch(with_pqk: bool):
         # W, U (or Tu) and P leave by TMA stores from their staging tiles (workspace tensors: aligned)
         _, lay_kv_rc, _, lay_t2 = _smem_layouts()
         store = cpasync.CopyBulkTensorTileS2GOp()
-        tma_w, mW = cpasync.make_tiled_tma_atom(store, tma.view(w, [0, 2, 1]),
-                                                cute.slice_(lay_kv_rc, (None, None, 0)), (C, DK))
-        tma_u, mU = cpasync.make_tiled_tma_atom(store, tma.view(u, [0, 2, 1]),
-                                                cute.slice_(lay_kv_rc, (None, None, 0)), (C, DV))
-        tma_p, mP, tma_t, mT = tma_w, mW, tma_w, mW              # unused without with_pqk
+        # each build encodes TMA descriptors only for the tensors it stores: the launcher gives
+        # the other plan's workspace tensors no memory (data NULL), which a descriptor rejects
         if cutlass.const_expr(with_pqk):
             tma_p, mP = cpasync.make_tiled_tma_atom(store, tma.view(pqk, [0, 2, 1]),
                                                     cute.slice_(lay_t2, (None, None, 0)), (C, C))
             tma_t, mT = cpasync.make_tiled_tma_atom(store, tma.view(tu, [0, 2, 1]),
                                                     cute.slice_(lay_t2, (None, None, 1)), (C, C))
+            tma_w, mW, tma_u, mU = tma_p, mP, tma_t, mT          # unused: phase 4 is not built
+        else:
+            tma_w, mW = cpasync.make_tiled_tma_atom(store, tma.view(w, [0, 2, 1]),
+                                                    cute.slice_(lay_kv_rc, (None, None, 0)), (C, DK))
+            tma_u, mU = cpasync.make_tiled_tma_atom(store, tma.view(u, [0, 2, 1]),
+                                                    cute.slice_(lay_kv_rc, (None, None, 0)), (C, DV))
+            tma_p, mP, tma_t, mT = tma_w, mW, tma_w, mW          # unused without with_pqk
         # every slot of the launch publishes (ready_from <= slot_begin): the overlap plan's second
         # part, beside the spine, at OVERLAP_CTAS_PER_SM (a runtime value of the one build)
         smem = cutlass.select_(ready_from <= slot_begin, Int32(launch_smem_bytes(with_pqk, True)),

@@ -7,6 +7,8 @@ and computes the chunk output itself: no h, no vnew, no fwd_o).  Anything else r
 """
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -63,23 +65,26 @@ def test_scalar_spine_runs_three_kernels():
     assert names(plan)[1:] == ["spine_scalar_kv", "fwd_o_bf16_a16"]
 
 
-def test_workspace_has_the_attention_tile_after_h():
+def test_workspace_of_each_plan():
+    """Each plan carves only its own tensors: the fused plan gcum, rq, rk, ready, tu and pqk; the
+    unfused plan gcum, rq, rk, ready, w, u, vnew and h.  Within a plan they do not overlap and
+    fit in its workspace_bytes; workspace_bytes() without a plan serves either (the larger)."""
     T, N, Hv = 300, 3, 4
-    lay = gdn_prefill.workspace_layout(T, N, Hv)
-    off, shape, dtype = lay["pqk"]
-    assert shape == (T, Hv, 64) and dtype == "bfloat16"
-    assert off >= lay["h"][0] + 2 * lay["h"][1][0] * Hv * D * D
-    assert gdn_prefill.workspace_bytes(T, N, Hv) >= off + 2 * T * Hv * 64
-
-
-def test_workspace_tu_shares_w_bytes():
-    """tu (the fused plan's stage-1 output) lies inside w's bytes (the unfused plan's): a call
-    runs one plan, so the workspace does not grow for it."""
-    T, N, Hv = 300, 3, 4
-    lay = gdn_prefill.workspace_layout(T, N, Hv)
-    (off, shape, dtype), (w_off, w_shape, _) = lay["tu"], lay["w"]
-    assert shape == (T, Hv, 64) and dtype == "bfloat16" and w_shape == (T, Hv, D)
-    assert off == w_off and 2 * T * Hv * 64 <= 2 * T * Hv * D
+    want = {True: {"gcum", "rq", "rk", "ready", "tu", "pqk"},
+            False: {"gcum", "rq", "rk", "ready", "w", "u", "vnew", "h"}}
+    for fused in (True, False):
+        lay = gdn_prefill.workspace_layout(T, N, Hv, fused=fused)
+        assert set(lay) == want[fused]
+        size = {"float32": 4, "int32": 4, "bfloat16": 2}
+        spans = sorted((off, off + size[dt] * math.prod(shape)) for off, shape, dt in lay.values())
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))           # disjoint
+        assert spans[-1][1] <= gdn_prefill.workspace_bytes(T, N, Hv, fused=fused)
+    for name in ("tu", "pqk"):
+        assert gdn_prefill.workspace_layout(T, N, Hv)[name][1:] == ((T, Hv, 64), "bfloat16")
+    need = {f: gdn_prefill.workspace_bytes(T, N, Hv, fused=f) for f in (True, False)}
+    assert need[True] < need[False] == gdn_prefill.workspace_bytes(T, N, Hv)
+    # at 1 x 65536, Hv = 32: the fused plan needs about a fifth of the unfused plan's bytes
+    assert gdn_prefill.workspace_bytes(65536, 1, 32, fused=True) < 0.25 * gdn_prefill.workspace_bytes(65536, 1, 32)
 
 
 def test_stage_hook_rejects_a_bad_fused_code_before_anything_else():

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import gdn_prefill
-from gdn_prefill import plan, reference as ref
+from gdn_prefill import errors, plan, reference as ref
 
 pytestmark = pytest.mark.gpu
 
@@ -217,7 +217,7 @@ def test_stages_against_oracle_intermediates(spine, warpgroups, fused):
                           state="pool", pad_every=0, l2norm_inputs=False)
     T, N, Hv = inp["q"].shape[0], 4, 4
     ws = torch.full((gdn_prefill.workspace_bytes(T, N, Hv),), 0xFF, dtype=torch.uint8, device="cuda")
-    layout = gdn_prefill.workspace_layout(T, N, Hv)
+    layout = gdn_prefill.workspace_layout(T, N, Hv, fused=bool(fused))
     dt = {"int32": torch.int32, "float32": torch.float32, "bfloat16": torch.bfloat16}
 
     def view(name):
@@ -354,3 +354,33 @@ def test_fla_shaped_api_matches_prefill():
     assert o.shape == (B, T, Hv, 128) and s.shape == (B, Hv, 128, 128)
     assert ref.rel_err(o.reshape(B * T, Hv, 128).double(), o_ref) <= BOUND
     assert ref.rel_err(s.double(), s_ref) <= BOUND
+
+
+@pytest.mark.skipif(not any(v.startswith("spine_rs_o") for v in gdn_prefill.compiled_variants()),
+                    reason="the fused-output builds are not compiled in")
+def test_each_plan_runs_in_its_own_workspace():
+    """A workspace of the fused plan's size (explain()["workspace_bytes"], a fifth of the unfused
+    plan's at long T) serves a fused call bit for bit as the larger one does; the unfused plan
+    (spine="scalar") refuses it before any launch, naming the workspace, outputs untouched."""
+    inp = ref.make_inputs([700, 65, 300], 2, 4, seed=21, device="cuda", state="dense", l2norm_inputs=True)
+    T, N, Hv = inp["q"].shape[0], 3, 4
+    args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"])
+    info = gdn_prefill.explain(*args, torch.empty_like(inp["v"]), inp["state"], cu_seqlens=inp["cu_seqlens"])
+    assert info["fused_output"] == "runs"
+    small = info["workspace_bytes"]
+    assert small == gdn_prefill.workspace_bytes(T, N, Hv, fused=True) < gdn_prefill.workspace_bytes(T, N, Hv)
+    results = []
+    for nbytes in (small, gdn_prefill.workspace_bytes(T, N, Hv)):
+        ws = torch.full((nbytes,), 0xA5, dtype=torch.uint8, device="cuda")
+        out, state = torch.empty_like(inp["v"]), inp["state"].clone()
+        gdn_prefill.prefill(*args, out, state, cu_seqlens=inp["cu_seqlens"], workspace=ws)
+        results.append((out, state))
+    torch.cuda.synchronize()
+    assert torch.equal(results[0][0].view(torch.int16), results[1][0].view(torch.int16))
+    assert torch.equal(results[0][1], results[1][1])
+    out, state = torch.zeros_like(inp["v"]), inp["state"].clone()
+    with pytest.raises(errors.GdnArgumentError, match="workspace: .* needed by the unfused plan"):
+        gdn_prefill.prefill(*args, out, state, cu_seqlens=inp["cu_seqlens"], spine="scalar",
+                            workspace=torch.empty(small, dtype=torch.uint8, device="cuda"))
+    torch.cuda.synchronize()
+    assert not out.any() and torch.equal(state, inp["state"])

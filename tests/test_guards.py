@@ -178,7 +178,11 @@ def test_valid_problem_passes_and_explains():
         assert stages == ["recompute", "spine"] and plan["kernels"][1]["name"].startswith("spine_rs_o")
     else:
         assert stages == ["recompute", "spine", "fwd"]
-    assert plan["workspace_bytes"] == gdn_prefill.workspace_bytes(T, 2, HV)
+    # the plan's own workspace (the fused plan's is the smaller), within what serves either plan
+    fused = plan["fused_output"] == "runs"
+    assert plan["workspace_bytes"] == gdn_prefill.workspace_bytes(T, 2, HV, fused=fused)
+    assert gdn_prefill.workspace_bytes(T, 2, HV) == max(gdn_prefill.workspace_bytes(T, 2, HV, fused=f)
+                                                        for f in (True, False))
 
 
 def test_strided_packed_inputs_accepted():

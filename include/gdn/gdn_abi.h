@@ -101,8 +101,11 @@ typedef struct {
  *   g, beta       [T, Hv]           cu_seqlens [N+1] int32, state_indices [N] int32
  *   state         [P, Hv, K, V] fp32 logical view (a "vk" pool is passed with its
  *                 last two strides swapped, so kernels always index S[k, v])
- * Workspace (carved by gdn_workspace_layout, CB = ceil(T/CHUNK) + N chunk slots; chunk i
- * of sequence n is slot cu_seqlens[n] / CHUNK + n + i, computed on the device: no index table):
+ * Workspace (carved per plan by the launcher, CB = ceil(T/CHUNK) + N chunk slots; chunk i
+ * of sequence n is slot cu_seqlens[n] / CHUNK + n + i, computed on the device: no index table).
+ * The fused-output plan's: gcum, rq, rk, ready, tu, pqk; the unfused plan's: gcum, rq, rk,
+ * ready, w, u, vnew, h; the other plan's tensors keep their shapes with data NULL (never
+ * touched).  gdn_workspace_bytes serves either plan:
  *   gcum, rq, rk  [T, Hv] fp32 in-chunk cumulative gate; 1/||q||, 1/||k|| (or 1); stored
  *                 head-major (strides 1, T): a chunk's rows of one head are contiguous
  *   w             [T, Hv, K] bf16   u, vnew [T, Hv, V] bf16
@@ -111,8 +114,7 @@ typedef struct {
  *                 row t0+i = scale rq_i rk_j (q_i . k_j) exp(gcum_i - gcum_j), j <= i (else 0)
  *   tu            [T, Hv, CHUNK] bf16   the fused plan's stage-1 output instead of w and u:
  *                 row t0+i = row i of Tu = (I + A)^-1 diag(beta) (its spine forms
- *                 Vnew = Tu (V - diag(exp(gcum) rk) K S) itself); aliases w's bytes (one plan
- *                 uses w, the other tu)
+ *                 Vnew = Tu (V - diag(exp(gcum) rk) K S) itself)
  *   ready         [CB, Hv] int32   overlap plan: 1 once recompute_wu has stored slot c's Tu, P,
  *                 gcum, rq, rk of head hv (zeroed by the launcher before each overlapped call)
  *

@@ -515,24 +515,30 @@ cdef inline int64_t _chunk_slots(int64_t T, int64_t N) noexcept nogil:
     return (T + GDN_CHUNK - 1) // GDN_CHUNK + N
 
 
-cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t Hv) noexcept nogil:
-    """Lay the workspace tensors out from `base` (NULL: only count); returns the bytes used."""
+cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t Hv, bint fused) noexcept nogil:
+    """Lay one plan's workspace tensors out from `base` (NULL: only count); returns the bytes used.
+    The fused plan's: gcum, rq, rk, ready, tu, pqk; the unfused plan's: gcum, rq, rk, ready, w, u,
+    vnew, h.  The other plan's tensors get their shapes and no memory (data NULL): its kernels
+    take them as parameters and never touch them (at 1 x 65536, Hv = 32: 536 MiB against 2,585 MiB)."""
     cdef int64_t CB = _chunk_slots(T, N)
     cdef int64_t K = GDN_HEAD_DIM_K, V = GDN_HEAD_DIM_V
     cdef int64_t off = 0
+    cdef char *fb = base if fused else NULL         # the fused plan's tensors
+    cdef char *ub = NULL if fused else base         # the unfused plan's
     # gcum, rq, rk: [T, Hv] stored head-major, so a chunk's rows of one head are contiguous
     off = _head_major(&p.gcum, base, off, T, Hv)
     off = _head_major(&p.rq, base, off, T, Hv)
     off = _head_major(&p.rk, base, off, T, Hv)
-    # tu (the fused plan's) shares w's bytes (the unfused plan's): a call runs one plan
-    _piece(&p.tu, base, off, GDN_DTYPE_BF16, 3, T, Hv, GDN_CHUNK, 1)
-    off = _piece(&p.w, base, off, GDN_DTYPE_BF16, 3, T, Hv, K, 1)
-    off = _piece(&p.u, base, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
-    off = _piece(&p.vnew, base, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
-    off = _piece(&p.h, base, off, GDN_DTYPE_BF16, 4, CB, Hv, K, V)
-    off = _piece(&p.pqk, base, off, GDN_DTYPE_BF16, 3, T, Hv, GDN_CHUNK, 1)
     off = _piece(&p.ready, base, off, GDN_DTYPE_I32, 2, CB, Hv, 1, 1)
-    return off
+    cdef int64_t shared = off
+    off = _piece(&p.tu, fb, off, GDN_DTYPE_BF16, 3, T, Hv, GDN_CHUNK, 1)
+    off = _piece(&p.pqk, fb, off, GDN_DTYPE_BF16, 3, T, Hv, GDN_CHUNK, 1)
+    cdef int64_t fused_end = off
+    off = _piece(&p.w, ub, shared, GDN_DTYPE_BF16, 3, T, Hv, K, 1)
+    off = _piece(&p.u, ub, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
+    off = _piece(&p.vnew, ub, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
+    off = _piece(&p.h, ub, off, GDN_DTYPE_BF16, 4, CB, Hv, K, V)
+    return fused_end if fused else off
 
 
 cdef int64_t _piece(gdn_tensor_t *t, char *base, int64_t off, int dtype, int rank,
@@ -566,9 +572,15 @@ cdef int64_t _head_major(gdn_tensor_t *t, char *base, int64_t off, int64_t T, in
     return off
 
 
-cdef int64_t gdn_workspace_bytes(int64_t T, int64_t N, int64_t Hv) noexcept nogil:
+cdef int64_t _plan_workspace_bytes(int64_t T, int64_t N, int64_t Hv, bint fused) noexcept nogil:
+    """Bytes of workspace one plan needs (_carve)."""
     cdef gdn_problem_t scratch
-    return _carve(&scratch, NULL, T, N, Hv)
+    return _carve(&scratch, NULL, T, N, Hv, fused)
+
+
+cdef int64_t gdn_workspace_bytes(int64_t T, int64_t N, int64_t Hv) noexcept nogil:
+    """Bytes of workspace that serve any call with these sizes, whichever plan it runs."""
+    return max(_plan_workspace_bytes(T, N, Hv, True), _plan_workspace_bytes(T, N, Hv, False))
 
 
 # ----------------------------------------------------------------------------- plan + launch
@@ -675,16 +687,34 @@ cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int sm
     return GDN_OK
 
 
-cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_bytes, char *msg) noexcept nogil:
-    cdef int64_t need = gdn_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1])
+cdef int64_t _call_workspace_bytes(const gdn_problem_t *problem, int spine, int state_layout) noexcept nogil:
+    """Workspace bytes of the plan this call runs (gdn_prefill_raw's choice: the same validation
+    and plan rule on a copy); 1 where the call does not validate (gdn_prefill_raw then fails with
+    that error before it looks at the workspace)."""
+    cdef gdn_problem_t p = problem[0]
+    cdef char local[MSG_CAP]
+    cdef int chosen = 0, n = 0
+    cdef int ids[3]
+    cdef int64_t T = p.q.shape[0], N = p.cu_seqlens.shape[0] - 1, Hv = p.v.shape[1]
+    if (_prepare(&p, spine, state_layout, &chosen, local) != GDN_OK
+            or _stage_ids(&p, chosen, state_layout, _sm_count(), ids, &n, local) != GDN_OK):
+        return 1
+    return _plan_workspace_bytes(T, N, Hv, n == 2)
+
+
+cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_bytes, bint fused,
+                         char *msg) noexcept nogil:
+    """Carve the workspace of the plan that runs (fused: the fused-output plan) after checking it."""
+    cdef int64_t need = _plan_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], fused)
     if workspace == NULL or workspace_bytes < need:
-        snprintf(msg, MSG_CAP, "workspace: %lld bytes given, %lld needed (gdn_workspace_bytes)",
-                 <long long>workspace_bytes, <long long>need)
+        snprintf(msg, MSG_CAP, "workspace: %lld bytes given, %lld needed by the %s plan (explain()[\"workspace_bytes\"]; "
+                 "gdn_workspace_bytes serves either plan)", <long long>workspace_bytes, <long long>need,
+                 b"fused-output" if fused else b"unfused")
         return GDN_ERR_ARGUMENT
     if (<uintptr_t>workspace) % GDN_WORKSPACE_ALIGN_BYTES != 0:
         snprintf(msg, MSG_CAP, "workspace: data pointer is not %d-byte aligned", GDN_WORKSPACE_ALIGN_BYTES)
         return GDN_ERR_LAYOUT
-    _carve(p, <char *>workspace, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1])
+    _carve(p, <char *>workspace, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], fused)
     # the serial plan: recompute_wu over every chunk slot, nothing published through `ready`
     p.slot_begin = 0
     p.slot_end = <int32_t>p.ready.shape[0]
@@ -901,10 +931,10 @@ cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
     local[0] = 0
     rc = _prepare(&p, spine, state_layout, &chosen, local)
     if rc == GDN_OK:
-        rc = _bind_workspace(&p, workspace, workspace_bytes, local)
-    if rc == GDN_OK:
         sms = _sm_count()
         rc = _stage_ids(&p, chosen, state_layout, sms, ids, &n, local)
+    if rc == GDN_OK:
+        rc = _bind_workspace(&p, workspace, workspace_bytes, n == 2, local)
     if rc == GDN_OK:
         split = _plan_split(&p, n, sms)
         if split > 0:
@@ -1138,9 +1168,13 @@ cdef int _codes(str spine, str state_layout, int *spine_code, int *layout_code) 
     return 0
 
 
-def workspace_bytes(int64_t T, int64_t N, int64_t Hv):
-    """Bytes of device workspace a call with T tokens, N sequences and Hv value heads needs."""
-    return gdn_workspace_bytes(T, N, Hv)
+def workspace_bytes(int64_t T, int64_t N, int64_t Hv, fused=None):
+    """Bytes of device workspace a call with T tokens, N sequences and Hv value heads needs:
+    fused None, whichever plan it runs; True / False, the fused-output / unfused plan's
+    (explain()["workspace_bytes"] is the one a given call runs)."""
+    if fused is None:
+        return gdn_workspace_bytes(T, N, Hv)
+    return _plan_workspace_bytes(T, N, Hv, bool(fused))
 
 
 _SUMMARY = os.environ.get("GDN_PREFILL_LOG_CALLS", "") not in ("", "0")
@@ -1208,8 +1242,11 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm, True,
                     &ws, workspace)
     if workspace is None:
-        workspace = torch.empty(max(gdn_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]), 1),
-                                dtype=torch.uint8, device=q.device)
+        # the plan's own bytes (the fused plan needs a fifth of the unfused one's at 64K tokens)
+        with nogil:
+            ws_bytes = _call_workspace_bytes(&p, spine_code, layout_code)
+        workspace = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device=q.device)
+        ws_bytes = 1
         _fill(&ws, workspace, "workspace")
     if ws.dtype != DTYPE_U8 or not _compact(&ws):
         raise _errors.GdnArgumentError("workspace: must be a contiguous uint8 CUDA tensor")
@@ -1333,25 +1370,28 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         "fused_output": fused,
         "kernels": [dict(name=name, grid=tuple(int(x) for x in grid), **_manifest.launch_info(name))
                     for name, grid in kernels],
-        "workspace_bytes": int(gdn_workspace_bytes(T, N, Hv)),
+        "workspace_bytes": int(_plan_workspace_bytes(T, N, Hv, n == 2)),
         "chunk_slots": int(cb),
         "overlap": overlap,
         "overlap_split": int(split) if split > 0 else None,
     }
 
 
-def workspace_layout(int64_t T, int64_t N, int64_t Hv):
-    """{name: (byte offset, shape, dtype name)} of the workspace tensors (gdn_abi.h); shape is the
-    storage's row-major shape: (Hv, T) for gcum, rq and rk, which are stored head-major (the
-    kernels index them [t, hv]), the logical shape for the others."""
+def workspace_layout(int64_t T, int64_t N, int64_t Hv, bint fused=True):
+    """{name: (byte offset, shape, dtype name)} of one plan's workspace tensors (gdn_abi.h; fused:
+    the fused-output plan's gcum, rq, rk, ready, tu, pqk, else the unfused plan's gcum, rq, rk,
+    ready, w, u, vnew, h); shape is the storage's row-major shape: (Hv, T) for gcum, rq and rk,
+    which are stored head-major (the kernels index them [t, hv]), the logical shape for the others."""
     cdef gdn_problem_t p
     cdef char *base = <char *>GDN_WORKSPACE_ALIGN_BYTES  # any aligned non-NULL base: offsets only
-    _carve(&p, base, T, N, Hv)
-    names = ("gcum", "rq", "rk", "w", "u", "vnew", "h", "pqk", "tu", "ready")
+    _carve(&p, base, T, N, Hv, fused)
+    names = ("gcum", "rq", "rk", "ready", "w", "u", "vnew", "h", "pqk", "tu")
     cdef gdn_tensor_t *ts[10]
-    ts[:] = [&p.gcum, &p.rq, &p.rk, &p.w, &p.u, &p.vnew, &p.h, &p.pqk, &p.tu, &p.ready]
+    ts[:] = [&p.gcum, &p.rq, &p.rk, &p.ready, &p.w, &p.u, &p.vnew, &p.h, &p.pqk, &p.tu]
     out = {}
     for i in range(10):
+        if ts[i].data == NULL:
+            continue                                      # the other plan's
         strides = [ts[i].stride[j] for j in range(ts[i].rank)]
         order = sorted(range(ts[i].rank), key=lambda j: -strides[j])          # storage order
         out[names[i]] = (<uintptr_t>ts[i].data - <uintptr_t>base, tuple(ts[i].shape[j] for j in order),
@@ -1412,13 +1452,13 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     rc = _prepare(&p, spine_code, layout_code, &chosen, msg)
     if rc == GDN_OK and warpgroups != 0 and chosen != GDN_SPINE_WGMMA:
         raise _errors.GdnArgumentError("warpgroups: only the wgmma spine has builds by warpgroups")
-    if rc == GDN_OK:
-        rc = _bind_workspace(&p, <void *><uintptr_t>workspace.data_ptr(), workspace.numel(), msg)
     order = ("recompute_wu", "spine", "fwd_o")
     if rc == GDN_OK:
-        # only the requested stages must be compiled in
         sms = _sm_count()
         nplan = _select_ids(&p, chosen, layout_code, warpgroups, fused, pair, sms, all_ids)
+        rc = _bind_workspace(&p, <void *><uintptr_t>workspace.data_ptr(), workspace.numel(), nplan == 2, msg)
+    if rc == GDN_OK:
+        # only the requested stages must be compiled in
         if fused == 1 and _fused_guard(&p, chosen, layout_code, sms, msg) != GDN_OK:
             raise _errors.GdnSpineError(f"fused: {msg.decode()}")
         for stage in stages:
