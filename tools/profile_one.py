@@ -23,6 +23,6 @@ for _ in range(2):
         # first: ncu runs kernels one at a time, and the overlap plan's spine waits for stage 1's flags)
         _ext._launch_stages(("recompute_wu", "spine") + (() if fused else ("fwd_o",)), *args, cu_seqlens=inp["cu_seqlens"],
                             spine="wgmma", workspace=ws, fused=fused, overlap_split=0 if fused else -1,
-                            pair=1 if fused else -1)   # the pair build: what the prefill runs at B=1 and B=8
+                            rs_build=1 if fused else -1)   # the pair build: what the prefill runs at B=1 and B=8
 torch.cuda.synchronize()
 print("done")

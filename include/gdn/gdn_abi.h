@@ -35,6 +35,7 @@
  * 234.8, 1x4K 126.2 / 125.8; spine alone B=8 T=4K 5.55 / 5.55 us/chunk, but B=1 1.59 / 1.81 at
  * T=1K (run 49), 1.236 / 1.262 at 4K (run 51): the pair runs in lockstep. */
 #define GDN_RS_SPINE_SOLO_MAX_CTAS 132
+#define GDN_RS_SPINE_DUAL_WG 2       /* consumer warpgroups of spine_rs_o's dual build (one CTA per head) */
 #define GDN_TMA_ALIGN_BYTES 16       /* TMA: base pointers and strides 16B aligned  */
 #define GDN_WORKSPACE_ALIGN_BYTES 256
 #define GDN_MAX_RANK 4
