@@ -108,6 +108,7 @@ NSLOT = 3                             # TMA ring slots (a slot is released one c
 DUAL_WG = plan.RS_SPINE_DUAL_WG
 assert DUAL_WG * VB == DV, "the dual build's warpgroups cover a head's V columns"
 BAR_WG = 1                            # the consumers' own named barrier (0 is the CTA barrier)
+LONGEST_FIRST_MAX_SEQS = 32           # _longest_first: one warp's lanes rank the sequences
 # The dual build's registers after setmaxnreg: each chain warpgroup close to what the solo build's
 # one holds at 192 threads (226-234; 224 without spills), the I/O warpgroup the rest.  The increase can only take what the
 # decrease gave back to the CTA's own pool, which the launch sized at 168 per thread (64 K / 384,
@@ -264,10 +265,10 @@ def spine_rs_kernel(
     pdl.enter()
     tidx, _, _ = cute.arch.thread_idx()
     bx, _, _ = cute.arch.block_idx()
-    nvb = DV // (VB * nwg)                # plan.grid_spine_rs: vb fastest, then hv, then n (pair: a cluster)
-    vb = bx % nvb
+    nvb = DV // (VB * nwg)                # plan.grid_spine_rs: vb fastest, then hv, then the sequence
+    vb = bx % nvb                         # (pair: a cluster), longest first
     hv = (bx // nvb) % Hv
-    n = bx // (nvb * Hv)
+    n = _longest_first(bx // (nvb * Hv), cu_seqlens)
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     load_warp = _load_warp(nwg)
     store_warp = _store_warp(nwg)
@@ -351,6 +352,38 @@ def spine_rs_kernel(
         # no CTA leaves while its peer may still multicast into it or arrive on its barriers
         cute.arch.cluster_arrive()
         cute.arch.cluster_wait()
+
+
+@cute.jit
+def _longest_first(r: Int32, cu_seqlens: cute.Tensor) -> Int32:
+    """The sequence of rank r when N <= 32 sequences are ordered longest first (equal lengths by
+    index), else r.  Blocks start roughly in index order, so a long sequence placed late in a batch
+    would start its chain in the last wave and end the call alone (plan.grid_spine_rs).  Each warp
+    ranks on its own: lane l holds sequence l's length and counts the sequences ahead of it; the one
+    lane whose rank is r names the sequence (no barrier, no shared memory)."""
+    N = cu_seqlens.shape[0] - 1
+    n = r
+    if N <= LONGEST_FIRST_MAX_SEQS:
+        lane = cute.arch.lane_idx()
+        length = Int32(-1)
+        if lane < N:
+            length = cu_seqlens[lane + 1] - cu_seqlens[lane]
+        ahead = Int32(0)
+        for m in cutlass.range(N, unroll=1):
+            other = cute.arch.shuffle_sync(length, m)
+            if other > length:
+                ahead = ahead + 1
+            elif other == length:
+                if m < lane:
+                    ahead = ahead + 1
+        mine = Int32(0)
+        if lane < N:
+            if ahead == r:
+                mine = lane
+        # uniform for ptxas too (else every branch on n is divergent to it, and it serialises each
+        # wgmma behind them: C7520)
+        n = cute.arch.make_warp_uniform(cute.arch.warp_reduction_sum(mine))
+    return n
 
 
 @cute.jit

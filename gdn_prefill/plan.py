@@ -19,7 +19,6 @@ SCALAR_SPINE_THREADS = _C["GDN_SCALAR_SPINE_THREADS"]
 WGMMA_SPINE_VBLOCK = _C["GDN_WGMMA_SPINE_VBLOCK"]
 RS_SPINE_VBLOCK = _C["GDN_RS_SPINE_VBLOCK"]
 RS_SPINE_PAIR = HEAD_DIM_V // RS_SPINE_VBLOCK          # CTAs of one head: the pair build's cluster
-RS_SPINE_SOLO_MAX_CTAS = _C["GDN_RS_SPINE_SOLO_MAX_CTAS"]
 RS_SPINE_DUAL_WG = _C["GDN_RS_SPINE_DUAL_WG"]                 # the dual build: 64 state columns per warpgroup
 SM_COUNT = _C["GDN_SM_COUNT"]   # H100/H200 SXM; a fixed constant, the device is never queried
 
@@ -110,15 +109,16 @@ def grid_spine_rs(T, N, Hv, dual=False):
 
 
 def spine_rs_build(T, N, Hv, sm_count=SM_COUNT):
-    """The spine_rs_o build the fused plan runs for T tokens, N sequences and Hv heads: "pair" (the
-    two CTAs of a head as a cluster that multicasts Tu, K, q and P) wherever the overlap plan runs,
-    "dual" (one CTA per head, two chains) once the solo grid exceeds RS_SPINE_SOLO_MAX_CTAS, else
-    "solo": the one Python copy of the launcher's rule (_ext.pyx, _rs_build; gdn_abi.h
-    GDN_RS_SPINE_SOLO_MAX_CTAS has the measurements; with GDN_PREFILL_OVERLAP=0 the launcher's
-    serial plan runs solo or dual where this says pair)."""
+    """The spine_rs_o build the fused plan runs for T tokens, N sequences and Hv heads on sm_count
+    SMs: "pair" (the two CTAs of a head as a cluster that multicasts Tu, K, q and P) wherever the
+    overlap plan runs, else "dual" (one CTA per head, two chains per SM) where its waves of chunks
+    cost less than the "solo" build's (one CTA per 64 state columns): the one Python copy of the
+    launcher's rule (_ext.pyx, _rs_build; gdn_abi.h has the measurements; with
+    GDN_PREFILL_OVERLAP=0 the launcher's serial plan runs solo or dual where this says pair)."""
     if overlap_split(T, N, Hv, sm_count) is not None:
         return "pair"
-    return "dual" if N * Hv * RS_SPINE_PAIR > RS_SPINE_SOLO_MAX_CTAS else "solo"
+    dual_waves, solo_waves = -(-N * Hv // sm_count), -(-N * Hv * RS_SPINE_PAIR // sm_count)
+    return "dual" if dual_waves * _C["GDN_RS_DUAL_WAVE_NS"] < solo_waves * _C["GDN_RS_SOLO_WAVE_NS"] else "solo"
 
 
 def grid_fwd_o(T, N, Hv):

@@ -423,13 +423,16 @@ cdef int _rs_build(const gdn_problem_t *p, int sms) noexcept nogil:
     """The spine_rs_o build (RS_SOLO, RS_PAIR, RS_DUAL) the fused plan runs for this (validated)
     problem: the one C copy of gdn_prefill.plan.spine_rs_build.  The pair wherever the overlap plan
     runs (stage 1's second part shares the L2 with the spine, and the spine's CTAs must leave half
-    of the SMs to it); the dual once the solo grid, N * Hv * (V / RS_SPINE_VBLOCK) CTAs, exceeds
-    GDN_RS_SPINE_SOLO_MAX_CTAS (then every SM holds a spine CTA and a second chain per SM is what
-    the SM has spare); else solo (the shortest chunk).  The header records the measurements.  No
-    device query: sms is the caller's."""
+    of the SMs to it); else the dual (two chains per SM, one CTA per head) where its waves of
+    chunks cost less than the solo build's (one chain per SM, twice the CTAs): ceil(N Hv / sms)
+    dual waves at GDN_RS_DUAL_WAVE_NS against ceil(2 N Hv / sms) solo waves at
+    GDN_RS_SOLO_WAVE_NS; the header records the measurements.  No device query: sms is the
+    caller's."""
     if _plan_split(p, 2, sms) > 0:
         return RS_PAIR
-    if _rs_ctas(p.cu_seqlens.shape[0] - 1, p.v.shape[1]) > GDN_RS_SPINE_SOLO_MAX_CTAS:
+    cdef int64_t heads = (p.cu_seqlens.shape[0] - 1) * p.v.shape[1]
+    if sms > 0 and ((heads + sms - 1) // sms * GDN_RS_DUAL_WAVE_NS
+                    < (_rs_ctas(p.cu_seqlens.shape[0] - 1, p.v.shape[1]) + sms - 1) // sms * GDN_RS_SOLO_WAVE_NS):
         return RS_DUAL
     return RS_SOLO
 
