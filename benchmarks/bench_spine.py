@@ -18,9 +18,10 @@ spines.  Row "wgmma-o" is the spine with the chunk output fused (it also compute
 and writes no h / vnew), the kernel the fused plan runs instead of spine + fwd_o: spine_rs_o_*
 (the state in the registers of one warpgroup per 64 state columns, a TMA warp and a store warp)
 at every B, in the build the launcher's rule picks for the whole prefill (column "build"): its
-pair build (a cluster of a head's two CTAs that multicasts the shared tiles) at B=8, and at B=1
-too wherever the prefill runs the overlap plan (from 16 chunk slots), although alone, without
-stage 1 beside it, the solo build is a little faster there (`--pair-crossover` times both).
+dual build (one CTA per head, two chains per SM) at B=8, and at B=1 the pair build (a cluster of
+a head's two CTAs that multicasts the shared tiles) wherever the prefill runs the overlap plan
+(from 24 chunk slots), although alone, without stage 1 beside it, the solo build is a little
+faster there (`--rs-crossover` times all three at B = 1..8).
 
 FLOPs counted per chunk and head: W.S (2*64*128*128) + K^T.Vnew (2*128*64*128)
 = 4.19 MFLOP, i.e. 65.5 KFLOP per token and value head (wgmma-o computes K.S in place of W.S and

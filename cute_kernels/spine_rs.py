@@ -59,15 +59,25 @@ four waits per chunk (LE 0, LE 1, LE 1, LE 0).
 Measured (run 27, H200, Hv = 32, the W / U form): 1.30 us/chunk at B=1 T=4K (spine_la_o 1.35),
 5.96 at B=8 (spine_wgmma_o_wg2 7.77); the whole prefill 2-19 % faster at every benchmarked shape.
 
-Two builds (VARIANTS; the launcher picks per call, plan.spine_rs_pair): solo, and pair, in which
-the two CTAs of a head (adjacent in the grid) form a cluster: each loader TMA-loads half of the
-Tu, K, q and P tiles and multicasts it to both CTAs, and a slot is refilled only when the consumer
-warps of both CTAs have released it (empty[s] counts the peer's 4 warps too, _empty_arrivals).
-With more CTAs than SMs the spine is bound by L2 throughput (run 48: 90.5 % at 8x4K), which the
-multicast halves for those tiles (run 49: 8x4K 871 -> 857 us); in the overlap plan the spine
-shares the L2 with stage 1's second part, and the pair wins there too (run 51: 1x64K 1834 ->
-1768 us, 1x8K and 1x4K level); alone with few CTAs the pair's lockstep costs more than it saves
-(B=1 T=1K 1.59 -> 1.81 us/chunk), so the serial plan with few CTAs runs solo.
+Three builds (VARIANTS; the launcher picks per call, plan.spine_rs_build):
+- solo: the above, one CTA per 64 state columns (two per head), one chain per SM.
+- pair: the two CTAs of a head (adjacent in the grid) form a cluster: each loader TMA-loads half
+  of the Tu, K, q and P tiles and multicasts it to both CTAs, and a slot is refilled only when the
+  consumer warps of both CTAs have released it (empty[s] counts the peer's 4 warps too,
+  _empty_arrivals).  The overlap plan runs it: there the spine shares the L2 with stage 1's second
+  part (run 51: 1x64K 1834 -> 1768 us against solo, 1x8K and 1x4K level); alone with few CTAs its
+  lockstep costs more than it saves (B=1 T=1K 1.59 -> 1.81 us/chunk).
+- dual: one CTA per head with two consumer warpgroups, each the chain of 64 state columns, a
+  V tile and output buffers of its own, the Tu, K, q and P tiles and the table loaded once for
+  both; warpgroup 2 holds the load and store warps (384 threads; setmaxnreg moves registers from
+  it to the chains, DUAL_CHAIN_REGS).  One chain leaves the SM's tensor and issue slots idle most
+  of a chunk; two chains on one SM advance a chunk each in ~2.2 us where one alone takes ~1.4 (run
+  91, --rs-crossover), so with more heads than SMs the dual moves a head's chunk in 2.2 SM-us
+  instead of 2.8: spine 8x4K 357 (run 86) -> 296 us (run 91, ncu), prefill 8x4K 727 -> 661, 32x2K
+  1470 -> 1340 (run 92, same call).  The serial plan picks solo or dual by a wave model (gdn_abi.h GDN_RS_*_WAVE_NS).
+Every build places the sequences longest first in its grid (_longest_first): blocks start in
+index order, and varlen16's 8.5K-token sequence, 14th of 16, started its chain in the last wave
+(run 92: varlen16 859 -> 698-710 us with the dual build).
 
 Overlap plan (pyx/gdn_prefill/_ext.pyx, _launch_overlap): when few sequences leave most SMs idle
 beside this spine, recompute_wu's chunk slots >= ready_from run concurrently with it and publish
@@ -755,11 +765,9 @@ def CLUSTER(layout: str, pair: bool = False, dual: bool = False) -> int:  # noqa
     return plan.RS_SPINE_PAIR if pair else 1
 
 
-# Two builds, picked per call by the launcher (plan.spine_rs_pair, gdn_abi.h
-# GDN_RS_SPINE_SOLO_MAX_CTAS has the measurements): solo while the grid fits on the SMs and the
-# serial plan runs, the pair build beyond and in the overlap plan, where the spine is bound by L2
-# throughput (run 48: 90.5 % at 8x4K) or shares it with stage 1, and the multicast halves the L2
-# reads of the tiles both CTAs of a head load.
+# Three builds, picked per call by the launcher (plan.spine_rs_build, gdn_abi.h has the
+# measurements): pair in the overlap plan (the multicast halves the L2 reads it shares with stage
+# 1), solo or dual in the serial plan by a wave model (two chains per SM once the heads fill the SMs).
 VARIANTS: dict[str, dict] = {
     "spine_rs_o_kv": {"layout": "kv", "pair": False},
     "spine_rs_o_vk": {"layout": "vk", "pair": False},
