@@ -1,6 +1,6 @@
 """Where to split stage 1 around the fused spine (the overlap plan): a sweep of the split slot.
 
-    python benchmarks/bench_overlap.py [--shapes 1x1K,1x2K,1x8K,1x64K] [--heads 16/32] [--build solo|pair]
+    python benchmarks/bench_overlap.py [--shapes 1x1K,1x2K,1x8K,1x64K] [--heads 16/32] [--build solo|pair|dual]
                                        [--pcts 0,15,25,35,45,55,70] [--json PATH] [--md PATH]
 
 For each shape, the fused plan (recompute_wu + spine_rs_o) with stage 1 split at a fraction of
@@ -26,7 +26,7 @@ def _tokens(s: str) -> int:
     return int(s[:-1]) * 1024 if s.endswith("K") else int(s)
 
 
-def time_split(B: int, T: int, hk: int, hv: int, pct: int, pair: int = -1) -> dict:
+def time_split(B: int, T: int, hk: int, hv: int, pct: int, rs_build: int = -1) -> dict:
     import torch
 
     import gdn_prefill
@@ -44,14 +44,14 @@ def time_split(B: int, T: int, hk: int, hv: int, pct: int, pair: int = -1) -> di
         x = sets[i]
         _ext._launch_stages(("recompute_wu", "spine"), x["q"], x["k"], x["v"], x["g"], x["beta"], outs[i], x["state"],
                             cu_seqlens=x["cu_seqlens"], spine="wgmma", workspace=ws, fused=1, overlap_split=split,
-                            pair=pair)
+                            rs_build=rs_build)
     # bench_prefill's harness: eager warm-up (the side stream exists before any capture), one graph
     # per buffer set replayed round-robin, median of CUDA-event times
     t = _time_impl([lambda i=i: call(i) for i in range(len(sets))], ("graph",), budget_s=0.3, min_reps=20,
                    max_reps=50)
     if "graph_us" not in t:
         raise RuntimeError(t.get("graph_error", "graph timing failed"))
-    return dict(shape=f"{B}x{T // 1024}K", heads=f"{hk}/{hv}", chunk_slots=cb, pct=pct, split=split, pair=pair,
+    return dict(shape=f"{B}x{T // 1024}K", heads=f"{hk}/{hv}", chunk_slots=cb, pct=pct, split=split, rs_build=rs_build,
                 us=t["graph_us"], reps=t["graph_stats"]["reps"])
 
 
@@ -59,9 +59,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default="1x1K,1x2K,1x8K,1x64K", help="comma list of BxT (T may end in K)")
     ap.add_argument("--heads", default="16/32", help="Hk/Hv")
-    ap.add_argument("--build", choices=("rule", "solo", "pair"), default="rule",
+    ap.add_argument("--build", choices=("rule", "solo", "pair", "dual"), default="rule",
                     help="the fused spine's build: the launcher's rule (pair wherever the overlap plan runs) or "
-                         "forced solo / pair (a head's two CTAs as a multicasting cluster)")
+                         "forced solo / pair (a head's two CTAs as a multicasting cluster) / dual (one CTA "
+                         "per head, two chains)")
     ap.add_argument("--pcts", default=",".join(map(str, FRACTIONS)),
                     help="comma list of split percentages to time (0: the serial plan, the table's baseline)")
     ap.add_argument("--json", help="write the rows here")
@@ -84,7 +85,7 @@ def main(argv=None) -> int:
             print(f"{B}x{T}: the spine's CTAs would hold more than half of the SMs (deadlock guard); skipped")
             continue
         for pct in pcts:
-            r = time_split(B, T, hk, hv, pct, {"rule": -1, "solo": 0, "pair": 1}[a.build])
+            r = time_split(B, T, hk, hv, pct, {"rule": -1, "solo": 0, "pair": 1, "dual": 2}[a.build])
             rows.append(r)
             print(f"{r['shape']} split {pct:3d}% (slot {r['split']:5d} of {r['chunk_slots']}): {r['us']:8.1f} us",
                   flush=True)

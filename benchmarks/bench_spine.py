@@ -1,7 +1,7 @@
 """Microbenchmark: the isolated state spine (stage 2), tensor-core `wgmma` against `scalar`.
 
     python benchmarks/bench_spine.py [--quick] [--json PATH] [--md PATH]
-    python benchmarks/bench_spine.py --crossover | --pair-crossover      (where the build rules switch)
+    python benchmarks/bench_spine.py --crossover | --rs-crossover        (where the build rules switch)
 
 Stage 1 (recompute_wu) runs once to fill the workspace; then only the
 spine is captured in a CUDA graph and replayed, timed with CUDA events, median of many replays,
@@ -18,9 +18,10 @@ spines.  Row "wgmma-o" is the spine with the chunk output fused (it also compute
 and writes no h / vnew), the kernel the fused plan runs instead of spine + fwd_o: spine_rs_o_*
 (the state in the registers of one warpgroup per 64 state columns, a TMA warp and a store warp)
 at every B, in the build the launcher's rule picks for the whole prefill (column "build"): its
-pair build (a cluster of a head's two CTAs that multicasts the shared tiles) at B=8, and at B=1
-too wherever the prefill runs the overlap plan (from 16 chunk slots), although alone, without
-stage 1 beside it, the solo build is a little faster there (`--pair-crossover` times both).
+dual build (one CTA per head, two chains per SM) at B=8, and at B=1 the pair build (a cluster of
+a head's two CTAs that multicasts the shared tiles) wherever the prefill runs the overlap plan
+(from 24 chunk slots), although alone, without stage 1 beside it, the solo build is a little
+faster there (`--rs-crossover` times all three at B = 1..8).
 
 FLOPs counted per chunk and head: W.S (2*64*128*128) + K^T.Vnew (2*128*64*128)
 = 4.19 MFLOP, i.e. 65.5 KFLOP per token and value head (wgmma-o computes K.S in place of W.S and
@@ -69,9 +70,10 @@ def spine_bytes(T_total: int, Hv: int, Hk: int, fused: bool = False) -> float:
 
 
 def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgroups: int = 0,
-               pair: int = -1) -> dict:
+               rs_build: int = -1) -> dict:
     """spine: "scalar", "wgmma" (both as in the unfused plan) or "wgmma-o" (output fused);
-    warpgroups 1 / 2 force a "wgmma" build, pair 0 / 1 a "wgmma-o" build (0 / -1: the rules)."""
+    warpgroups 1 / 2 force a "wgmma" build, rs_build 0 / 1 / 2 (solo, pair, dual) a "wgmma-o" build
+    (0 / -1: the rules)."""
     import torch
 
     import gdn_prefill
@@ -89,10 +91,10 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
     _ext._launch_stages(("recompute_wu",), *args, **kw)
     if warpgroups:
         kw["warpgroups"] = warpgroups  # force one wgmma build (0: the launcher's rule)
-    if pair >= 0:
-        kw["pair"] = pair              # force spine_rs_o's solo (0) or pair (1) build
+    if rs_build >= 0:
+        kw["rs_build"] = rs_build      # force spine_rs_o's solo (0), pair (1) or dual (2) build
     build = _ext._builds(*args, cu_seqlens=inp["cu_seqlens"], spine=kw["spine"], warpgroups=warpgroups,
-                         fused=kw["fused"], pair=pair)[1]
+                         fused=kw["fused"], rs_build=rs_build)[1]
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -116,7 +118,7 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
     chunks_per_seq = -(-T // CHUNK)
     tflops = spine_flops(Tt, Hv, fused=bool(fused)) / (us * 1e-6) / 1e12
     tbps = spine_bytes(Tt, Hv, Hk, fused=bool(fused)) / (us * 1e-6) / 1e12
-    return dict(spine=spine, build=build, warpgroups=warpgroups, pair=pair, B=B, T=T, Hv=Hv, Hk=Hk, us=us,
+    return dict(spine=spine, build=build, warpgroups=warpgroups, rs_build=rs_build, B=B, T=T, Hv=Hv, Hk=Hk, us=us,
                 us_per_chunk=us / chunks_per_seq, us_queued=us_queued,
                 us_per_chunk_queued=us_queued / chunks_per_seq,
                 tflops=tflops, pct_peak=100 * tflops / PEAK_TFLOPS, tbps=tbps, pct_copy=100 * tbps / PEAK_TBPS,
@@ -141,13 +143,17 @@ def markdown(rows: list[dict], meta: dict) -> str:
 
 
 def crossover(spine: str, ctas_label: str, ctas_per_head: int, builds, json_path=None, md_path=None) -> None:
-    """Two builds of one spine side by side at B = 1..8 (T = 4096, Hv = 32), µs per chunk: where the
-    launcher's rule between them should switch.  builds: ((column label, time_spine keywords), x2)."""
+    """Builds of one spine side by side at B = 1..8 (T = 4096, Hv = 32), µs per chunk (one call,
+    queued in brackets): where the launcher's rule between them should switch.  builds: ((column
+    label, time_spine keywords), ...)."""
     rows = [time_spine(B, 4096, 32, 16, spine, 20, **kw) for B in (1, 2, 3, 4, 6, 8) for _, kw in builds]
-    (l0, _), (l1, _) = builds
-    lines = [f"| B | {ctas_label} | {l0} us/chunk | {l1} us/chunk |", "|---|---|---|---|"]
-    lines += [f"| {r0['B']} | {r0['B'] * 32 * ctas_per_head} | {r0['us_per_chunk']:.3f} | {r1['us_per_chunk']:.3f} |"
-              for r0, r1 in zip(rows[::2], rows[1::2])]
+    nb = len(builds)
+    lines = ["| B | " + ctas_label + "".join(f" | {label} us/chunk" for label, _ in builds) + " |",
+             "|---" * (nb + 2) + "|"]
+    for i in range(0, len(rows), nb):
+        group = rows[i:i + nb]
+        lines.append(f"| {group[0]['B']} | {group[0]['B'] * 32 * ctas_per_head} | "
+                     + " | ".join(f"{r['us_per_chunk']:.3f} ({r['us_per_chunk_queued']:.3f})" for r in group) + " |")
     print("\n".join(lines))
     if json_path:
         write_json(rows, json_path)
@@ -163,9 +169,9 @@ def main(argv=None) -> int:
     ap.add_argument("--crossover", action="store_true",
                     help="time the wgmma spine's WG=1 and WG=2 builds at B = 1..8 (T = 4096) to place the "
                          "launcher's switch")
-    ap.add_argument("--pair-crossover", action="store_true",
-                    help="time the fused spine's solo and pair builds (wgmma-o) at B = 1..8 (T = 4096) to place "
-                         "the launcher's switch (GDN_RS_SPINE_SOLO_MAX_CTAS)")
+    ap.add_argument("--rs-crossover", action="store_true",
+                    help="time the fused spine's solo, pair and dual builds (wgmma-o) at B = 1..8 (T = 4096) to "
+                         "place the launcher's switch (GDN_RS_SPINE_SOLO_MAX_CTAS)")
     ap.add_argument("--spines", help="comma-separated subset of scalar,wgmma,wgmma-o (default: every compiled one)")
     a = ap.parse_args(argv)
     wanted = a.spines.split(",") if a.spines else []
@@ -186,10 +192,12 @@ def main(argv=None) -> int:
         if missing:
             ap.error(f"--spines: {missing} not compiled into this build (compiled: {spines})")
         spines = [s for s in spines if s in wanted]
-    if a.pair_crossover:
-        if "spine_rs_o_pair_kv" not in gdn_prefill.compiled_variants():
-            ap.error("--pair-crossover: spine_rs_o_pair_kv is not compiled into this build")
-        crossover("wgmma-o", "N*Hv*2 (CTAs)", 2, (("solo", dict(pair=0)), ("pair", dict(pair=1))), a.json, a.md)
+    if a.rs_crossover:
+        names = ("spine_rs_o_kv", "spine_rs_o_pair_kv", "spine_rs_o_dual_kv")
+        if any(n not in gdn_prefill.compiled_variants() for n in names):
+            ap.error(f"--rs-crossover: {names} must all be compiled into this build")
+        crossover("wgmma-o", "N*Hv*2 (solo CTAs)", 2,
+                  tuple((label, dict(rs_build=i)) for i, label in enumerate(("solo", "pair", "dual"))), a.json, a.md)
         return 0
     if a.crossover:
         crossover("wgmma", "N*Hv*4 (WG=1 CTAs)", 4, (("WG=1", dict(warpgroups=1)), ("WG=2", dict(warpgroups=2))),

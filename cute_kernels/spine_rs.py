@@ -59,15 +59,25 @@ four waits per chunk (LE 0, LE 1, LE 1, LE 0).
 Measured (run 27, H200, Hv = 32, the W / U form): 1.30 us/chunk at B=1 T=4K (spine_la_o 1.35),
 5.96 at B=8 (spine_wgmma_o_wg2 7.77); the whole prefill 2-19 % faster at every benchmarked shape.
 
-Two builds (VARIANTS; the launcher picks per call, plan.spine_rs_pair): solo, and pair, in which
-the two CTAs of a head (adjacent in the grid) form a cluster: each loader TMA-loads half of the
-Tu, K, q and P tiles and multicasts it to both CTAs, and a slot is refilled only when the consumer
-warps of both CTAs have released it (empty[s] counts the peer's 4 warps too, _empty_arrivals).
-With more CTAs than SMs the spine is bound by L2 throughput (run 48: 90.5 % at 8x4K), which the
-multicast halves for those tiles (run 49: 8x4K 871 -> 857 us); in the overlap plan the spine
-shares the L2 with stage 1's second part, and the pair wins there too (run 51: 1x64K 1834 ->
-1768 us, 1x8K and 1x4K level); alone with few CTAs the pair's lockstep costs more than it saves
-(B=1 T=1K 1.59 -> 1.81 us/chunk), so the serial plan with few CTAs runs solo.
+Three builds (VARIANTS; the launcher picks per call, plan.spine_rs_build):
+- solo: the above, one CTA per 64 state columns (two per head), one chain per SM.
+- pair: the two CTAs of a head (adjacent in the grid) form a cluster: each loader TMA-loads half
+  of the Tu, K, q and P tiles and multicasts it to both CTAs, and a slot is refilled only when the
+  consumer warps of both CTAs have released it (empty[s] counts the peer's 4 warps too,
+  _empty_arrivals).  The overlap plan runs it: there the spine shares the L2 with stage 1's second
+  part (run 51: 1x64K 1834 -> 1768 us against solo, 1x8K and 1x4K level); alone with few CTAs its
+  lockstep costs more than it saves (B=1 T=1K 1.59 -> 1.81 us/chunk).
+- dual: one CTA per head with two consumer warpgroups, each the chain of 64 state columns, a
+  V tile and output buffers of its own, the Tu, K, q and P tiles and the table loaded once for
+  both; warpgroup 2 holds the load and store warps (384 threads; setmaxnreg moves registers from
+  it to the chains, DUAL_CHAIN_REGS).  One chain leaves the SM's tensor and issue slots idle most
+  of a chunk; two chains on one SM advance a chunk each in ~2.2 us where one alone takes ~1.4 (run
+  91, --rs-crossover), so with more heads than SMs the dual moves a head's chunk in 2.2 SM-us
+  instead of 2.8: spine 8x4K 357 (run 86) -> 296 us (run 91, ncu), prefill 8x4K 727 -> 661, 32x2K
+  1470 -> 1340 (run 92, same call).  The serial plan picks solo or dual by a wave model (gdn_abi.h GDN_RS_*_WAVE_NS).
+Every build places the sequences longest first in its grid (_longest_first): blocks start in
+index order, and varlen16's 8.5K-token sequence, 14th of 16, started its chain in the last wave
+(run 92: varlen16 859 -> 698-710 us with the dual build).
 
 Overlap plan (pyx/gdn_prefill/_ext.pyx, _launch_overlap): when few sequences leave most SMs idle
 beside this spine, recompute_wu's chunk slots >= ready_from run concurrently with it and publish
@@ -101,10 +111,38 @@ DK = sw.DK                            # 128
 DV = sw.DV                            # 128
 VB = plan.RS_SPINE_VBLOCK             # 64 state columns per CTA: M of every MMA (grid z = DV / VB)
 NSLOT = 3                             # TMA ring slots (a slot is released one chunk after its MMAs issue)
-THREADS = 192                         # warpgroup 0: the state and the output; warp 4: loads and tables;
-LOAD_WARP = 4                         # warp 5: the output's stores
-STORE_WARP = 5
-BAR_WG = 1                            # the warpgroup's own named barrier (0 is the CTA barrier)
+# Consumer warpgroups per CTA: 1 (solo, pair: warpgroup 0 holds the CTA's 64 state columns; warp 4
+# loads and tables, warp 5 the output's stores) or DUAL_WG (dual: warpgroups 0 and 1 each hold 64
+# of a head's 128 columns, two independent chains on one SM; warpgroup 2: warp 8 loads, warp 9
+# stores, warps 10 and 11 only give their registers back).
+DUAL_WG = plan.RS_SPINE_DUAL_WG
+assert DUAL_WG * VB == DV, "the dual build's warpgroups cover a head's V columns"
+BAR_WG = 1                            # the consumers' own named barrier (0 is the CTA barrier)
+LONGEST_FIRST_MAX_SEQS = 32           # _longest_first: one warp's lanes rank the sequences
+# The dual build's registers after setmaxnreg: each chain warpgroup close to what the solo build's
+# one holds at 192 threads (226-234; 224 without spills), the I/O warpgroup the rest.  The increase can only take what the
+# decrease gave back to the CTA's own pool, which the launch sized at 168 per thread (64 K / 384,
+# rounded down to 8): 2 x (224 - 168) = 168 - 56.  Ask for more and the chains' increase spins
+# forever (run 90: 232 / 48 hung the GPU); 232 / 40 leaves the load warp spilling.
+_DUAL_LAUNCH_REGS = 64 * 1024 // (128 * (DUAL_WG + 1)) // 8 * 8
+DUAL_CHAIN_REGS = 224
+DUAL_IO_REGS = 56
+assert DUAL_WG * (DUAL_CHAIN_REGS - _DUAL_LAUNCH_REGS) <= _DUAL_LAUNCH_REGS - DUAL_IO_REGS
+
+
+def _threads(nwg: int) -> int:
+    """Threads per CTA: the consumer warpgroups, then the load and store warps (the dual build
+    rounds them up to a warpgroup: setmaxnreg resizes whole warpgroups)."""
+    return 192 if nwg == 1 else 128 * (nwg + 1)
+
+
+def _load_warp(nwg: int) -> int:
+    return 4 * nwg
+
+
+def _store_warp(nwg: int) -> int:
+    return 4 * nwg + 1
+
 TAB = 3 * CHUNK + 4                   # coefficient table per slot: coef_j, c_i, a_m [64 each], exp(g_last)
 TAB_C = CHUNK                         # c_i = scale rq_i exp(gcum_i)
 TAB_A = 2 * CHUNK                     # a_m = exp(gcum_m) rk_m (Y^T = V^T - Z diag(a))
@@ -119,49 +157,59 @@ _PQ_BYTES = CHUNK * CHUNK * 2
 _TMA_BYTES = _T_BYTES + _V_BYTES + _K_BYTES + _Q_BYTES + _PQ_BYTES     # 56 KB per slot
 
 
-def _smem_tiles() -> dict[str, int]:
-    """bf16 elements of each shared-memory tile, in allocation order (each 1024-aligned)."""
-    return {"sT": NSLOT * CHUNK * CHUNK, "sK": NSLOT * DK * CHUNK, "sV": NSLOT * CHUNK * VB,
-            "sQ": NSLOT * CHUNK * DK, "sPq": NSLOT * CHUNK * CHUNK, "sO": 2 * CHUNK * VB}
+def _smem_tiles(nwg: int = 1) -> dict[str, int]:
+    """bf16 elements of each shared-memory tile, in allocation order (each 1024-aligned); the V
+    tile and the output buffers are per consumer warpgroup (stage s * nwg + wg, buffer 2 wg + b)."""
+    return {"sT": NSLOT * CHUNK * CHUNK, "sK": NSLOT * DK * CHUNK, "sV": NSLOT * nwg * CHUNK * VB,
+            "sQ": NSLOT * CHUNK * DK, "sPq": NSLOT * CHUNK * CHUNK, "sO": 2 * nwg * CHUNK * VB}
 
 
-_NBARS = 2 * NSLOT + 4                # full[NSLOT], empty[NSLOT], ostaged[2], ofree[2]
+def _nbars(nwg: int = 1) -> int:
+    return 2 * NSLOT + 4 * nwg        # full[NSLOT], empty[NSLOT], ostaged[2 nwg], ofree[2 nwg]
 
 
-def _empty_arrivals(cz: int) -> int:
-    """Arrivals that free a slot: every thread of the 128 consumers of this CTA (each has read the
+def _empty_arrivals(cz: int, nwg: int = 1) -> int:
+    """Arrivals that free a slot: every thread of the 128 nwg consumers of this CTA (each has read the
     slot's coefficient table, and an mbarrier arrive releases only its own thread's accesses), and
     in the pair build lane 0 of each of the peer CTA's four consumer warps (its wgmma reads of the
     tiles this CTA's loader multicasts into it are complete).  With lane 0 of each warp arriving
     alone, after a warp barrier that ptxas drops in converged code, compute-sanitizer's racecheck
     found the loader's next table writes unordered after the other lanes' reads (runs 68-71)."""
-    return 4 * 32 + 4 * (cz - 1)
+    return nwg * 4 * 32 + 4 * (cz - 1)
 
 
-def _smem_bytes() -> int:
+def _smem_bytes(nwg: int = 1) -> int:
+    """Dynamic shared memory of _shared_storage(nwg): barriers and tables, then the tiles (solo,
+    pair); the dual build puts the tiles first, so that no 1024-byte alignment gap follows the
+    table (its tiles alone are 229,376 of the 232,448 B an H100 / H200 CTA may have)."""
     def up(x, a):
         return (x + a - 1) // a * a
-    off = 8 * _NBARS + 4 * NSLOT * TAB
-    for n in _smem_tiles().values():
+    small = 8 * _nbars(nwg) + 4 * NSLOT * TAB
+    off = 0 if nwg > 1 else small
+    for n in _smem_tiles(nwg).values():
         off = up(off, 1024) + 2 * n
+    if nwg > 1:
+        off = up(off + small, 1024)    # the struct's size is a multiple of its 1024-byte alignment
     return off
 
 
-assert _smem_bytes() <= 227 * 1024, _smem_bytes()
+MAX_SMEM = 227 * 1024                 # dynamic shared memory one H100 / H200 CTA may have
+assert _smem_bytes(1) <= MAX_SMEM and _smem_bytes(DUAL_WG) <= MAX_SMEM, (_smem_bytes(1), _smem_bytes(DUAL_WG))
 
 
-def _shared_storage():
-    fields = {"full": cute.struct.MemRange[cutlass.Int64, NSLOT],
-              "empty": cute.struct.MemRange[cutlass.Int64, NSLOT],
-              "ostaged": cute.struct.MemRange[cutlass.Int64, 2],
-              "ofree": cute.struct.MemRange[cutlass.Int64, 2],
-              "tab": cute.struct.MemRange[Float32, NSLOT * TAB]}
-    for name, n in _smem_tiles().items():
-        fields[name] = cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024]
+def _shared_storage(nwg: int = 1):
+    small = {"full": cute.struct.MemRange[cutlass.Int64, NSLOT],
+             "empty": cute.struct.MemRange[cutlass.Int64, NSLOT],
+             "ostaged": cute.struct.MemRange[cutlass.Int64, 2 * nwg],
+             "ofree": cute.struct.MemRange[cutlass.Int64, 2 * nwg],
+             "tab": cute.struct.MemRange[Float32, NSLOT * TAB]}
+    tiles = {name: cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024]
+             for name, n in _smem_tiles(nwg).items()}
+    fields = {**tiles, **small} if nwg > 1 else {**small, **tiles}
     return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
 
-def _smem_layouts():
+def _smem_layouts(nwg: int = 1):
     """sQ (64 rows, 128 k, slot): K-major B of G2 (the tile as stored); sK (128 k, 64 rows, slot):
     MN-major B of G3 (the K tile as stored, k contiguous), and the same bytes as sKk (64 rows,
     128 k, slot), the K-major B of G1; sT, sPq (64 rows, 64 cols, slot): K-major B of G1b / G4;
@@ -178,8 +226,8 @@ def _smem_layouts():
     sT = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t4, BFloat16, NSLOT)
     sPq = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t4, BFloat16, NSLOT)
     atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, BFloat16)   # 64-wide rows
-    sV = cute.tile_to_shape(atom, (CHUNK, VB, NSLOT), order=(0, 1, 2))
-    sO = cute.tile_to_shape(atom, (CHUNK, VB, 2), order=(0, 1, 2))
+    sV = cute.tile_to_shape(atom, (CHUNK, VB, NSLOT * nwg), order=(0, 1, 2))
+    sO = cute.tile_to_shape(atom, (CHUNK, VB, 2 * nwg), order=(0, 1, 2))
     return dict(sT=sT, sK=sK, sKk=sKk, sV=sV, sQ=sQ, sPq=sPq, sO=sO)
 
 
@@ -217,26 +265,30 @@ def spine_rs_kernel(
     gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, cu_seqlens: cute.Tensor,
     state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, ready: cute.Tensor, scale: Float32,
     has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
-    cz: cutlass.Constexpr,
+    cz: cutlass.Constexpr, nwg: cutlass.Constexpr,
 ):
     """cz: CTAs per cluster (compile time).  1: the solo build; 2: the pair build, the two CTAs of
     a head (adjacent in the grid) each TMA-load half of the Tu, K, q and P tiles and multicast it
-    to both, and a slot is refilled once both CTAs' consumers have released it."""
+    to both, and a slot is refilled once both CTAs' consumers have released it.  nwg: consumer
+    warpgroups per CTA (compile time): 1, or DUAL_WG for the dual build (one CTA per head, the
+    shared tiles loaded once for both warpgroups' chains)."""
     pdl.enter()
     tidx, _, _ = cute.arch.thread_idx()
     bx, _, _ = cute.arch.block_idx()
-    nvb = DV // VB                        # plan.grid_spine_rs: vb fastest, then hv, then n (pair: a cluster)
-    vb = bx % nvb
+    nvb = DV // (VB * nwg)                # plan.grid_spine_rs: vb fastest, then hv, then the sequence
+    vb = bx % nvb                         # (pair: a cluster), longest first
     hv = (bx // nvb) % Hv
-    n = bx // (nvb * Hv)
+    n = _longest_first(bx // (nvb * Hv), cu_seqlens)
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    load_warp = _load_warp(nwg)
+    store_warp = _store_warp(nwg)
 
-    lay = _smem_layouts()
-    SharedStorage = _shared_storage()
-    tiles = _smem_tiles()
+    lay = _smem_layouts(nwg)
+    SharedStorage = _shared_storage(nwg)
+    tiles = _smem_tiles(nwg)
     for name in tiles:
         assert cute.cosize(lay[name]) == tiles[name], name
-    assert SharedStorage.size_in_bytes() == _smem_bytes(), SharedStorage.size_in_bytes()
+    assert SharedStorage.size_in_bytes() == _smem_bytes(nwg), SharedStorage.size_in_bytes()
     storage = cutlass.utils.SmemAllocator().allocate(SharedStorage)
     full_bar = storage.full.data_ptr()
     empty_bar = storage.empty.data_ptr()
@@ -252,14 +304,14 @@ def spine_rs_kernel(
     sV_vj = view("sV", cute.select(lay["sV"], mode=[1, 0, 2]))     # (64 v, 64 j, slot)
     sO_vi = view("sO", cute.select(lay["sO"], mode=[1, 0, 2]))     # (64 v, 64 i, 2)
 
-    if warp_idx == LOAD_WARP:
+    if warp_idx == load_warp:
         for t in (tma_t, tma_v, tma_k, tma_o, tma_q, tma_pq):
             cpasync.prefetch_descriptor(t)
     if tidx == 0:
         for s in cutlass.range_constexpr(NSLOT):
             cute.arch.mbarrier_init(full_bar + s, 1 + 32)     # the TMA bytes' arrive + 32 table writers
-            cute.arch.mbarrier_init(empty_bar + s, _empty_arrivals(cz))
-        for b in cutlass.range_constexpr(2):
+            cute.arch.mbarrier_init(empty_bar + s, _empty_arrivals(cz, nwg))
+        for b in cutlass.range_constexpr(2 * nwg):            # buffer 2 wg + (chunk % 2)
             cute.arch.mbarrier_init(ostaged_bar + b, 4)       # the four consumer warps' stmatrix
             cute.arch.mbarrier_init(ofree_bar + b, 1)         # the store warp: its store has read sO[b]
     cute.arch.mbarrier_init_fence()
@@ -271,20 +323,41 @@ def spine_rs_kernel(
         cute.arch.sync_threads()
 
     run, slot = sw._pool_slot(n, state_indices, use_state_indices)      # padding entries skip
-    if run != 0:
-        bos = cu_seqlens[n]
-        eos = cu_seqlens[n + 1]
-        nch = (eos - bos + (CHUNK - 1)) // CHUNK
-        col0 = vb * VB
-        if warp_idx == LOAD_WARP:
-            _loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, gcum, rk, rq, scale,
-                   tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
-                   ready, ready_from, plan.first_slot(bos, n), cz)
-        elif warp_idx == STORE_WARP:
-            _stores(nch, bos, eos, hv, col0, ostaged_bar, ofree_bar, sO, tma_o, mO, out)
+    if cutlass.const_expr(nwg == 1):
+        if run != 0:
+            bos, eos, nch = _chunks(cu_seqlens, n)
+            col0 = vb * VB
+            if warp_idx == load_warp:
+                _loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, gcum, rk, rq, scale,
+                       tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
+                       ready, ready_from, plan.first_slot(bos, n), cz, nwg)
+            elif warp_idx == store_warp:
+                _stores(nch, bos, eos, hv, col0, ostaged_bar, ofree_bar, sO, tma_o, mO, out, nwg)
+            else:
+                _state(tidx, 0, hv, slot, bos, eos, nch, col0, sT, sK, sKk, sV_vj, sQ, sPq,
+                       sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state, cz, nwg)
+    else:
+        # The dual build: each warpgroup resizes its registers at one instruction that dominates all
+        # of its role's code (ptxas ignores a setmaxnreg whose region merges with another role's,
+        # C7507); the chains' increase waits until warpgroup 2 has given its registers back.  (The
+        # solo and pair builds keep the dispatch above: their objects stay the GPU-measured ones.)
+        if warp_idx >= load_warp:
+            cute.arch.setmaxregister_decrease(DUAL_IO_REGS)
+            if run != 0:
+                bos, eos, nch = _chunks(cu_seqlens, n)
+                if warp_idx == load_warp:
+                    _loads(nch, bos, eos, hv, hv // hv_per_hk, vb * VB * nwg, full_bar, empty_bar, sTab, gcum, rk, rq, scale,
+                           tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
+                           ready, ready_from, plan.first_slot(bos, n), cz, nwg)
+                elif warp_idx == store_warp:
+                    _stores(nch, bos, eos, hv, vb * VB * nwg, ostaged_bar, ofree_bar, sO, tma_o, mO, out, nwg)
         else:
-            _state(tidx, hv, slot, bos, eos, nch, col0, sT, sK, sKk, sV_vj, sQ, sPq, sO_vi, sTab,
-                   full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state, cz)
+            cute.arch.setmaxregister_increase(DUAL_CHAIN_REGS)
+            if run != 0:
+                bos, eos, nch = _chunks(cu_seqlens, n)
+                wg = tidx // 128
+                _state(tidx % 128, wg, hv, slot, bos, eos, nch, vb * VB * nwg + wg * VB, sT, sK, sKk, sV_vj, sQ, sPq,
+                       sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state, cz, nwg)
     if cutlass.const_expr(cz > 1):
         # no CTA leaves while its peer may still multicast into it or arrive on its barriers
         cute.arch.cluster_arrive()
@@ -292,10 +365,51 @@ def spine_rs_kernel(
 
 
 @cute.jit
-def _state(ltid: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32,
+def _longest_first(r: Int32, cu_seqlens: cute.Tensor) -> Int32:
+    """The sequence of rank r when N <= 32 sequences are ordered longest first (equal lengths by
+    index), else r.  Blocks start roughly in index order, so a long sequence placed late in a batch
+    would start its chain in the last wave and end the call alone (plan.grid_spine_rs).  Each warp
+    ranks on its own: lane l holds sequence l's length and counts the sequences ahead of it; the one
+    lane whose rank is r names the sequence (no barrier, no shared memory)."""
+    N = cu_seqlens.shape[0] - 1
+    n = r
+    if N <= LONGEST_FIRST_MAX_SEQS:
+        lane = cute.arch.lane_idx()
+        length = Int32(-1)
+        if lane < N:
+            length = cu_seqlens[lane + 1] - cu_seqlens[lane]
+        ahead = Int32(0)
+        for m in cutlass.range(N, unroll=1):
+            other = cute.arch.shuffle_sync(length, m)
+            if other > length:
+                ahead = ahead + 1
+            elif other == length:
+                if m < lane:
+                    ahead = ahead + 1
+        mine = Int32(0)
+        if lane < N:
+            if ahead == r:
+                mine = lane
+        # uniform for ptxas too (else every branch on n is divergent to it, and it serialises each
+        # wgmma behind them: C7520)
+        n = cute.arch.make_warp_uniform(cute.arch.warp_reduction_sum(mine))
+    return n
+
+
+@cute.jit
+def _chunks(cu_seqlens: cute.Tensor, n: Int32):
+    """Sequence n's first token, end and number of chunks."""
+    bos = cu_seqlens[n]
+    eos = cu_seqlens[n + 1]
+    return bos, eos, (eos - bos + (CHUNK - 1)) // CHUNK
+
+
+@cute.jit
+def _state(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32,
            col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar,
-           state: cute.Tensor, has_state: Int32, cz: cutlass.Constexpr):
-    """Warpgroup 0: S^T through the sequence and the output of every chunk (module docstring)."""
+           state: cute.Tensor, has_state: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr):
+    """Consumer warpgroup wg (of nwg): S^T[col0 .. col0 + 64) through the sequence and the output of
+    those columns for every chunk (module docstring)."""
     mma_n64, mma_s = _tiled_mmas()
 
     thr_n = mma_n64.get_slice(ltid)
@@ -341,11 +455,12 @@ def _state(ltid: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int
         L = cutlass.min(eos - t0, CHUNK)
         cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
         if L < CHUNK:
-            # K rows j >= L may be NaN (NaN * 0 = NaN inside G3): thread ltid owns column k = ltid
-            for j in cutlass.range(L, CHUNK, unroll=1):
+            # K rows j >= L may be NaN (NaN * 0 = NaN inside G3): thread ltid owns column k = ltid,
+            # warpgroup wg the rows L + wg, L + wg + nwg, ... (the tile is both warpgroups')
+            for j in cutlass.range(L + wg, CHUNK, nwg, unroll=1):
                 sK[ltid, j, s] = BFloat16(0.0)
             cute.arch.fence_proxy("async.shared", space="cta")
-            cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128)
+            cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128 * nwg)
         # G1: Z = bf16(S^T) K^T (the K tile read K-major)
         rS.store(accSt.load().to(BFloat16))
         warpgroup.fence()
@@ -357,9 +472,9 @@ def _state(ltid: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int
         decay = sTab[TAB_GL, s]
         for e in cutlass.range_constexpr(cute.size(accSt)):
             accSt[e] = accSt[e] * decay
-        cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s]), rVt_cv)
+        cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * nwg + wg]), rVt_cv)
         if i > 0:
-            _epilogue(i - 1, ltid, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
+            _epilogue(i - 1, ltid, wg, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
         warpgroup.wait_group(0)           # G1
         # Y^T = V^T - Z diag(a), a_m = exp(gcum_m) rk_m; columns m >= L selected to 0 (V rows
         # there are another sequence's); G1b: Vnew^T = bf16(Y^T) Tu^T, then G2: Q S behind it
@@ -409,15 +524,17 @@ def _state(ltid: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int
 
     warpgroup.wait_group(0)
     if nch > 0:
-        _epilogue(nch - 1, ltid, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
+        _epilogue(nch - 1, ltid, wg, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
     sw._store_state(accSt, tScS, gSt, has_state)
 
 
 @cute.jit
-def _epilogue(c: Int32, ltid: Int32, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz: cutlass.Constexpr):
+def _epilogue(c: Int32, ltid: Int32, wg, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi,
+              cz: cutlass.Constexpr):
     """Chunk c's output (its G4 complete) handed to the store warp: release its slot, wait until
-    the store of chunk c - 2 has read sO[c % 2], O^T -> bf16 -> sO[c % 2] (transposing stmatrix),
-    then each warp fences its writes for the async proxy and arrives on ostaged[c % 2].  No barrier
+    the store of chunk c - 2 has read sO[b] (b = 2 wg + c % 2: consumer warpgroup wg's buffers),
+    O^T -> bf16 -> sO[b] (transposing stmatrix), then each warp fences its writes for the async
+    proxy and arrives on ostaged[b].  No barrier
     of the warpgroup and no wait on a store: nothing here waits for another warp of the chain."""
     lane = ltid % 32
     # this thread is done with the slot (_empty_arrivals); pair build: lane 0 also frees it in the
@@ -428,7 +545,7 @@ def _epilogue(c: Int32, ltid: Int32, empty_bar, ostaged_bar, ofree_bar, rO, st_o
             rank = cute.arch.block_idx_in_cluster()
             for r in cutlass.range_constexpr(1, cz):
                 cute.arch.mbarrier_arrive(empty_bar + c % NSLOT, (rank + r) % cz)
-    buf = c % 2
+    buf = 2 * wg + c % 2
     if c >= 2:
         cute.arch.mbarrier_wait(ofree_bar + buf, ((c - 2) // 2) % 2)
     cute.copy(st_o, rO, st_o.partition_D(sO_vi[None, None, buf]))
@@ -440,27 +557,30 @@ def _epilogue(c: Int32, ltid: Int32, empty_bar, ostaged_bar, ofree_bar, rO, st_o
 
 @cute.jit
 def _stores(nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, ostaged_bar, ofree_bar, sO,
-            tma_o, mO, out: cute.Tensor):
-    """Warp 5: chunk c's staged output sO[c % 2] (once the four consumer warps have arrived on
-    ostaged[c % 2]) -> rows t0 .. t0 + L of out: one TMA store for a full chunk, this warp's
-    16-byte thread stores of rows < L for a partial one; then, once the store has read the tile,
-    ofree[c % 2] lets the warpgroup write chunk c + 2 there."""
+            tma_o, mO, out: cute.Tensor, nwg: cutlass.Constexpr):
+    """The store warp: chunk c's staged output of consumer warpgroup wg, sO[2 wg + c % 2] (once its
+    four warps have arrived on ostaged[2 wg + c % 2]) -> rows t0 .. t0 + L, columns col0 + 64 wg
+    .. + 64 of out: one TMA store for a full chunk, this warp's 16-byte thread stores of rows < L
+    for a partial one; then, once the stores have read the tiles, ofree[2 wg + c % 2] lets the
+    warpgroup write chunk c + 2 there."""
     lane = cute.arch.lane_idx()
     mO_h = mO[None, None, hv]
     cp_v = tma.rows_copy(VB, 32)
     thr_v = cp_v.get_slice(lane)
     tOC = thr_v.partition_S(cute.make_identity_tensor((CHUNK, VB)))
     for c in cutlass.range(nch, unroll=1):
-        buf = c % 2
         t0 = bos + c * CHUNK
         L = cutlass.min(eos - t0, CHUNK)
-        cute.arch.mbarrier_wait(ostaged_bar + buf, (c // 2) % 2)
-        tma.store_rows(L, True, tma_o, sO, mO_h, out, cp_v, thr_v, thr_v.partition_S(sO[None, None, buf]),
-                       tOC, t0, hv, col0, buf, VB)
+        for wg in cutlass.range_constexpr(nwg):
+            buf = 2 * wg + c % 2
+            cute.arch.mbarrier_wait(ostaged_bar + buf, (c // 2) % 2)
+            tma.store_rows(L, True, tma_o, sO, mO_h, out, cp_v, thr_v, thr_v.partition_S(sO[None, None, buf]),
+                           tOC, t0, hv, col0 + wg * VB, buf, VB)
         cute.arch.cp_async_bulk_wait_group(0, read=True)
         cute.arch.sync_warp()
         if lane == 0:
-            cute.arch.mbarrier_arrive(ofree_bar + buf)
+            for wg in cutlass.range_constexpr(nwg):
+                cute.arch.mbarrier_arrive(ofree_bar + 2 * wg + c % 2)
     cute.arch.cp_async_bulk_wait_group(0)
 
 
@@ -468,9 +588,9 @@ def _stores(nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, ostaged_
 def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32, full_bar, empty_bar, sTab,
            gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, scale: Float32,
            tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
-           ready: cute.Tensor, ready_from: Int32, slot0: Int32, cz: cutlass.Constexpr):
-    """Warp 4: the TMA tiles of every chunk and its coefficient table, slot i % NSLOT as soon as
-    the four consumer warps have released it.  Lane l computes rows l and l + 32 of the table
+           ready: cute.Tensor, ready_from: Int32, slot0: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr):
+    """The load warp: the TMA tiles of every chunk and its coefficient table, slot i % NSLOT as soon
+    as the consumer warps have released it (the dual build: a V tile per consumer warpgroup).  Lane l computes rows l and l + 32 of the table
     from row data loaded one chunk ahead (the global loads' latency stays off the ring).
     Overlap plan: chunk i (chunk slot slot0 + i) is awaited before its row data, the first thing
     of it that is read (its tiles are loaded one iteration later)."""
@@ -501,10 +621,12 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
             cute.arch.mbarrier_wait(empty_bar + s, ((i - NSLOT) // NSLOT) % 2)
         bar = full_bar + s
         with cute.arch.elect_one():
-            cute.arch.mbarrier_arrive_and_expect_tx(bar, _TMA_BYTES)
+            cute.arch.mbarrier_arrive_and_expect_tx(bar, _TMA_BYTES + (nwg - 1) * _V_BYTES)
         # Tu, K, q, P are the same for both CTAs of a head (pair build: each loads 1/cz, multicast)
         tma.load(tma_t, tma.gmem_tile(mT_h, (t0, 0), (CHUNK, CHUNK)), sT[None, None, s], bar, rank, cz)
-        tma.load(tma_v, tma.gmem_tile(mV_h, (t0, col0), (CHUNK, VB)), sV[None, None, s], bar, Int32(0), 1)
+        for wg in cutlass.range_constexpr(nwg):
+            tma.load(tma_v, tma.gmem_tile(mV_h, (t0, col0 + wg * VB), (CHUNK, VB)), sV[None, None, s * nwg + wg],
+                     bar, Int32(0), 1)
         tma.load(tma_k, tma.gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, s], bar, rank, cz)
         tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (CHUNK, DK)), sQ[None, None, s], bar, rank, cz)
         tma.load(tma_pq, tma.gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, s], bar, rank, cz)
@@ -575,11 +697,14 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, hv: Int32, t0
 
 # --------------------------------------------------------------------------- launch
 @functools.cache
-def _make_launch(pair: bool):
-    """The launch function of the solo build (one CTA per 64 state columns) or the pair build (the
-    two CTAs of a head as a cluster that multicasts Tu, K, q and P): one kernel body, the cluster
-    size a compile-time constant."""
+def _make_launch(pair: bool, dual: bool = False):
+    """The launch function of the solo build (one CTA per 64 state columns), the pair build (the
+    two CTAs of a head as a cluster that multicasts Tu, K, q and P) or the dual build (one CTA per
+    head, a consumer warpgroup per 64 state columns): one kernel body, the cluster size and the
+    consumer warpgroups compile-time constants."""
+    assert not (pair and dual)
     cz = plan.RS_SPINE_PAIR if pair else 1
+    nwg = DUAL_WG if dual else 1
 
     @cute.jit
     def spine_rs(
@@ -593,7 +718,7 @@ def _make_launch(pair: bool):
         """The launch (parameter names: gdn_problem_t fields; the inputs q, k, v read by TMA (the
         fused plan's 16-byte alignment), stage 1's tu and pqk, then the overlap plan's ready flags
         and first published slot)."""
-        lay = _smem_layouts()
+        lay = _smem_layouts(nwg)
         load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
         shared = cpasync.CopyBulkTensorTileG2SMulticastOp() if cz > 1 else load
         t_view, v_view, q_view, pq_view, o_view = (tma.view(t, [0, 2, 1]) for t in (tu, v, q, pqk, out))
@@ -612,44 +737,48 @@ def _make_launch(pair: bool):
         kernel = spine_rs_kernel(
             tma_t, mT, tma_v, mV, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
             gcum, rk, rq, cu_seqlens, state, state_indices, out, ready, scale,
-            has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv, cz,
+            has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv, cz, nwg,
         )
+        grid = plan.grid_spine_rs(T, N, Hv, dual)
         if cutlass.const_expr(cz > 1):
-            kernel.launch(grid=plan.grid_spine_rs(T, N, Hv), block=[THREADS, 1, 1], cluster=[cz, 1, 1],
+            kernel.launch(grid=grid, block=[_threads(nwg), 1, 1], cluster=[cz, 1, 1],
                           stream=stream, use_pdl=pdl.USE_PDL)
         else:
-            kernel.launch(grid=plan.grid_spine_rs(T, N, Hv), block=[THREADS, 1, 1], stream=stream,
-                          use_pdl=pdl.USE_PDL)
+            kernel.launch(grid=grid, block=[_threads(nwg), 1, 1], stream=stream, use_pdl=pdl.USE_PDL)
 
     return spine_rs
 
 
-def launch_for(layout: str, pair: bool = False):
-    return _make_launch(pair)
+def launch_for(layout: str, pair: bool = False, dual: bool = False):
+    return _make_launch(pair, dual)
 
 
-def SMEM_BYTES(layout: str, pair: bool = False) -> int:  # noqa: N802
-    return _smem_bytes()
+def THREADS(layout: str, pair: bool = False, dual: bool = False) -> int:  # noqa: N802
+    return _threads(DUAL_WG if dual else 1)
 
 
-def CLUSTER(layout: str, pair: bool = False) -> int:  # noqa: N802
+def SMEM_BYTES(layout: str, pair: bool = False, dual: bool = False) -> int:  # noqa: N802
+    return _smem_bytes(DUAL_WG if dual else 1)
+
+
+def CLUSTER(layout: str, pair: bool = False, dual: bool = False) -> int:  # noqa: N802
     return plan.RS_SPINE_PAIR if pair else 1
 
 
-# Two builds, picked per call by the launcher (plan.spine_rs_pair, gdn_abi.h
-# GDN_RS_SPINE_SOLO_MAX_CTAS has the measurements): solo while the grid fits on the SMs and the
-# serial plan runs, the pair build beyond and in the overlap plan, where the spine is bound by L2
-# throughput (run 48: 90.5 % at 8x4K) or shares it with stage 1, and the multicast halves the L2
-# reads of the tiles both CTAs of a head load.
+# Three builds, picked per call by the launcher (plan.spine_rs_build, gdn_abi.h has the
+# measurements): pair in the overlap plan (the multicast halves the L2 reads it shares with stage
+# 1), solo or dual in the serial plan by a wave model (two chains per SM once the heads fill the SMs).
 VARIANTS: dict[str, dict] = {
     "spine_rs_o_kv": {"layout": "kv", "pair": False},
     "spine_rs_o_vk": {"layout": "vk", "pair": False},
     "spine_rs_o_pair_kv": {"layout": "kv", "pair": True},
     "spine_rs_o_pair_vk": {"layout": "vk", "pair": True},
+    "spine_rs_o_dual_kv": {"layout": "kv", "dual": True},
+    "spine_rs_o_dual_vk": {"layout": "vk", "dual": True},
 }
 
 
-def fake_args(dims, layout, pair=False):
+def fake_args(dims, layout, pair=False, dual=False):
     """Fake tensors/scalars for every parameter of the launch except stream, in order: spine_wgmma's
     list (every spine build's: q, k, out TMA-aligned, the row data, the state) with the input v for
     w and stage 1's tu for u, without vnew and h, then ready and ready_from (the overlap plan)."""

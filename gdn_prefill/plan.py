@@ -19,7 +19,7 @@ SCALAR_SPINE_THREADS = _C["GDN_SCALAR_SPINE_THREADS"]
 WGMMA_SPINE_VBLOCK = _C["GDN_WGMMA_SPINE_VBLOCK"]
 RS_SPINE_VBLOCK = _C["GDN_RS_SPINE_VBLOCK"]
 RS_SPINE_PAIR = HEAD_DIM_V // RS_SPINE_VBLOCK          # CTAs of one head: the pair build's cluster
-RS_SPINE_SOLO_MAX_CTAS = _C["GDN_RS_SPINE_SOLO_MAX_CTAS"]
+RS_SPINE_DUAL_WG = _C["GDN_RS_SPINE_DUAL_WG"]                 # the dual build: 64 state columns per warpgroup
 SM_COUNT = _C["GDN_SM_COUNT"]   # H100/H200 SXM; a fixed constant, the device is never queried
 
 # The wgmma spine is built with 1 and with 2 warpgroups per CTA (CTA = 128 * warpgroups threads,
@@ -99,22 +99,26 @@ def grid_spine_wgmma(T, N, Hv, warpgroups=1):
     return (N, Hv, HEAD_DIM_V // (WGMMA_SPINE_VBLOCK * warpgroups))
 
 
-def grid_spine_rs(T, N, Hv):
+def grid_spine_rs(T, N, Hv, dual=False):
     """spine_rs (the state in registers): one CTA per (sequence, value head, 64 state columns),
     block x = (n * Hv + hv) * (V / 64) + vb: the CTAs that read one head's W, K, q and pqk tiles
     (and the heads that share a key head's K and q) run side by side, so those tiles come from
     DRAM once and from L2 after (with n slowest they were 256 CTAs apart at B=8: run 25, 1.7 GB
     read where 1.0 GB is the data)."""
-    return (N * Hv * (HEAD_DIM_V // RS_SPINE_VBLOCK), 1, 1)
+    return (N * Hv * (HEAD_DIM_V // (RS_SPINE_VBLOCK * (RS_SPINE_DUAL_WG if dual else 1))), 1, 1)
 
 
-def spine_rs_pair(T, N, Hv, sm_count=SM_COUNT):
-    """Whether the fused plan runs spine_rs_o's pair build (the two CTAs of a head as a cluster that
-    multicasts W, K, q and P) for T tokens, N sequences and Hv heads: the one Python copy of the
-    launcher's rule (_ext.pyx, _rs_pair; gdn_abi.h GDN_RS_SPINE_SOLO_MAX_CTAS has the
-    measurements).  The pair once the solo grid exceeds RS_SPINE_SOLO_MAX_CTAS, and wherever the
-    overlap plan runs (with GDN_PREFILL_OVERLAP=0 the launcher's serial plan runs solo there)."""
-    return N * Hv * RS_SPINE_PAIR > RS_SPINE_SOLO_MAX_CTAS or overlap_split(T, N, Hv, sm_count) is not None
+def spine_rs_build(T, N, Hv, sm_count=SM_COUNT):
+    """The spine_rs_o build the fused plan runs for T tokens, N sequences and Hv heads on sm_count
+    SMs: "pair" (the two CTAs of a head as a cluster that multicasts Tu, K, q and P) wherever the
+    overlap plan runs, else "dual" (one CTA per head, two chains per SM) where its waves of chunks
+    cost less than the "solo" build's (one CTA per 64 state columns): the one Python copy of the
+    launcher's rule (_ext.pyx, _rs_build; gdn_abi.h has the measurements; with
+    GDN_PREFILL_OVERLAP=0 the launcher's serial plan runs solo or dual where this says pair)."""
+    if overlap_split(T, N, Hv, sm_count) is not None:
+        return "pair"
+    dual_waves, solo_waves = -(-N * Hv // sm_count), -(-N * Hv * RS_SPINE_PAIR // sm_count)
+    return "dual" if dual_waves * _C["GDN_RS_DUAL_WAVE_NS"] < solo_waves * _C["GDN_RS_SOLO_WAVE_NS"] else "solo"
 
 
 def grid_fwd_o(T, N, Hv):

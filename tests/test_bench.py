@@ -210,7 +210,7 @@ def test_main_job_without_gpu(monkeypatch, capsys):
     assert "spines: scalar: runs; wgmma: runs" in out and "auto runs 'wgmma'" in out
     import gdn_prefill
     from gdn_prefill import plan
-    assert plan.spine_rs_pair(8192, 1, 32)     # the overlap plan runs the pair build
+    assert plan.spine_rs_build(8192, 1, 32) == "pair"     # the overlap plan runs the pair build
     assert "spine_rs_o_pair_kv" in out and str(plan.grid_spine_rs(8192, 1, 32)) in out
     assert f"workspace: {gdn_prefill.workspace_bytes(8192, 1, 32, fused=True):,} bytes" in out   # the plan's
     split = plan.overlap_split(8192, 1, 32, plan.SM_COUNT)

@@ -150,19 +150,19 @@ def four_kernel_spine_build(inp):
 def test_wg2_forms_run_the_two_warpgroup_build(form):
     """The many-sequence forms really exercise spine_wgmma_wg2_* in the unfused plan (the
     "wgmma-4k" rows) and the small ones WG=1; prefill() runs the fused plan's spine_rs_o for both
-    (its pair build where plan.spine_rs_pair says so)."""
+    (the build plan.spine_rs_build names)."""
     if not spine_compiled("wgmma"):
         pytest.skip("wgmma spine not built")
     T_list, Hk, Hv, mk, _ = FORMS[form]
     inp = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    pair = "pair_" if plan.spine_rs_pair(sum(T_list), len(T_list), Hv, sms) else ""
-    assert spine_build(inp, "wgmma") == f"spine_rs_o_{pair}{inp['state_layout']}"
+    build = plan.spine_rs_build(sum(T_list), len(T_list), Hv, sms)
+    assert spine_build(inp, "wgmma") == f"spine_rs_o_{'' if build == 'solo' else build + '_'}{inp['state_layout']}"
     assert four_kernel_spine_build(inp) == f"spine_wgmma_wg2_{inp['state_layout']}"
     T_list, Hk, Hv, mk, _ = FORMS["varlen_mix"]
     small = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
     # 7 sequences, 4 heads: the overlap plan runs, with the pair build
-    assert plan.spine_rs_pair(sum(T_list), len(T_list), Hv, sms)
+    assert plan.spine_rs_build(sum(T_list), len(T_list), Hv, sms) == "pair"
     assert spine_build(small, "wgmma") == "spine_rs_o_pair_kv"
     assert four_kernel_spine_build(small) == "spine_wgmma_kv"
 
@@ -384,3 +384,33 @@ def test_each_plan_runs_in_its_own_workspace():
                             workspace=torch.empty(small, dtype=torch.uint8, device="cuda"))
     torch.cuda.synchronize()
     assert not out.any() and torch.equal(state, inp["state"])
+
+
+@pytest.mark.skipif(not all(f"spine_rs_o_{b}kv" in gdn_prefill.compiled_variants() for b in ("", "pair_", "dual_")),
+                    reason="the fused spine's three builds are not compiled in")
+@pytest.mark.parametrize("form", ["pool_pad_vk", "varlen_mix"])
+def test_fused_spine_builds_agree_bit_for_bit(form):
+    """spine_rs_o's solo, pair and dual builds (forced through the stage hook, serial plan) compute
+    each 64 state columns the same way in a different place (a CTA, a cluster's CTA, a warpgroup of
+    one CTA): the output and the final state are the same bits, partial chunks, empty sequences and
+    padding entries of a pool included."""
+    from gdn_prefill import _ext
+    T_list, Hk, Hv, mk, _ = FORMS[form]
+    inp = ref.make_inputs(T_list, Hk, Hv, seed=3, device="cuda", **mk)
+    T, N = inp["q"].shape[0], len(T_list)
+    ws = torch.empty(gdn_prefill.workspace_bytes(T, N, Hv), dtype=torch.uint8, device="cuda")
+    results = []
+    for rs_build in (0, 1, 2):
+        out, state = torch.full_like(inp["v"], float("nan")), inp["state"].clone()
+        _ext._launch_stages(("recompute_wu", "spine"), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out,
+                            state, cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"],
+                            state_layout=inp["state_layout"], spine="wgmma", workspace=ws, fused=1,
+                            overlap_split=0, rs_build=rs_build)
+        results.append((out, state))
+    torch.cuda.synchronize()
+    for out, state in results[1:]:
+        assert torch.equal(out.view(torch.int16), results[0][0].view(torch.int16))
+        assert torch.equal(state, results[0][1])
+    o_ref, s_ref = oracle(inp)
+    assert ref.rel_err(results[2][0].double(), o_ref) <= BOUND
+    assert ref.rel_err(results[2][1].double(), s_ref) <= BOUND

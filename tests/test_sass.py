@@ -28,7 +28,8 @@ def test_every_stage_and_spine_is_built():
                  "recompute_wu_bf16_betaf32_a16", "recompute_wu_bf16_betabf16_a16", "spine_scalar_kv",
                  "spine_scalar_vk", "spine_wgmma_kv", "spine_wgmma_vk", "spine_wgmma_wg2_kv", "spine_wgmma_wg2_vk",
                  "fwd_o_bf16", "fwd_o_bf16_a16", "recompute_wu_bf16_betaf32_a16_pqk",
-                 "recompute_wu_bf16_betabf16_a16_pqk", "spine_rs_o_kv", "spine_rs_o_vk"):
+                 "recompute_wu_bf16_betabf16_a16_pqk", "spine_rs_o_kv", "spine_rs_o_vk", "spine_rs_o_pair_kv",
+                 "spine_rs_o_pair_vk", "spine_rs_o_dual_kv", "spine_rs_o_dual_vk"):
         assert name in VARIANTS
 
 
@@ -72,9 +73,9 @@ def test_wgmma_spine_waits_only_where_written(variant):
 
 
 @needs_nvdisasm
-@pytest.mark.parametrize("pair", [False, True], ids=["solo", "pair"])
+@pytest.mark.parametrize("build", ["solo", "pair", "dual"])
 @pytest.mark.parametrize("layout", ["kv", "vk"])
-def test_register_state_spine_feeds_every_mma_from_registers(layout, pair):
+def test_register_state_spine_feeds_every_mma_from_registers(layout, build):
     """spine_rs_o: per chunk G1 = bf16(S^T) K^T and G2 = bf16(S^T) Q^T (8 k-steps of 64x64 each),
     G1b = bf16(Y^T) Tu^T (4 of 64x64), G3 = P^T K (4 of 64x128) and G4 = Vnew^T Pqk^T (4 of
     64x64), every A operand in registers (HGMMA R, R, gdesc); four MMA waits per chunk (G1 alone,
@@ -86,8 +87,12 @@ def test_register_state_spine_feeds_every_mma_from_registers(layout, pair):
     chunk's zeroed K rows: the output goes to the store warp by mbarriers, so no barrier of the
     chain waits on a store; the TMA warp does every load (no LDGSTS).  The pair build is the same
     chunk in a cluster of the head's two CTAs (the barrier that ends its set-up and the one before
-    it exits are cluster barriers)."""
-    v = f"spine_rs_o_pair_{layout}" if pair else f"spine_rs_o_{layout}"
+    it exits are cluster barriers).  The dual build is the same chunk run by two consumer
+    warpgroups of one CTA (their named barrier counts both, 256 threads), with the registers moved
+    from the I/O warpgroup to them by setmaxnreg (the I/O warpgroup's decrease, the chains'
+    increase: both kept by ptxas, which drops them when a role's code does not fit)."""
+    pair = build == "pair"
+    v = f"spine_rs_o_{layout}" if build == "solo" else f"spine_rs_o_{build}_{layout}"
     if v not in VARIANTS:
         pytest.skip(f"{v} not in this build")
     text = sass.disassemble(_manifest.cubins(v)[0])
@@ -100,9 +105,13 @@ def test_register_state_spine_feeds_every_mma_from_registers(layout, pair):
     assert c["STSM"] == 4 + 4 and c["LDGSTS"] == 0
     if not pair:
         assert len(re.findall(r"BAR\.SYNC\.DEFER_BLOCKING 0x0\b", text)) == 1
-    assert len(re.findall(r"BAR\.SYNC\.DEFER_BLOCKING 0x1, 0x80", text)) == 1
+    consumers = 256 if build == "dual" else 128
+    assert len(re.findall(rf"BAR\.SYNC\.DEFER_BLOCKING 0x1, {consumers:#x}\b", text)) == 1
     info = _manifest.variant(v)
-    assert info["threads"] == 192 and info["cluster"] == (plan.RS_SPINE_PAIR if pair else 1)
+    assert info["threads"] == (384 if build == "dual" else 192)
+    assert info["cluster"] == (plan.RS_SPINE_PAIR if pair else 1)
+    resize = re.findall(r"USETMAXREG\.(DEALLOC|TRY_ALLOC)\.CTAPOOL", text)
+    assert sorted(resize) == (["DEALLOC", "TRY_ALLOC"] if build == "dual" else []), resize
 
 
 def _chunk_loop(variant: str) -> list[dict]:

@@ -1,14 +1,14 @@
 """The unfused plan's wgmma spine builds (1 or 2 warpgroups per CTA), the rule that picks one
-per call, and the fused plan's one spine build.
+per call, and the fused plan's spine builds and theirs.
 
 Four-kernel plan (here: `out` rows off the 16-byte grid): WG=1 (spine_wgmma_<layout>) while the
 1-warpgroup grid N * Hv * 4 has at most GDN_WGMMA_WG1_MAX_CTAS (132) CTAs, WG=2
 (spine_wgmma_wg2_<layout>) above; `spine="wgmma"` means either build.  Fused plan (every tensor
-16-byte aligned): spine_rs_o (its grid, plan.grid_spine_rs, has N * Hv * 2 CTAs of 192 threads),
-the solo build (spine_rs_o_<layout>) while that grid has at most GDN_RS_SPINE_SOLO_MAX_CTAS (132)
-CTAs and the serial plan runs, the pair build (spine_rs_o_pair_<layout>, a cluster of a head's 2
-CTAs) above and wherever the overlap plan runs.  CPU only: explain() runs the launcher's own
-choice without launching.
+16-byte aligned): spine_rs_o, its pair build (spine_rs_o_pair_<layout>, N * Hv clusters of a head's
+2 CTAs of 192 threads) wherever the overlap plan runs, else the solo build (spine_rs_o_<layout>,
+N * Hv * 2 CTAs) or the dual build (spine_rs_o_dual_<layout>, N * Hv CTAs of 384 threads),
+whichever the wave model of gdn_abi.h (GDN_RS_SOLO_WAVE_NS, GDN_RS_DUAL_WAVE_NS) finds cheaper.
+CPU only: explain() runs the launcher's own choice without launching (on 132 SMs).
 """
 from __future__ import annotations
 
@@ -77,31 +77,34 @@ _MIN_SLOTS = _abi.CONSTANTS["GDN_OVERLAP_MIN_SLOTS"]     # one sequence of 64 (n
 
 
 @pytest.mark.parametrize("layout", ["kv", "vk"])
-@pytest.mark.parametrize("n_seq, Hv, seq_len, pair", [
-    (1, 32, 64, False), (2, 33, 64, False), (16, 32, 64, True), (1, 1, 64, False), (33, 4, 64, True),
-    (66, 1, 64, False), (67, 1, 64, True),
+@pytest.mark.parametrize("n_seq, Hv, seq_len, build", [
+    (1, 32, 64, "solo"), (2, 33, 64, "solo"), (16, 32, 64, "dual"), (1, 1, 64, "solo"), (33, 4, 64, "dual"),
+    (66, 1, 64, "solo"), (67, 1, 64, "dual"),
+    # 192 heads: 2 dual waves (2 x 2.2 us per chunk) cost more than 3 solo waves (3 x 1.4 us)
+    (6, 32, 64, "solo"), (8, 32, 64, "dual"), (12, 32, 64, "dual"),
     # the overlap plan (GDN_OVERLAP_MIN_SLOTS chunk slots and more; the spine on at most half of the
     # 132 SMs): pair
-    (1, 32, 64 * (_MIN_SLOTS - 2), False), (1, 32, 64 * (_MIN_SLOTS - 1), True), (1, 32, 4096, True),
-    (2, 32, 4096, False), (3, 4, 4096, True)])
-def test_fused_plan_runs_the_register_state_spine_in_every_regime(n_seq, Hv, seq_len, pair, layout):
-    """Aligned tensors: spine_rs_o whatever N * Hv; one CTA per (sequence, head, 64 state columns),
-    the 2 CTAs of a head adjacent in the 1-D grid; a warpgroup, a TMA warp and a store warp (192
-    threads).  The pair build (a cluster of the head's 2 CTAs) once the grid exceeds 132 CTAs, and
-    wherever the overlap plan runs (explain() says "runs" for it exactly then)."""
+    (1, 32, 64 * (_MIN_SLOTS - 2), "solo"), (1, 32, 64 * (_MIN_SLOTS - 1), "pair"), (1, 32, 4096, "pair"),
+    (2, 32, 4096, "solo"), (3, 4, 4096, "pair")])
+def test_fused_plan_runs_the_register_state_spine_in_every_regime(n_seq, Hv, seq_len, build, layout):
+    """Aligned tensors: spine_rs_o whatever N * Hv.  Solo: one CTA per (sequence, head, 64 state
+    columns), the 2 CTAs of a head adjacent in the 1-D grid; a warpgroup, a TMA warp and a store
+    warp (192 threads).  The pair build (a cluster of the head's 2 CTAs) wherever the overlap plan
+    runs (explain() says "runs" for it exactly then); the dual build (one CTA per head: two
+    consumer warpgroups and an I/O warpgroup, 384 threads) once the solo grid exceeds 132 CTAs."""
     args, st, cu = problem(n_seq, 1, Hv, seq_len=seq_len, state=True, fused=True)
     p = gdn_prefill.explain(*args, st, cu_seqlens=cu, state_layout=layout, spine="wgmma")
     assert p["fused_output"] == "runs"
     k = spine_launch(p)
     T = n_seq * seq_len
-    assert plan.spine_rs_pair(T, n_seq, Hv) == _ext._spine_rs_pair(T, n_seq, Hv) == pair
-    assert k["name"] == (f"spine_rs_o_pair_{layout}" if pair else f"spine_rs_o_{layout}")
-    if n_seq * Hv * 2 <= 132:
-        assert pair == p["overlap"].startswith("runs")
-    assert k["grid"] == (n_seq * Hv * 2, 1, 1) == plan.grid_spine_rs(T, n_seq, Hv)
-    assert k["block"] == 192 and k["cluster"] == (2 if pair else 1)
+    assert plan.spine_rs_build(T, n_seq, Hv) == _ext._spine_rs_build(T, n_seq, Hv) == build
+    assert k["name"] == (f"spine_rs_o_{layout}" if build == "solo" else f"spine_rs_o_{build}_{layout}")
+    assert (build == "pair") == p["overlap"].startswith("runs")
+    dual = build == "dual"
+    assert k["grid"] == (n_seq * Hv * (1 if dual else 2), 1, 1) == plan.grid_spine_rs(T, n_seq, Hv, dual)
+    assert k["block"] == (384 if dual else 192) and k["cluster"] == (2 if build == "pair" else 1)
     assert plan.RS_SPINE_VBLOCK == _abi.CONSTANTS["GDN_RS_SPINE_VBLOCK"] == 64
-    assert plan.RS_SPINE_SOLO_MAX_CTAS == _abi.CONSTANTS["GDN_RS_SPINE_SOLO_MAX_CTAS"] == 132
+    assert plan.RS_SPINE_DUAL_WG == _abi.CONSTANTS["GDN_RS_SPINE_DUAL_WG"] == 2
 
 
 def test_scalar_spine_is_unaffected():
@@ -127,26 +130,33 @@ def test_launcher_rule_matches_plan():
             assert _ext._spine_wgmma_warpgroups(n, hv) == plan.spine_wgmma_warpgroups(n, hv), (n, hv)
 
 
-def test_pair_rule_c_and_python_copies_agree():
-    """_ext._rs_pair (the launcher) and plan.spine_rs_pair (Python) on a grid of T, N, Hv and SM
-    counts: the pair exactly above GDN_RS_SPINE_SOLO_MAX_CTAS CTAs or where the overlap rule splits."""
+def test_build_rule_c_and_python_copies_agree():
+    """_ext._rs_build (the launcher) and plan.spine_rs_build (Python) on a grid of T, N, Hv and SM
+    counts: the pair exactly where the overlap rule splits, else the dual where its waves (N * Hv
+    CTAs) at GDN_RS_DUAL_WAVE_NS cost less than the solo build's (2 N * Hv CTAs) at
+    GDN_RS_SOLO_WAVE_NS, else solo."""
     for sms in (132, 114, 78):
         for T in (64, 960, 4096, 65536):
             for N in list(range(1, 140)) + [1000, 4096]:
                 for Hv in (1, 2, 4, 8, 16, 32, 64):
-                    want = N * Hv * 2 > 132 or _ext._overlap_split_rule(T, N, Hv, sms) is not None
-                    assert plan.spine_rs_pair(T, N, Hv, sms) == _ext._spine_rs_pair(T, N, Hv, sms) == want, \
+                    dual = -(-N * Hv // sms) * _abi.CONSTANTS["GDN_RS_DUAL_WAVE_NS"] < \
+                        -(-2 * N * Hv // sms) * _abi.CONSTANTS["GDN_RS_SOLO_WAVE_NS"]
+                    want = ("pair" if _ext._overlap_split_rule(T, N, Hv, sms) is not None
+                            else "dual" if dual else "solo")
+                    assert plan.spine_rs_build(T, N, Hv, sms) == _ext._spine_rs_build(T, N, Hv, sms) == want, \
                         (T, N, Hv, sms)
 
 
 @pytest.mark.parametrize("n_seq, Hv", [(1, 32), (16, 32)])
-def test_pair_hook_forces_either_build(n_seq, Hv):
-    """The benchmark hook (_builds / _launch_stages with pair=0 or 1) names the forced build, pair=-1
-    the rule's; other values are refused before anything runs."""
+def test_build_hook_forces_each_build(n_seq, Hv):
+    """The benchmark hook (_builds / _launch_stages with rs_build=0, 1 or 2) names the forced build,
+    rs_build=-1 the rule's; other values are refused before anything runs."""
     args, st, cu = problem(n_seq, 1, Hv, state=True, fused=True)
-    rule = "spine_rs_o_pair_kv" if plan.spine_rs_pair(n_seq * 64, n_seq, Hv) else "spine_rs_o_kv"
+    build = plan.spine_rs_build(n_seq * 64, n_seq, Hv)
+    rule = "spine_rs_o_kv" if build == "solo" else f"spine_rs_o_{build}_kv"
     assert _ext._builds(*args, st, cu_seqlens=cu, spine="wgmma", fused=1)[1] == rule
-    assert _ext._builds(*args, st, cu_seqlens=cu, spine="wgmma", fused=1, pair=0)[1] == "spine_rs_o_kv"
-    assert _ext._builds(*args, st, cu_seqlens=cu, spine="wgmma", fused=1, pair=1)[1] == "spine_rs_o_pair_kv"
-    with pytest.raises(gdn_prefill.GdnArgumentError, match="pair: must be"):
-        _ext._launch_stages(("spine",), *args, st, cu_seqlens=cu, spine="wgmma", workspace=None, pair=2)
+    for code, name in enumerate(("spine_rs_o_kv", "spine_rs_o_pair_kv", "spine_rs_o_dual_kv")):
+        assert _ext._builds(*args, st, cu_seqlens=cu, spine="wgmma", fused=1, rs_build=code)[1] == name
+    for bad in (3, -2):
+        with pytest.raises(gdn_prefill.GdnArgumentError, match="rs_build: must be"):
+            _ext._launch_stages(("spine",), *args, st, cu_seqlens=cu, spine="wgmma", workspace=None, rs_build=bad)

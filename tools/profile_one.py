@@ -1,7 +1,7 @@
 """One prefill for a profiler to look at (Hk/Hv = 16/32, wgmma spine), run twice:
     ncu -k regex:... python tools/profile_one.py [BxT] [fused|unfused]   (default 1x8192, the rule's plan)
 ("unfused" runs spine_wgmma + fwd_o, the spine of issue 4's microbenchmark; "fused" the fused
-plan serially, its spine spine_rs_o_pair alone)"""
+plan serially with the spine_rs_o build the prefill runs at that shape: pair at B=1, dual at B=8)"""
 import sys
 
 import torch
@@ -23,6 +23,6 @@ for _ in range(2):
         # first: ncu runs kernels one at a time, and the overlap plan's spine waits for stage 1's flags)
         _ext._launch_stages(("recompute_wu", "spine") + (() if fused else ("fwd_o",)), *args, cu_seqlens=inp["cu_seqlens"],
                             spine="wgmma", workspace=ws, fused=fused, overlap_split=0 if fused else -1,
-                            pair=1 if fused else -1)   # the pair build: what the prefill runs at B=1 and B=8
+                            rs_build=-1)   # the rule's build (its overlap plan's at B=1: pair)
 torch.cuda.synchronize()
 print("done")

@@ -25,16 +25,19 @@
  * Measured on the H200, T=4096, Hv=32, us/chunk WG1/WG2 (benchmarks/bench_spine.py --crossover,
  * run 10): 128 CTAs 1.37/1.53, 256 1.91/1.88, 384 3.84/2.57, 512 4.73/3.33, 1024 16.7/6.85. */
 #define GDN_WGMMA_WG1_MAX_CTAS 132
-/* fused spine (spine_rs_o): the solo build runs while its grid N*Hv*(V/RS_SPINE_VBLOCK) has at
- * most this many CTAs (one per SM) and the overlap plan does not run; beyond, and in the overlap
- * plan, the pair build, whose two CTAs of a head form a cluster that multicasts the W, K, q and
- * P tiles both load: with many CTAs the spine is bound by L2 throughput (ncu, run 48: 90.5 % at
- * 8x4K); in the overlap plan it shares the L2 with stage 1's second part.  Measured on the H200,
- * 16/32 (solo / pair): whole prefill 8x4K 871.0 / 857.4 us, 32x2K 1747.7 / 1721.5 (run 49);
- * overlap plan at 35 % 1x64K 1833.8 / 1767.5 (run 51; run 49: 1835.2 / 1742.0), 1x8K 235.6 /
- * 234.8, 1x4K 126.2 / 125.8; spine alone B=8 T=4K 5.55 / 5.55 us/chunk, but B=1 1.59 / 1.81 at
- * T=1K (run 49), 1.236 / 1.262 at 4K (run 51): the pair runs in lockstep. */
-#define GDN_RS_SPINE_SOLO_MAX_CTAS 132
+/* fused spine (spine_rs_o): three builds.  The overlap plan runs the pair build (a head's two CTAs
+ * as a cluster that multicasts the Tu, K, q and P tiles both load: it shares the L2 with stage 1's
+ * second part; run 51, 1x64K 1833.8 -> 1767.5 us against solo).  The serial plan runs solo (one
+ * CTA per 64 state columns, one chain per SM) or dual (one CTA per head, two consumer warpgroups:
+ * two chains per SM, the shared tiles loaded once), whichever needs fewer waves-times-chunk-time:
+ * dual iff ceil(N Hv / sms) * DUAL_WAVE_NS < ceil(2 N Hv / sms) * SOLO_WAVE_NS.  A wave advances
+ * one chunk in ~1.4 us solo and ~2.2 us dual (run 91, bench_spine --rs-crossover, T=4K, us/chunk
+ * solo / dual: B=1 1.36 / 2.15, B=2 1.48 / 2.17, B=3 2.76 / 2.23, B=4 2.83 / 2.33, B=6 4.19 /
+ * 4.48, B=8 5.56 / 4.58; pair = solo within 1 % from B=2).  Whole prefill (run 91, pair -> dual):
+ * 8x4K 727.8 -> 663.4 us, 32x2K 1469.8 -> 1357.2. */
+#define GDN_RS_SOLO_WAVE_NS 1400
+#define GDN_RS_DUAL_WAVE_NS 2200
+#define GDN_RS_SPINE_DUAL_WG 2       /* consumer warpgroups of spine_rs_o's dual build (one CTA per head) */
 #define GDN_TMA_ALIGN_BYTES 16       /* TMA: base pointers and strides 16B aligned  */
 #define GDN_WORKSPACE_ALIGN_BYTES 256
 #define GDN_MAX_RANK 4

@@ -64,13 +64,22 @@ _v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_wg2_vk
 cdef int _v_wu_pqk[2]     # [beta is bf16]
 _v_wu_pqk[0] = gdn_variant_id(b"recompute_wu_bf16_betaf32_a16_pqk")
 _v_wu_pqk[1] = gdn_variant_id(b"recompute_wu_bf16_betabf16_a16_pqk")
-# Two builds of the fused spine: solo, and the pair build whose two CTAs of a head form a cluster
-# that multicasts the tiles both load; _rs_pair() picks one per call (from N, Hv and the overlap rule).
-cdef int _v_spine_o[NUM_LAYOUTS][2]                        # [GDN_STATE_*][pair]
-_v_spine_o[GDN_STATE_KV][0] = gdn_variant_id(b"spine_rs_o_kv")
-_v_spine_o[GDN_STATE_VK][0] = gdn_variant_id(b"spine_rs_o_vk")
-_v_spine_o[GDN_STATE_KV][1] = gdn_variant_id(b"spine_rs_o_pair_kv")
-_v_spine_o[GDN_STATE_VK][1] = gdn_variant_id(b"spine_rs_o_pair_vk")
+# Three builds of the fused spine: solo (one CTA per 64 state columns), pair (a head's two CTAs as
+# a cluster that multicasts the tiles both load) and dual (one CTA per head, a consumer warpgroup
+# per 64 state columns); _rs_build() picks one per call (from N, Hv and the overlap rule).
+cdef enum:
+    RS_SOLO = 0
+    RS_PAIR = 1
+    RS_DUAL = 2
+    NUM_RS_BUILDS = 3
+_RS_BUILDS = ("solo", "pair", "dual")
+cdef int _v_spine_o[NUM_LAYOUTS][NUM_RS_BUILDS]            # [GDN_STATE_*][RS_*]
+_v_spine_o[GDN_STATE_KV][RS_SOLO] = gdn_variant_id(b"spine_rs_o_kv")
+_v_spine_o[GDN_STATE_VK][RS_SOLO] = gdn_variant_id(b"spine_rs_o_vk")
+_v_spine_o[GDN_STATE_KV][RS_PAIR] = gdn_variant_id(b"spine_rs_o_pair_kv")
+_v_spine_o[GDN_STATE_VK][RS_PAIR] = gdn_variant_id(b"spine_rs_o_pair_vk")
+_v_spine_o[GDN_STATE_KV][RS_DUAL] = gdn_variant_id(b"spine_rs_o_dual_kv")
+_v_spine_o[GDN_STATE_VK][RS_DUAL] = gdn_variant_id(b"spine_rs_o_dual_vk")
 
 SPINES = {"auto": GDN_SPINE_AUTO, "scalar": GDN_SPINE_SCALAR, "wgmma": GDN_SPINE_WGMMA}
 SPINE_NAMES = {GDN_SPINE_SCALAR: "scalar", GDN_SPINE_WGMMA: "wgmma"}
@@ -405,34 +414,38 @@ cdef int _spine_variant(const gdn_problem_t *p, int spine, int state_layout, int
 
 
 cdef inline int64_t _rs_ctas(int64_t N, int64_t Hv) noexcept nogil:
-    """CTAs of the fused spine's grid (one per SM while it runs): the C copy of
-    gdn_prefill.plan.grid_spine_rs, read by the pair rule, the overlap guard and explain()."""
+    """CTAs of the solo and pair builds' grid (one per SM while it runs): the C copy of
+    gdn_prefill.plan.grid_spine_rs, read by the build rule, the overlap guard and explain()."""
     return N * Hv * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK)
 
 
-cdef int _rs_pair(const gdn_problem_t *p, int sms) noexcept nogil:
-    """1 if the fused plan runs spine_rs_o's pair build for this (validated) problem, else 0.
+cdef int _rs_build(const gdn_problem_t *p, int sms) noexcept nogil:
+    """The spine_rs_o build (RS_SOLO, RS_PAIR, RS_DUAL) the fused plan runs for this (validated)
+    problem: the one C copy of gdn_prefill.plan.spine_rs_build.  The pair wherever the overlap plan
+    runs (stage 1's second part shares the L2 with the spine, and the spine's CTAs must leave half
+    of the SMs to it); else the dual (two chains per SM, one CTA per head) where its waves of
+    chunks cost less than the solo build's (one chain per SM, twice the CTAs): ceil(N Hv / sms)
+    dual waves at GDN_RS_DUAL_WAVE_NS against ceil(2 N Hv / sms) solo waves at
+    GDN_RS_SOLO_WAVE_NS; the header records the measurements.  No device query: sms is the
+    caller's."""
+    if _plan_split(p, 2, sms) > 0:
+        return RS_PAIR
+    cdef int64_t heads = (p.cu_seqlens.shape[0] - 1) * p.v.shape[1]
+    if sms > 0 and ((heads + sms - 1) // sms * GDN_RS_DUAL_WAVE_NS
+                    < (_rs_ctas(p.cu_seqlens.shape[0] - 1, p.v.shape[1]) + sms - 1) // sms * GDN_RS_SOLO_WAVE_NS):
+        return RS_DUAL
+    return RS_SOLO
 
-    The one C copy of gdn_prefill.plan.spine_rs_pair: the pair once the solo grid, N * Hv * (V /
-    RS_SPINE_VBLOCK) CTAs, exceeds GDN_RS_SPINE_SOLO_MAX_CTAS (the spine then fills the SMs and is
-    bound by L2 throughput, which the multicast halves), and wherever the overlap plan runs (stage
-    1's second part then shares the L2 with the spine); else solo (the shortest chunk: the pair
-    runs in lockstep).  The header records the measurements.  No device query: sms is the caller's.
-    """
-    if _rs_ctas(p.cu_seqlens.shape[0] - 1, p.v.shape[1]) > GDN_RS_SPINE_SOLO_MAX_CTAS:
-        return 1
-    return 1 if _plan_split(p, 2, sms) > 0 else 0
 
-
-def _spine_rs_pair(int64_t T, int64_t N, int64_t Hv, int sms=GDN_SM_COUNT):
-    """Test hook: the launcher's choice of spine_rs_o build for T tokens, N sequences, Hv value
-    heads on `sms` SMs (True: the pair build)."""
+def _spine_rs_build(int64_t T, int64_t N, int64_t Hv, int sms=GDN_SM_COUNT):
+    """Test hook: the launcher's choice of spine_rs_o build ("solo", "pair" or "dual") for T tokens,
+    N sequences, Hv value heads on `sms` SMs."""
     cdef gdn_problem_t p
     memset(&p, 0, sizeof(gdn_problem_t))
     p.q.shape[0] = T
     p.cu_seqlens.shape[0] = N + 1
     p.v.shape[1] = Hv
-    return bool(_rs_pair(&p, sms))
+    return _RS_BUILDS[_rs_build(&p, sms)]
 
 
 def _spine_wgmma_warpgroups(int64_t N, int64_t Hv):
@@ -479,8 +492,7 @@ cdef int _fused_guard(const gdn_problem_t *p, int chosen, int state_layout, int 
                  "that are multiples of 8 elements (strides %lld, %lld)", _row_name(p, bad),
                  <long long>bad.stride[0], <long long>bad.stride[1])
         return GDN_ERR_SPINE
-    cdef int pair = _rs_pair(p, sms)
-    if _v_spine_o[state_layout][pair] < 0 or _v_wu_pqk[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0] < 0:
+    if _v_spine_o[state_layout][_rs_build(p, sms)] < 0 or _v_wu_pqk[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0] < 0:
         snprintf(why, MSG_CAP, "variant: the fused-output builds are not compiled into this build")
         return GDN_ERR_UNKNOWN_VARIANT
     return GDN_OK
@@ -648,23 +660,23 @@ cdef bint _aligned16(const gdn_problem_t *p) noexcept nogil:
 
 
 cdef int _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int warpgroups, int fused,
-                     int pair, int sms, int *ids) noexcept nogil:
+                     int rs_build, int sms, int *ids) noexcept nogil:
     """The build of each launch (-1 where it is not compiled in); returns the number of launches:
     2 for the fused plan (recompute_wu with pqk, spine_rs_o), else 3 (recompute_wu, spine,
     fwd_o).  The one place that picks the plan and the beta dtype, _a16 and
     warpgroups builds: prefill, explain and the stage test hook all read their launches from here.
-    warpgroups 0 / fused -1 / pair -1: the rules; otherwise forced (test / benchmark hook only).
-    sms: the SM count of the overlap rule, which the pair rule follows (_rs_pair)."""
+    warpgroups 0 / fused -1 / rs_build -1: the rules; otherwise forced (test / benchmark hook only).
+    sms: the SM count of the overlap rule, which the build rule follows (_rs_build)."""
     cdef int a16 = 1 if _aligned16(p) else 0
     cdef int bbf16 = 1 if p.beta.dtype == GDN_DTYPE_BF16 else 0
     cdef char why[MSG_CAP]
     if fused < 0:
         fused = 1 if _fused_guard(p, chosen, state_layout, sms, why) == GDN_OK else 0
     if fused:
-        if pair < 0:
-            pair = _rs_pair(p, sms)
+        if rs_build < 0:
+            rs_build = _rs_build(p, sms)
         ids[0] = _v_wu_pqk[bbf16] if a16 else -1
-        ids[1] = _v_spine_o[state_layout][pair] if a16 and chosen == GDN_SPINE_WGMMA else -1
+        ids[1] = _v_spine_o[state_layout][rs_build] if a16 and chosen == GDN_SPINE_WGMMA else -1
         return 2
     if warpgroups == 0:
         warpgroups = _spine_warpgroups(p, chosen)
@@ -1285,16 +1297,17 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         n = _select_ids(&p, chosen, layout_code, 0, -1, -1, _sm_count(), ids)
         _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s grid(spine)=%s build=%s", name,
                   p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.q.shape[1], p.v.shape[1], state_layout,
-                  _spine_grid(chosen, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], 0, n == 2),
+                  _spine_grid(chosen, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], 0, n == 2,
+                              gdn_variant_name(ids[1]).decode()),
                   gdn_variant_name(ids[1]).decode())
     return name
 
 
-def _spine_grid(int chosen, T, N, Hv, int warpgroups=0, bint fused=False):
+def _spine_grid(int chosen, T, N, Hv, int warpgroups=0, bint fused=False, str name=""):
     """Grid of the spine build that runs (warpgroups 0: the launcher's rule for N, Hv; fused: the
-    fused plan's spine_rs_o, whatever N and Hv)."""
+    fused plan's spine_rs_o build `name`)."""
     if fused:
-        return _plan.grid_spine_rs(T, N, Hv)
+        return _plan.grid_spine_rs(T, N, Hv, "_dual_" in name)
     if chosen == GDN_SPINE_WGMMA:
         return _plan.grid_spine_wgmma(T, N, Hv, warpgroups or _wgmma_warpgroups(N, Hv))
     return _plan.grid_spine_scalar(T, N, Hv)
@@ -1360,7 +1373,8 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         overlap = (f"the spine's {_rs_ctas(N, Hv)} CTAs would hold more than "
                    f"half of the {sms} SMs that stage 1 needs beside it")
     spine_name = SPINE_NAMES[chosen]
-    grids = (_plan.grid_recompute_wu(T, N, Hv), _spine_grid(chosen, T, N, Hv, 0, n == 2),
+    grids = (_plan.grid_recompute_wu(T, N, Hv),
+             _spine_grid(chosen, T, N, Hv, 0, n == 2, gdn_variant_name(ids[1]).decode() if ids[1] >= 0 else ""),
              _plan.grid_fwd_o(T, N, Hv))
     kernels = [(gdn_variant_name(ids[i]).decode(), grids[i]) for i in range(n)]
     from gdn_prefill import _manifest
@@ -1400,9 +1414,9 @@ def workspace_layout(int64_t T, int64_t N, int64_t Hv, bint fused=True):
 
 
 def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None, str state_layout="kv",
-            str spine="auto", int warpgroups=0, int fused=-1, int pair=-1):
-    """Benchmark hook: the variant names of the launches _launch_stages(..., warpgroups, fused, pair)
-    makes (what explain() lists for the rules, warpgroups 0, fused -1 and pair -1)."""
+            str spine="auto", int warpgroups=0, int fused=-1, int rs_build=-1):
+    """Benchmark hook: the variant names of the launches _launch_stages(..., warpgroups, fused,
+    rs_build) makes (what explain() lists for the rules, warpgroups 0, fused -1 and rs_build -1)."""
     cdef gdn_problem_t p
     cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, n, i
     cdef int ids[3]
@@ -1414,20 +1428,22 @@ def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None
         rc = _choose(&p, spine_code, layout_code, &chosen, msg)
     if rc != GDN_OK:
         _raise(rc, msg)
-    n = _select_ids(&p, chosen, layout_code, warpgroups, fused, pair, _sm_count(), ids)
+    if rs_build < -1 or rs_build >= NUM_RS_BUILDS:
+        raise _errors.GdnArgumentError(f"rs_build: must be -1 (the rule), 0 (solo), 1 (pair) or 2 (dual), got {rs_build}")
+    n = _select_ids(&p, chosen, layout_code, warpgroups, fused, rs_build, _sm_count(), ids)
     return [gdn_variant_name(ids[i]).decode() if ids[i] >= 0 else None for i in range(n)]
 
 
 def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None,
                    str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto", workspace,
-                   int warpgroups=0, int fused=-1, int64_t overlap_split=-1, int pair=-1):
+                   int warpgroups=0, int fused=-1, int64_t overlap_split=-1, int rs_build=-1):
     """Test hook: validate like prefill(), then launch only the named stages on the current stream.
 
     `stages` is a subset of ("recompute_wu", "spine", "fwd_o"), run in that order,
     so GPU tests can check each stage's workspace output against the fp64 oracle.  The builds
     are the ones prefill() picks; `warpgroups` 1 or 2 forces the unfused plan's wgmma spine
-    build of that regime instead (benchmarks of the warpgroups rule; 0: the rule), `pair` 0 / 1
-    the fused plan's solo or pair spine_rs_o build (benchmarks of its rule; -1: the rule) and
+    build of that regime instead (benchmarks of the warpgroups rule; 0: the rule), `rs_build` 0 / 1
+    / 2 the fused plan's solo, pair or dual spine_rs_o build (benchmarks of its rule; -1: the rule) and
     `fused` 0 / 1 the unfused or the fused-output plan (-1: the rule; the fused plan has no fwd_o
     stage and writes no h / vnew).
     With both stages of the fused plan, `overlap_split` 0 runs the serial plan, s > 0 the overlap
@@ -1446,8 +1462,8 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
         raise _errors.GdnArgumentError(f"warpgroups: must be 0 (the rule), 1 or 2, got {warpgroups}")
     if fused < -1 or fused > 1:
         raise _errors.GdnArgumentError(f"fused: must be -1 (the rule), 0 or 1, got {fused}")
-    if pair < -1 or pair > 1:
-        raise _errors.GdnArgumentError(f"pair: must be -1 (the rule), 0 or 1, got {pair}")
+    if rs_build < -1 or rs_build >= NUM_RS_BUILDS:
+        raise _errors.GdnArgumentError(f"rs_build: must be -1 (the rule), 0 (solo), 1 (pair) or 2 (dual), got {rs_build}")
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm)
     rc = _prepare(&p, spine_code, layout_code, &chosen, msg)
     if rc == GDN_OK and warpgroups != 0 and chosen != GDN_SPINE_WGMMA:
@@ -1455,7 +1471,7 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     order = ("recompute_wu", "spine", "fwd_o")
     if rc == GDN_OK:
         sms = _sm_count()
-        nplan = _select_ids(&p, chosen, layout_code, warpgroups, fused, pair, sms, all_ids)
+        nplan = _select_ids(&p, chosen, layout_code, warpgroups, fused, rs_build, sms, all_ids)
         rc = _bind_workspace(&p, <void *><uintptr_t>workspace.data_ptr(), workspace.numel(), nplan == 2, msg)
     if rc == GDN_OK:
         # only the requested stages must be compiled in
