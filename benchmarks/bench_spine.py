@@ -2,6 +2,7 @@
 
     python benchmarks/bench_spine.py [--quick] [--json PATH] [--md PATH]
     python benchmarks/bench_spine.py --crossover | --rs-crossover        (where the build rules switch)
+    python benchmarks/bench_spine.py --rs-skew                           (solo vs dual, one long sequence)
 
 Stage 1 (recompute_wu) runs once to fill the workspace; then only the
 spine is captured in a CUDA graph and replayed, timed with CUDA events, median of many replays,
@@ -70,18 +71,21 @@ def spine_bytes(T_total: int, Hv: int, Hk: int, fused: bool = False) -> float:
 
 
 def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgroups: int = 0,
-               rs_build: int = -1) -> dict:
+               rs_build: int = -1, lengths: list[int] | None = None) -> dict:
     """spine: "scalar", "wgmma" (both as in the unfused plan) or "wgmma-o" (output fused);
     warpgroups 1 / 2 force a "wgmma" build, rs_build 0 / 1 / 2 (solo, pair, dual) a "wgmma-o" build
-    (0 / -1: the rules)."""
+    (0 / -1: the rules).  lengths: the sequences' lengths instead of B of T tokens each (B, T are
+    then their count and the longest)."""
     import torch
 
     import gdn_prefill
     from gdn_prefill import _ext
     from gdn_prefill import reference as ref
 
-    inp = ref.make_inputs([T] * B, Hk, Hv, seed=0, device="cuda", state="dense", l2norm_inputs=True)
-    Tt, N = B * T, B
+    lens = list(lengths) if lengths else [T] * B
+    B, T = len(lens), max(lens)
+    inp = ref.make_inputs(lens, Hk, Hv, seed=0, device="cuda", state="dense", l2norm_inputs=True)
+    Tt, N = sum(lens), B
     out = torch.empty(Tt, Hv, 128, dtype=torch.bfloat16, device="cuda")
     ws = torch.empty(gdn_prefill.workspace_bytes(Tt, N, Hv), dtype=torch.uint8, device="cuda")
     state = inp["state"].clone()
@@ -161,6 +165,32 @@ def crossover(spine: str, ctas_label: str, ctas_per_head: int, builds, json_path
         write_text("\n".join(lines) + "\n", md_path)
 
 
+# Batches where one sequence holds most of the tokens: the dual build's chain is ~1.6x slower per
+# chunk than solo's, so where that sequence's chain is the critical path the dual loses although
+# the heads fill the SMs (run 96); varlen16 and an even batch beside them.
+SKEW_CASES = {"8x4K": [4096] * 8, "varlen16": None, "8K+31x512": [8192] + [512] * 31,
+              "16K+15x1K": [16384] + [1024] * 15, "32K+15x2K": [32768] + [2048] * 15}
+
+
+def rs_skew(json_path=None, md_path=None) -> None:
+    """The fused spine's solo and dual builds (and the rule's pick) on SKEW_CASES, µs per call."""
+    from gdn_prefill.bench import varlen_lengths
+    rows, lines = [], ["| batch | N | tokens | rule's build | solo µs | dual µs | dual / solo |", "|---|---|---|---|---|---|---|"]
+    for name, lens in SKEW_CASES.items():
+        lens = lens or varlen_lengths()
+        solo, dual = (time_spine(0, 0, 32, 16, "wgmma-o", 15, rs_build=b, lengths=lens) for b in (0, 2))
+        rule = time_spine(0, 0, 32, 16, "wgmma-o", 3, lengths=lens)["build"]
+        rows += [dict(solo, case=name), dict(dual, case=name)]
+        lines.append(f"| {name} | {len(lens)} | {sum(lens)} | {rule} | {solo['us']:.1f} | {dual['us']:.1f} | "
+                     f"{dual['us'] / solo['us']:.2f} |")
+        print(lines[-1], flush=True)
+    print("\n".join(lines))
+    if json_path:
+        write_json(rows, json_path)
+    if md_path:
+        write_text("\n".join(lines) + "\n", md_path)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="T in {1K, 4K} only, fewer repetitions")
@@ -172,6 +202,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rs-crossover", action="store_true",
                     help="time the fused spine's solo, pair and dual builds (wgmma-o) at B = 1..8 (T = 4096) to "
                          "place the launcher's switch (GDN_RS_SPINE_SOLO_MAX_CTAS)")
+    ap.add_argument("--rs-skew", action="store_true",
+                    help="time the fused spine's solo and dual builds on batches with one long sequence")
     ap.add_argument("--spines", help="comma-separated subset of scalar,wgmma,wgmma-o (default: every compiled one)")
     a = ap.parse_args(argv)
     wanted = a.spines.split(",") if a.spines else []
@@ -198,6 +230,9 @@ def main(argv=None) -> int:
             ap.error(f"--rs-crossover: {names} must all be compiled into this build")
         crossover("wgmma-o", "N*Hv*2 (solo CTAs)", 2,
                   tuple((label, dict(rs_build=i)) for i, label in enumerate(("solo", "pair", "dual"))), a.json, a.md)
+        return 0
+    if a.rs_skew:
+        rs_skew(a.json, a.md)
         return 0
     if a.crossover:
         crossover("wgmma", "N*Hv*4 (WG=1 CTAs)", 4, (("WG=1", dict(warpgroups=1)), ("WG=2", dict(warpgroups=2))),
