@@ -74,7 +74,8 @@ Three builds (VARIANTS; the launcher picks per call, plan.spine_rs_build):
   of a chunk; two chains on one SM advance a chunk each in ~2.2 us where one alone takes ~1.4 (run
   91, --rs-crossover), so with more heads than SMs the dual moves a head's chunk in 2.2 SM-us
   instead of 2.8: spine 8x4K 357 (run 86) -> 296 us (run 91, ncu), prefill 8x4K 727 -> 661, 32x2K
-  1470 -> 1340 (run 92, same call).  The serial plan picks solo or dual by a wave model (gdn_abi.h GDN_RS_*_WAVE_NS).
+  1470 -> 1340 (run 92, same call).  The serial plan picks solo or dual by a wave model (gdn_abi.h
+  GDN_RS_*_WAVE_NS).
 Every build places the sequences longest first in its grid (_longest_first): blocks start in
 index order, and varlen16's 8.5K-token sequence, 14th of 16, started its chain in the last wave
 (run 92: varlen16 859 -> 698-710 us with the dual build).
@@ -120,10 +121,11 @@ assert DUAL_WG * VB == DV, "the dual build's warpgroups cover a head's V columns
 BAR_WG = 1                            # the consumers' own named barrier (0 is the CTA barrier)
 LONGEST_FIRST_MAX_SEQS = 32           # _longest_first: one warp's lanes rank the sequences
 # The dual build's registers after setmaxnreg: each chain warpgroup close to what the solo build's
-# one holds at 192 threads (226-234; 224 without spills), the I/O warpgroup the rest.  The increase can only take what the
-# decrease gave back to the CTA's own pool, which the launch sized at 168 per thread (64 K / 384,
-# rounded down to 8): 2 x (224 - 168) = 168 - 56.  Ask for more and the chains' increase spins
-# forever (run 90: 232 / 48 hung the GPU); 232 / 40 leaves the load warp spilling.
+# one holds at 192 threads (226-234; 224 without spills), the I/O warpgroup the rest.  The increase
+# can only take what the decrease gave back to the CTA's own pool, which the launch sized at 168
+# per thread (64 K / 384, rounded down to 8): 2 x (224 - 168) = 168 - 56.  Ask for more and the
+# chains' increase spins forever (run 90: 232 / 48 hung the GPU); 232 / 40 leaves the load warp
+# spilling.
 _DUAL_LAUNCH_REGS = 64 * 1024 // (128 * (DUAL_WG + 1)) // 8 * 8
 DUAL_CHAIN_REGS = 224
 DUAL_IO_REGS = 56
@@ -341,22 +343,23 @@ def spine_rs_kernel(
         # of its role's code (ptxas ignores a setmaxnreg whose region merges with another role's,
         # C7507); the chains' increase waits until warpgroup 2 has given its registers back.  (The
         # solo and pair builds keep the dispatch above: their objects stay the GPU-measured ones.)
+        col0 = vb * VB * nwg              # the CTA's first state column (0: one CTA per head)
         if warp_idx >= load_warp:
             cute.arch.setmaxregister_decrease(DUAL_IO_REGS)
             if run != 0:
                 bos, eos, nch = _chunks(cu_seqlens, n)
                 if warp_idx == load_warp:
-                    _loads(nch, bos, eos, hv, hv // hv_per_hk, vb * VB * nwg, full_bar, empty_bar, sTab, gcum, rk, rq, scale,
+                    _loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, gcum, rk, rq, scale,
                            tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
                            ready, ready_from, plan.first_slot(bos, n), cz, nwg)
                 elif warp_idx == store_warp:
-                    _stores(nch, bos, eos, hv, vb * VB * nwg, ostaged_bar, ofree_bar, sO, tma_o, mO, out, nwg)
+                    _stores(nch, bos, eos, hv, col0, ostaged_bar, ofree_bar, sO, tma_o, mO, out, nwg)
         else:
             cute.arch.setmaxregister_increase(DUAL_CHAIN_REGS)
             if run != 0:
                 bos, eos, nch = _chunks(cu_seqlens, n)
                 wg = tidx // 128
-                _state(tidx % 128, wg, hv, slot, bos, eos, nch, vb * VB * nwg + wg * VB, sT, sK, sKk, sV_vj, sQ, sPq,
+                _state(tidx % 128, wg, hv, slot, bos, eos, nch, col0 + wg * VB, sT, sK, sKk, sV_vj, sQ, sPq,
                        sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state, cz, nwg)
     if cutlass.const_expr(cz > 1):
         # no CTA leaves while its peer may still multicast into it or arrive on its barriers
@@ -534,8 +537,8 @@ def _epilogue(c: Int32, ltid: Int32, wg, empty_bar, ostaged_bar, ofree_bar, rO, 
     """Chunk c's output (its G4 complete) handed to the store warp: release its slot, wait until
     the store of chunk c - 2 has read sO[b] (b = 2 wg + c % 2: consumer warpgroup wg's buffers),
     O^T -> bf16 -> sO[b] (transposing stmatrix), then each warp fences its writes for the async
-    proxy and arrives on ostaged[b].  No barrier
-    of the warpgroup and no wait on a store: nothing here waits for another warp of the chain."""
+    proxy and arrives on ostaged[b].  No barrier of the warpgroup and no wait on a store: nothing
+    here waits for another warp of the chain."""
     lane = ltid % 32
     # this thread is done with the slot (_empty_arrivals); pair build: lane 0 also frees it in the
     # peer CTA, whose loader multicasts into it
@@ -590,8 +593,9 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
            tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
            ready: cute.Tensor, ready_from: Int32, slot0: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr):
     """The load warp: the TMA tiles of every chunk and its coefficient table, slot i % NSLOT as soon
-    as the consumer warps have released it (the dual build: a V tile per consumer warpgroup).  Lane l computes rows l and l + 32 of the table
-    from row data loaded one chunk ahead (the global loads' latency stays off the ring).
+    as the consumer warps have released it (the dual build: a V tile per consumer warpgroup).
+    Lane l computes rows l and l + 32 of the table from row data loaded one chunk ahead (the
+    global loads' latency stays off the ring).
     Overlap plan: chunk i (chunk slot slot0 + i) is awaited before its row data, the first thing
     of it that is read (its tiles are loaded one iteration later)."""
     lane = cute.arch.lane_idx()
