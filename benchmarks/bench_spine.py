@@ -158,6 +158,11 @@ def crossover(spine: str, ctas_label: str, ctas_per_head: int, builds, json_path
         group = rows[i:i + nb]
         lines.append(f"| {group[0]['B']} | {group[0]['B'] * 32 * ctas_per_head} | "
                      + " | ".join(f"{r['us_per_chunk']:.3f} ({r['us_per_chunk_queued']:.3f})" for r in group) + " |")
+    _emit(lines, rows, json_path, md_path)
+
+
+def _emit(lines: list[str], rows: list[dict], json_path=None, md_path=None) -> None:
+    """A side-by-side table: printed, its rows as JSON and its lines as markdown where asked."""
     print("\n".join(lines))
     if json_path:
         write_json(rows, json_path)
@@ -174,21 +179,23 @@ SKEW_CASES = {"8x4K": [4096] * 8, "varlen16": None, "8K+31x512": [8192] + [512] 
 
 def rs_skew(json_path=None, md_path=None) -> None:
     """The fused spine's solo and dual builds (and the rule's pick) on SKEW_CASES, µs per call."""
+    import torch
+
+    from gdn_prefill import plan
     from gdn_prefill.bench import varlen_lengths
-    rows, lines = [], ["| batch | N | tokens | rule's build | solo µs | dual µs | dual / solo |", "|---|---|---|---|---|---|---|"]
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows = []
+    lines = ["| batch | N | tokens | rule's build | solo µs | dual µs | dual / solo |", "|---|---|---|---|---|---|---|"]
     for name, lens in SKEW_CASES.items():
         lens = lens or varlen_lengths()
-        solo, dual = (time_spine(0, 0, 32, 16, "wgmma-o", 15, rs_build=b, lengths=lens) for b in (0, 2))
-        rule = time_spine(0, 0, 32, 16, "wgmma-o", 3, lengths=lens)["build"]
+        solo, dual = (time_spine(len(lens), max(lens), 32, 16, "wgmma-o", 15, rs_build=b, lengths=lens)
+                      for b in (0, 2))
+        rule = plan.spine_rs_build(sum(lens), len(lens), 32, sms)     # the launcher's rule (Python copy)
         rows += [dict(solo, case=name), dict(dual, case=name)]
         lines.append(f"| {name} | {len(lens)} | {sum(lens)} | {rule} | {solo['us']:.1f} | {dual['us']:.1f} | "
                      f"{dual['us'] / solo['us']:.2f} |")
         print(lines[-1], flush=True)
-    print("\n".join(lines))
-    if json_path:
-        write_json(rows, json_path)
-    if md_path:
-        write_text("\n".join(lines) + "\n", md_path)
+    _emit(lines, rows, json_path, md_path)
 
 
 def main(argv=None) -> int:
@@ -201,7 +208,7 @@ def main(argv=None) -> int:
                          "launcher's switch")
     ap.add_argument("--rs-crossover", action="store_true",
                     help="time the fused spine's solo, pair and dual builds (wgmma-o) at B = 1..8 (T = 4096) to "
-                         "place the launcher's switch (GDN_RS_SPINE_SOLO_MAX_CTAS)")
+                         "place the launcher's switch (gdn_abi.h GDN_RS_SOLO_WAVE_NS, GDN_RS_DUAL_WAVE_NS)")
     ap.add_argument("--rs-skew", action="store_true",
                     help="time the fused spine's solo and dual builds on batches with one long sequence")
     ap.add_argument("--spines", help="comma-separated subset of scalar,wgmma,wgmma-o (default: every compiled one)")

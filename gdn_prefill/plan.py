@@ -20,6 +20,8 @@ WGMMA_SPINE_VBLOCK = _C["GDN_WGMMA_SPINE_VBLOCK"]
 RS_SPINE_VBLOCK = _C["GDN_RS_SPINE_VBLOCK"]
 RS_SPINE_PAIR = HEAD_DIM_V // RS_SPINE_VBLOCK          # CTAs of one head: the pair build's cluster
 RS_SPINE_DUAL_WG = _C["GDN_RS_SPINE_DUAL_WG"]                 # the dual build: 64 state columns per warpgroup
+RS_SOLO_WAVE_NS = _C["GDN_RS_SOLO_WAVE_NS"]                   # a wave of solo / dual CTAs advancing one chunk
+RS_DUAL_WAVE_NS = _C["GDN_RS_DUAL_WAVE_NS"]
 SM_COUNT = _C["GDN_SM_COUNT"]   # H100/H200 SXM; a fixed constant, the device is never queried
 
 # The wgmma spine is built with 1 and with 2 warpgroups per CTA (CTA = 128 * warpgroups threads,
@@ -100,11 +102,13 @@ def grid_spine_wgmma(T, N, Hv, warpgroups=1):
 
 
 def grid_spine_rs(T, N, Hv, dual=False):
-    """spine_rs (the state in registers): one CTA per (sequence, value head, 64 state columns),
-    block x = (n * Hv + hv) * (V / 64) + vb: the CTAs that read one head's W, K, q and pqk tiles
-    (and the heads that share a key head's K and q) run side by side, so those tiles come from
-    DRAM once and from L2 after (with n slowest they were 256 CTAs apart at B=8: run 25, 1.7 GB
-    read where 1.0 GB is the data)."""
+    """spine_rs (the state in registers).  Solo and pair: one CTA per (sequence, value head, 64
+    state columns), block x = (rank * Hv + hv) * (V / 64) + vb; dual: one CTA per (sequence, value
+    head), block x = rank * Hv + hv; rank: the sequences longest first for N <= 32
+    (spine_rs._longest_first; a long sequence starts in the first wave, run 92), else their index.
+    The CTAs that read one head's Tu, K, q and pqk tiles (and the heads that share a key head's K
+    and q) run side by side, so those tiles come from DRAM once and from L2 after (with n slowest
+    they were 256 CTAs apart at B=8: run 25, 1.7 GB read where 1.0 GB is the data)."""
     return (N * Hv * (HEAD_DIM_V // (RS_SPINE_VBLOCK * (RS_SPINE_DUAL_WG if dual else 1))), 1, 1)
 
 
@@ -118,7 +122,7 @@ def spine_rs_build(T, N, Hv, sm_count=SM_COUNT):
     if overlap_split(T, N, Hv, sm_count) is not None:
         return "pair"
     dual_waves, solo_waves = -(-N * Hv // sm_count), -(-N * Hv * RS_SPINE_PAIR // sm_count)
-    return "dual" if dual_waves * _C["GDN_RS_DUAL_WAVE_NS"] < solo_waves * _C["GDN_RS_SOLO_WAVE_NS"] else "solo"
+    return "dual" if dual_waves * RS_DUAL_WAVE_NS < solo_waves * RS_SOLO_WAVE_NS else "solo"
 
 
 def grid_fwd_o(T, N, Hv):
