@@ -76,9 +76,14 @@ Three builds (VARIANTS; the launcher picks per call, plan.spine_rs_build):
   instead of 2.8: spine 8x4K 357 (run 86) -> 296 us (run 91, ncu), prefill 8x4K 727 -> 661, 32x2K
   1470 -> 1340 (run 92, same call).  The serial plan picks solo or dual by a wave model (gdn_abi.h
   GDN_RS_*_WAVE_NS).
-Every build places the sequences longest first in its grid (_longest_first): blocks start in
-index order, and varlen16's 8.5K-token sequence, 14th of 16, started its chain in the last wave
-(run 92: varlen16 859 -> 698-710 us with the dual build).
+  Where one sequence's chain is the call's critical path the dual's slower chain loses (run 96:
+  16K + 15 x 1K, spine 374 solo against 538 dual): its grid has Hv blocks more, and the longest
+  sequence's 2 Hv blocks run it one chain per CTA, solo-style, when the wave model on the lengths
+  every CTA reads says so (_dual_block, _lead_solo), else half of them run it dual and half exit.
+Every build places the sequences longest first in its grid (_longest_first; beyond 32 sequences
+the longest first, the rest in index order): blocks start in index order, and varlen16's
+8.5K-token sequence, 14th of 16, started its chain in the last wave (run 92: varlen16 859 ->
+698-710 us with the dual build).
 
 Overlap plan (pyx/gdn_prefill/_ext.pyx, _launch_overlap): when few sequences leave most SMs idle
 beside this spine, recompute_wu's chunk slots >= ready_from run concurrently with it and publish
@@ -170,9 +175,9 @@ def _nbars(nwg: int = 1) -> int:
     return 2 * NSLOT + 4 * nwg        # full[NSLOT], empty[NSLOT], ostaged[2 nwg], ofree[2 nwg]
 
 
-def _empty_arrivals(cz: int, nwg: int = 1) -> int:
-    """Arrivals that free a slot: every thread of the 128 nwg consumers of this CTA (each has read the
-    slot's coefficient table, and an mbarrier arrive releases only its own thread's accesses), and
+def _empty_arrivals(cz: int, nwg=1):
+    """Arrivals that free a slot: every thread of the 128 nwg working consumers of this CTA (each has
+    read the slot's coefficient table, and an mbarrier arrive releases only its own thread's accesses), and
     in the pair build lane 0 of each of the peer CTA's four consumer warps (its wgmma reads of the
     tiles this CTA's loader multicasts into it are complete).  With lane 0 of each warp arriving
     alone, after a warp barrier that ptxas drops in converged code, compute-sanitizer's racecheck
@@ -277,10 +282,18 @@ def spine_rs_kernel(
     pdl.enter()
     tidx, _, _ = cute.arch.thread_idx()
     bx, _, _ = cute.arch.block_idx()
-    nvb = DV // (VB * nwg)                # plan.grid_spine_rs: vb fastest, then hv, then the sequence
-    vb = bx % nvb                         # (pair: a cluster), longest first
-    hv = (bx // nvb) % Hv
-    n = _longest_first(bx // (nvb * Hv), cu_seqlens)
+    # plan.grid_spine_rs: solo / pair: vb fastest, then hv, then the sequence (pair: a cluster),
+    # longest first; dual: _dual_block
+    col0 = Int32(0)                       # the CTA's first state column
+    active = 1                            # consumer warpgroups with work (dual: 1 or 2, at run time)
+    work = Int32(1)
+    if cutlass.const_expr(nwg == 1):
+        nvb = DV // VB
+        col0 = (bx % nvb) * VB
+        hv = (bx // nvb) % Hv
+        n = _longest_first(bx // (nvb * Hv), cu_seqlens)
+    else:
+        n, hv, col0, active, work = _dual_block(bx, Hv, cu_seqlens)
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     load_warp = _load_warp(nwg)
     store_warp = _store_warp(nwg)
@@ -312,7 +325,7 @@ def spine_rs_kernel(
     if tidx == 0:
         for s in cutlass.range_constexpr(NSLOT):
             cute.arch.mbarrier_init(full_bar + s, 1 + 32)     # the TMA bytes' arrive + 32 table writers
-            cute.arch.mbarrier_init(empty_bar + s, _empty_arrivals(cz, nwg))
+            cute.arch.mbarrier_init(empty_bar + s, _empty_arrivals(cz, active))
         for b in cutlass.range_constexpr(2 * nwg):            # buffer 2 wg + (chunk % 2)
             cute.arch.mbarrier_init(ostaged_bar + b, 4)       # the four consumer warps' stmatrix
             cute.arch.mbarrier_init(ofree_bar + b, 1)         # the store warp: its store has read sO[b]
@@ -325,42 +338,32 @@ def spine_rs_kernel(
         cute.arch.sync_threads()
 
     run, slot = sw._pool_slot(n, state_indices, use_state_indices)      # padding entries skip
-    if cutlass.const_expr(nwg == 1):
+    if work == 0:
+        run = Int32(0)
+    # The dual build resizes each warpgroup's registers at one instruction that dominates all of its
+    # role's code (ptxas ignores a setmaxnreg whose region merges with another role's, C7507); the
+    # chains' increase waits until warpgroup 2 has given its registers back.  A dual block running
+    # its sequence solo-style (active = 1) leaves warpgroup 1 without work.
+    if warp_idx >= load_warp:
+        if cutlass.const_expr(nwg > 1):
+            cute.arch.setmaxregister_decrease(DUAL_IO_REGS)
         if run != 0:
             bos, eos, nch = _chunks(cu_seqlens, n)
-            col0 = vb * VB
             if warp_idx == load_warp:
                 _loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, gcum, rk, rq, scale,
                        tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
-                       ready, ready_from, plan.first_slot(bos, n), cz, nwg)
+                       ready, ready_from, plan.first_slot(bos, n), cz, nwg, active)
             elif warp_idx == store_warp:
-                _stores(nch, bos, eos, hv, col0, ostaged_bar, ofree_bar, sO, tma_o, mO, out, nwg)
-            else:
-                _state(tidx, 0, hv, slot, bos, eos, nch, col0, sT, sK, sKk, sV_vj, sQ, sPq,
-                       sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state, cz, nwg)
+                _stores(nch, bos, eos, hv, col0, ostaged_bar, ofree_bar, sO, tma_o, mO, out, nwg, active)
     else:
-        # The dual build: each warpgroup resizes its registers at one instruction that dominates all
-        # of its role's code (ptxas ignores a setmaxnreg whose region merges with another role's,
-        # C7507); the chains' increase waits until warpgroup 2 has given its registers back.  (The
-        # solo and pair builds keep the dispatch above: their objects stay the GPU-measured ones.)
-        col0 = vb * VB * nwg              # the CTA's first state column (0: one CTA per head)
-        if warp_idx >= load_warp:
-            cute.arch.setmaxregister_decrease(DUAL_IO_REGS)
-            if run != 0:
-                bos, eos, nch = _chunks(cu_seqlens, n)
-                if warp_idx == load_warp:
-                    _loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, gcum, rk, rq, scale,
-                           tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
-                           ready, ready_from, plan.first_slot(bos, n), cz, nwg)
-                elif warp_idx == store_warp:
-                    _stores(nch, bos, eos, hv, col0, ostaged_bar, ofree_bar, sO, tma_o, mO, out, nwg)
-        else:
+        if cutlass.const_expr(nwg > 1):
             cute.arch.setmaxregister_increase(DUAL_CHAIN_REGS)
-            if run != 0:
+        if run != 0:
+            wg = tidx // 128                  # the consumer warpgroup (0 unless dual)
+            if wg < active:
                 bos, eos, nch = _chunks(cu_seqlens, n)
-                wg = tidx // 128
                 _state(tidx % 128, wg, hv, slot, bos, eos, nch, col0 + wg * VB, sT, sK, sKk, sV_vj, sQ, sPq,
-                       sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state, cz, nwg)
+                       sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state, cz, nwg, active)
     if cutlass.const_expr(cz > 1):
         # no CTA leaves while its peer may still multicast into it or arrive on its barriers
         cute.arch.cluster_arrive()
@@ -368,12 +371,43 @@ def spine_rs_kernel(
 
 
 @cute.jit
+def _batch(cu_seqlens: cute.Tensor):
+    """(longest, its chunks, all chunks) of the batch: the first sequence of the most chunks and the
+    chunk counts, by the calling warp alone (lane l reads sequences l, l + 32, ...; every lane ends
+    with the same values, and ptxas is told they are warp-uniform)."""
+    N = cu_seqlens.shape[0] - 1
+    lane = cute.arch.lane_idx()
+    best = Int32(-1)                    # chunks of this lane's longest, then the warp's
+    arg = Int32(0)
+    total = Int32(0)
+    for i in cutlass.range(lane, N, 32, unroll=4):      # 4 loads in flight (N in the thousands)
+        c = (cu_seqlens[i + 1] - cu_seqlens[i] + (CHUNK - 1)) // CHUNK
+        total = total + c
+        if c > best:                    # i rises: the first of equal counts stays
+            best = c
+            arg = i
+    for sh in cutlass.range_constexpr(5):
+        ob = cute.arch.shuffle_sync_bfly(best, offset=1 << sh)
+        oa = cute.arch.shuffle_sync_bfly(arg, offset=1 << sh)
+        if ob > best:
+            best = ob
+            arg = oa
+        elif ob == best:
+            if oa < arg:
+                arg = oa
+    total = cute.arch.warp_reduction_sum(total)
+    return (cute.arch.make_warp_uniform(arg), cute.arch.make_warp_uniform(best),
+            cute.arch.make_warp_uniform(total))
+
+
+@cute.jit
 def _longest_first(r: Int32, cu_seqlens: cute.Tensor) -> Int32:
-    """The sequence of rank r when N <= 32 sequences are ordered longest first (equal lengths by
-    index), else r.  Blocks start roughly in index order, so a long sequence placed late in a batch
-    would start its chain in the last wave and end the call alone (plan.grid_spine_rs).  Each warp
-    ranks on its own: lane l holds sequence l's length and counts the sequences ahead of it; the one
-    lane whose rank is r names the sequence (no barrier, no shared memory)."""
+    """The sequence of rank r when the N sequences are ordered longest first: all of them for N <= 32
+    (equal lengths by index), beyond that the longest first and the rest in index order.  Blocks
+    start roughly in index order, so a long sequence placed late in a batch would start its chain in
+    the last wave and end the call alone (plan.grid_spine_rs; run 92).  Each warp ranks on its own:
+    lane l holds sequence l's length and counts the sequences ahead of it; the one lane whose rank
+    is r names the sequence (no barrier, no shared memory)."""
     N = cu_seqlens.shape[0] - 1
     n = r
     if N <= LONGEST_FIRST_MAX_SEQS:
@@ -396,7 +430,64 @@ def _longest_first(r: Int32, cu_seqlens: cute.Tensor) -> Int32:
         # uniform for ptxas too (else every branch on n is divergent to it, and it serialises each
         # wgmma behind them: C7520)
         n = cute.arch.make_warp_uniform(cute.arch.warp_reduction_sum(mine))
+    else:
+        longest, _, _ = _batch(cu_seqlens)
+        if r == 0:
+            n = longest
+        elif r <= longest:
+            n = r - 1
     return n
+
+
+@cute.jit
+def _dual_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor):
+    """The dual build's work for block bx: (n, hv, col0, active, work).  The grid has Hv blocks more
+    than heads (plan.grid_spine_rs): blocks [0, 2 Hv) belong to the longest sequence, the rest to
+    the others, Hv per sequence, longest first.  When the longest sequence's chain is the call's
+    critical path (_lead_solo), its blocks run it solo-style, one chain of 64 state columns each
+    (active = 1, col0 = 64 (bx % 2)), at the solo chain's speed; else blocks [0, Hv) run it as
+    every other sequence runs (both warpgroups, col0 = 0) and blocks [Hv, 2 Hv) have no work."""
+    hv = Int32(0)
+    col0 = Int32(0)
+    active = Int32(DUAL_WG)
+    work = Int32(1)
+    n = Int32(0)
+    if bx < 2 * Hv:
+        n = _longest_first(Int32(0), cu_seqlens)
+        if _lead_solo(cu_seqlens, Hv) != 0:
+            hv = bx // 2
+            col0 = (bx % 2) * VB
+            active = Int32(1)
+        elif bx < Hv:
+            hv = bx
+        else:
+            work = Int32(0)
+    else:
+        hv = (bx - 2 * Hv) % Hv
+        n = _longest_first(1 + (bx - 2 * Hv) // Hv, cu_seqlens)
+    return n, hv, col0, active, work
+
+
+@cute.jit
+def _lead_solo(cu_seqlens: cute.Tensor, Hv: Int32) -> Int32:
+    """1 if the dual build runs the longest sequence solo-style: the wave model of gdn_abi.h on the
+    lengths every CTA reads alike (the host cannot see them).  All dual: max(its chunks x DUAL,
+    all chunk-heads x DUAL / sms).  The longest solo-style on 2 Hv SMs, the rest dual on the
+    others: max(its chunks x SOLO, the rest's chunk-heads x DUAL / (sms - 2 Hv)).  sms is the
+    H100 / H200 count (GDN_SM_COUNT), not queried."""
+    _, lead, total = _batch(cu_seqlens)
+    sms = Float32(plan.SM_COUNT)
+    dual_ns = Float32(plan.RS_DUAL_WAVE_NS)
+    solo_ns = Float32(plan.RS_SOLO_WAVE_NS)
+    hv = Float32(Hv)
+    all_dual = cutlass.max(Float32(lead) * dual_ns, Float32(total) * hv * dual_ns / sms)
+    solo = Int32(0)
+    if 2 * Hv < plan.SM_COUNT:
+        split = cutlass.max(Float32(lead) * solo_ns,
+                            Float32(total - lead) * hv * dual_ns / (sms - 2.0 * hv))
+        if split < all_dual:
+            solo = Int32(1)
+    return solo
 
 
 @cute.jit
@@ -410,9 +501,9 @@ def _chunks(cu_seqlens: cute.Tensor, n: Int32):
 @cute.jit
 def _state(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32,
            col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar,
-           state: cute.Tensor, has_state: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr):
-    """Consumer warpgroup wg (of nwg): S^T[col0 .. col0 + 64) through the sequence and the output of
-    those columns for every chunk (module docstring)."""
+           state: cute.Tensor, has_state: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr, active):
+    """Consumer warpgroup wg (of the `active` ones that share the tiles): S^T[col0 .. col0 + 64)
+    through the sequence and the output of those columns for every chunk (module docstring)."""
     mma_n64, mma_s = _tiled_mmas()
 
     thr_n = mma_n64.get_slice(ltid)
@@ -459,11 +550,11 @@ def _state(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch:
         cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
         if L < CHUNK:
             # K rows j >= L may be NaN (NaN * 0 = NaN inside G3): thread ltid owns column k = ltid,
-            # warpgroup wg the rows L + wg, L + wg + nwg, ... (the tile is both warpgroups')
-            for j in cutlass.range(L + wg, CHUNK, nwg, unroll=1):
+            # warpgroup wg the rows L + wg, L + wg + active, ... (the tile is every active warpgroup's)
+            for j in cutlass.range(L + wg, CHUNK, active, unroll=1):
                 sK[ltid, j, s] = BFloat16(0.0)
             cute.arch.fence_proxy("async.shared", space="cta")
-            cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128 * nwg)
+            cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128 * active)
         # G1: Z = bf16(S^T) K^T (the K tile read K-major)
         rS.store(accSt.load().to(BFloat16))
         warpgroup.fence()
@@ -560,7 +651,7 @@ def _epilogue(c: Int32, ltid: Int32, wg, empty_bar, ostaged_bar, ofree_bar, rO, 
 
 @cute.jit
 def _stores(nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, ostaged_bar, ofree_bar, sO,
-            tma_o, mO, out: cute.Tensor, nwg: cutlass.Constexpr):
+            tma_o, mO, out: cute.Tensor, nwg: cutlass.Constexpr, active):
     """The store warp: chunk c's staged output of consumer warpgroup wg, sO[2 wg + c % 2] (once its
     four warps have arrived on ostaged[2 wg + c % 2]) -> rows t0 .. t0 + L, columns col0 + 64 wg
     .. + 64 of out: one TMA store for a full chunk, this warp's 16-byte thread stores of rows < L
@@ -575,15 +666,17 @@ def _stores(nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, ostaged_
         t0 = bos + c * CHUNK
         L = cutlass.min(eos - t0, CHUNK)
         for wg in cutlass.range_constexpr(nwg):
-            buf = 2 * wg + c % 2
-            cute.arch.mbarrier_wait(ostaged_bar + buf, (c // 2) % 2)
-            tma.store_rows(L, True, tma_o, sO, mO_h, out, cp_v, thr_v, thr_v.partition_S(sO[None, None, buf]),
-                           tOC, t0, hv, col0 + wg * VB, buf, VB)
+            if wg < active:
+                buf = 2 * wg + c % 2
+                cute.arch.mbarrier_wait(ostaged_bar + buf, (c // 2) % 2)
+                tma.store_rows(L, True, tma_o, sO, mO_h, out, cp_v, thr_v, thr_v.partition_S(sO[None, None, buf]),
+                               tOC, t0, hv, col0 + wg * VB, buf, VB)
         cute.arch.cp_async_bulk_wait_group(0, read=True)
         cute.arch.sync_warp()
         if lane == 0:
             for wg in cutlass.range_constexpr(nwg):
-                cute.arch.mbarrier_arrive(ofree_bar + 2 * wg + c % 2)
+                if wg < active:
+                    cute.arch.mbarrier_arrive(ofree_bar + 2 * wg + c % 2)
     cute.arch.cp_async_bulk_wait_group(0)
 
 
@@ -591,7 +684,8 @@ def _stores(nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, ostaged_
 def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32, full_bar, empty_bar, sTab,
            gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, scale: Float32,
            tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
-           ready: cute.Tensor, ready_from: Int32, slot0: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr):
+           ready: cute.Tensor, ready_from: Int32, slot0: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr,
+           active):
     """The load warp: the TMA tiles of every chunk and its coefficient table, slot i % NSLOT as soon
     as the consumer warps have released it (the dual build: a V tile per consumer warpgroup).
     Lane l computes rows l and l + 32 of the table from row data loaded one chunk ahead (the
@@ -625,12 +719,13 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
             cute.arch.mbarrier_wait(empty_bar + s, ((i - NSLOT) // NSLOT) % 2)
         bar = full_bar + s
         with cute.arch.elect_one():
-            cute.arch.mbarrier_arrive_and_expect_tx(bar, _TMA_BYTES + (nwg - 1) * _V_BYTES)
+            cute.arch.mbarrier_arrive_and_expect_tx(bar, _TMA_BYTES + (active - 1) * _V_BYTES)
         # Tu, K, q, P are the same for both CTAs of a head (pair build: each loads 1/cz, multicast)
         tma.load(tma_t, tma.gmem_tile(mT_h, (t0, 0), (CHUNK, CHUNK)), sT[None, None, s], bar, rank, cz)
         for wg in cutlass.range_constexpr(nwg):
-            tma.load(tma_v, tma.gmem_tile(mV_h, (t0, col0 + wg * VB), (CHUNK, VB)), sV[None, None, s * nwg + wg],
-                     bar, Int32(0), 1)
+            if wg < active:
+                tma.load(tma_v, tma.gmem_tile(mV_h, (t0, col0 + wg * VB), (CHUNK, VB)), sV[None, None, s * nwg + wg],
+                         bar, Int32(0), 1)
         tma.load(tma_k, tma.gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, s], bar, rank, cz)
         tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (CHUNK, DK)), sQ[None, None, s], bar, rank, cz)
         tma.load(tma_pq, tma.gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, s], bar, rank, cz)

@@ -103,13 +103,17 @@ def grid_spine_wgmma(T, N, Hv, warpgroups=1):
 
 def grid_spine_rs(T, N, Hv, dual=False):
     """spine_rs (the state in registers).  Solo and pair: one CTA per (sequence, value head, 64
-    state columns), block x = (rank * Hv + hv) * (V / 64) + vb; dual: one CTA per (sequence, value
-    head), block x = rank * Hv + hv; rank: the sequences longest first for N <= 32
-    (spine_rs._longest_first; a long sequence starts in the first wave, run 92), else their index.
-    The CTAs that read one head's Tu, K, q and pqk tiles (and the heads that share a key head's K
-    and q) run side by side, so those tiles come from DRAM once and from L2 after (with n slowest
-    they were 256 CTAs apart at B=8: run 25, 1.7 GB read where 1.0 GB is the data)."""
-    return (N * Hv * (HEAD_DIM_V // (RS_SPINE_VBLOCK * (RS_SPINE_DUAL_WG if dual else 1))), 1, 1)
+    state columns), block x = (rank * Hv + hv) * (V / 64) + vb with the sequences ranked longest
+    first (spine_rs._longest_first): the CTAs that read one head's Tu, K, q and pqk tiles (and the
+    heads that share a key head's K and q) run side by side, so those tiles come from DRAM once and
+    from L2 after (with n slowest they were 256 CTAs apart at B=8: run 25, 1.7 GB read where 1.0 GB
+    is the data), and a long sequence starts in the first wave (run 92).  Dual: one CTA per
+    (sequence, value head) and Hv more: the longest sequence owns blocks [0, 2 Hv), which run it
+    one chain per CTA where its chain is the call's critical path, else half of them run it as the
+    others and half exit (spine_rs._dual_block, run 96)."""
+    if dual:
+        return ((N + 1) * Hv, 1, 1)
+    return (N * Hv * (HEAD_DIM_V // RS_SPINE_VBLOCK), 1, 1)
 
 
 def spine_rs_build(T, N, Hv, sm_count=SM_COUNT):

@@ -386,16 +386,28 @@ def test_each_plan_runs_in_its_own_workspace():
     assert not out.any() and torch.equal(state, inp["state"])
 
 
+_BUILD_FORMS = {
+    "pool_pad_vk": FORMS["pool_pad_vk"][:4],
+    "varlen_mix": FORMS["varlen_mix"][:4],
+    # 42 sequences (the longest found by a warp's scan, not ranked), even: the dual build runs the
+    # longest as every other sequence and its Hv spare blocks exit
+    "even_42": ([200] * 38 + [0, 1, 255, 64], 2, 4, dict(l2norm_inputs=True, state="dense")),
+    # 41 sequences, one long one last: the dual build runs it one chain per CTA (2 Hv blocks)
+    "skewed_41": ([64] * 40 + [3000], 2, 4, dict(l2norm_inputs=True, state="dense")),
+}
+
+
 @pytest.mark.skipif(not all(f"spine_rs_o_{b}kv" in gdn_prefill.compiled_variants() for b in ("", "pair_", "dual_")),
                     reason="the fused spine's three builds are not compiled in")
-@pytest.mark.parametrize("form", ["pool_pad_vk", "varlen_mix"])
+@pytest.mark.parametrize("form", list(_BUILD_FORMS))
 def test_fused_spine_builds_agree_bit_for_bit(form):
     """spine_rs_o's solo, pair and dual builds (forced through the stage hook, serial plan) compute
     each 64 state columns the same way in a different place (a CTA, a cluster's CTA, a warpgroup of
-    one CTA): the output and the final state are the same bits, partial chunks, empty sequences and
-    padding entries of a pool included."""
+    one CTA, the dual build's longest sequence one chain per CTA where it is the critical path):
+    the output and the final state are the same bits, partial chunks, empty sequences and padding
+    entries of a pool included."""
     from gdn_prefill import _ext
-    T_list, Hk, Hv, mk, _ = FORMS[form]
+    T_list, Hk, Hv, mk = _BUILD_FORMS[form]
     inp = ref.make_inputs(T_list, Hk, Hv, seed=3, device="cuda", **mk)
     T, N = inp["q"].shape[0], len(T_list)
     ws = torch.empty(gdn_prefill.workspace_bytes(T, N, Hv), dtype=torch.uint8, device="cuda")

@@ -6,7 +6,7 @@ Four-kernel plan (here: `out` rows off the 16-byte grid): WG=1 (spine_wgmma_<lay
 (spine_wgmma_wg2_<layout>) above; `spine="wgmma"` means either build.  Fused plan (every tensor
 16-byte aligned): spine_rs_o, its pair build (spine_rs_o_pair_<layout>, N * Hv clusters of a head's
 2 CTAs of 192 threads) wherever the overlap plan runs, else the solo build (spine_rs_o_<layout>,
-N * Hv * 2 CTAs) or the dual build (spine_rs_o_dual_<layout>, N * Hv CTAs of 384 threads),
+N * Hv * 2 CTAs) or the dual build (spine_rs_o_dual_<layout>, (N + 1) * Hv CTAs of 384 threads),
 whichever the wave model of gdn_abi.h (GDN_RS_SOLO_WAVE_NS, GDN_RS_DUAL_WAVE_NS) finds cheaper.
 CPU only: explain() runs the launcher's own choice without launching (on 132 SMs).
 """
@@ -101,7 +101,7 @@ def test_fused_plan_runs_the_register_state_spine_in_every_regime(n_seq, Hv, seq
     assert k["name"] == (f"spine_rs_o_{layout}" if build == "solo" else f"spine_rs_o_{build}_{layout}")
     assert (build == "pair") == p["overlap"].startswith("runs")
     dual = build == "dual"
-    assert k["grid"] == (n_seq * Hv * (1 if dual else 2), 1, 1) == plan.grid_spine_rs(T, n_seq, Hv, dual)
+    assert k["grid"] == ((n_seq + 1) * Hv if dual else n_seq * Hv * 2, 1, 1) == plan.grid_spine_rs(T, n_seq, Hv, dual)
     assert k["block"] == (384 if dual else 192) and k["cluster"] == (2 if build == "pair" else 1)
     assert plan.RS_SPINE_VBLOCK == _abi.CONSTANTS["GDN_RS_SPINE_VBLOCK"] == 64
     assert plan.RS_SPINE_DUAL_WG == _abi.CONSTANTS["GDN_RS_SPINE_DUAL_WG"] == 2
