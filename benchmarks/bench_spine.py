@@ -172,9 +172,13 @@ def _emit(lines: list[str], rows: list[dict], json_path=None, md_path=None) -> N
 
 # Batches where one sequence holds most of the tokens: the dual build's chain is ~1.6x slower per
 # chunk than solo's, so where that sequence's chain is the critical path the dual loses although
-# the heads fill the SMs (run 96); varlen16 and an even batch beside them.
+# the heads fill the SMs (run 96); varlen16 and an even batch beside them.  The dual build then runs
+# the longest solo-style where its own model says so (plan.dual_lead_solo); the last three rows sit
+# near that model's boundary (run 98).
 SKEW_CASES = {"8x4K": [4096] * 8, "varlen16": None, "8K+31x512": [8192] + [512] * 31,
-              "16K+15x1K": [16384] + [1024] * 15, "32K+15x2K": [32768] + [2048] * 15}
+              "16K+15x1K": [16384] + [1024] * 15, "32K+15x2K": [32768] + [2048] * 15,
+              "8K+15x1K": [8192] + [1024] * 15, "8K+63x256": [8192] + [256] * 63,
+              "16K+63x512": [16384] + [512] * 63}
 
 
 def rs_skew(json_path=None, md_path=None) -> None:
@@ -185,14 +189,16 @@ def rs_skew(json_path=None, md_path=None) -> None:
     from gdn_prefill.bench import varlen_lengths
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
-    lines = ["| batch | N | tokens | rule's build | solo µs | dual µs | dual / solo |", "|---|---|---|---|---|---|---|"]
+    lines = ["| batch | N | tokens | rule's build | dual's longest | solo µs | dual µs | dual / solo |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, lens in SKEW_CASES.items():
         lens = lens or varlen_lengths()
         solo, dual = (time_spine(len(lens), max(lens), 32, 16, "wgmma-o", 15, rs_build=b, lengths=lens)
                       for b in (0, 2))
         rule = plan.spine_rs_build(sum(lens), len(lens), 32, sms)     # the launcher's rule (Python copy)
-        rows += [dict(solo, case=name), dict(dual, case=name)]
-        lines.append(f"| {name} | {len(lens)} | {sum(lens)} | {rule} | {solo['us']:.1f} | {dual['us']:.1f} | "
+        lead = "solo-style" if plan.dual_lead_solo(lens, 32, sms) else "dual"   # the kernel's own pick
+        rows += [dict(solo, case=name), dict(dual, case=name, dual_longest=lead)]
+        lines.append(f"| {name} | {len(lens)} | {sum(lens)} | {rule} | {lead} | {solo['us']:.1f} | {dual['us']:.1f} | "
                      f"{dual['us'] / solo['us']:.2f} |")
         print(lines[-1], flush=True)
     _emit(lines, rows, json_path, md_path)

@@ -372,17 +372,20 @@ def spine_rs_kernel(
 
 @cute.jit
 def _batch(cu_seqlens: cute.Tensor):
-    """(longest, its chunks, all chunks) of the batch: the first sequence of the most chunks and the
-    chunk counts, by the calling warp alone (lane l reads sequences l, l + 32, ...; every lane ends
-    with the same values, and ptxas is told they are warp-uniform)."""
+    """(longest, its chunks, all chunks, sequences with a chunk) of the batch: the first sequence
+    of the most chunks and the counts, by the calling warp alone (lane l reads sequences l, l + 32,
+    ...; every lane ends with the same values, and ptxas is told they are warp-uniform)."""
     N = cu_seqlens.shape[0] - 1
     lane = cute.arch.lane_idx()
     best = Int32(-1)                    # chunks of this lane's longest, then the warp's
     arg = Int32(0)
     total = Int32(0)
+    busy = Int32(0)
     for i in cutlass.range(lane, N, 32, unroll=4):      # 4 loads in flight (N in the thousands)
         c = (cu_seqlens[i + 1] - cu_seqlens[i] + (CHUNK - 1)) // CHUNK
         total = total + c
+        if c > 0:
+            busy = busy + 1
         if c > best:                    # i rises: the first of equal counts stays
             best = c
             arg = i
@@ -396,8 +399,9 @@ def _batch(cu_seqlens: cute.Tensor):
             if oa < arg:
                 arg = oa
     total = cute.arch.warp_reduction_sum(total)
+    busy = cute.arch.warp_reduction_sum(busy)
     return (cute.arch.make_warp_uniform(arg), cute.arch.make_warp_uniform(best),
-            cute.arch.make_warp_uniform(total))
+            cute.arch.make_warp_uniform(total), cute.arch.make_warp_uniform(busy))
 
 
 @cute.jit
@@ -431,7 +435,7 @@ def _longest_first(r: Int32, cu_seqlens: cute.Tensor) -> Int32:
         # wgmma behind them: C7520)
         n = cute.arch.make_warp_uniform(cute.arch.warp_reduction_sum(mine))
     else:
-        longest, _, _ = _batch(cu_seqlens)
+        longest, _, _, _ = _batch(cu_seqlens)
         if r == 0:
             n = longest
         elif r <= longest:
@@ -471,20 +475,24 @@ def _dual_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor):
 @cute.jit
 def _lead_solo(cu_seqlens: cute.Tensor, Hv: Int32) -> Int32:
     """1 if the dual build runs the longest sequence solo-style: the wave model of gdn_abi.h on the
-    lengths every CTA reads alike (the host cannot see them).  All dual: max(its chunks x DUAL,
-    all chunk-heads x DUAL / sms).  The longest solo-style on 2 Hv SMs, the rest dual on the
-    others: max(its chunks x SOLO, the rest's chunk-heads x DUAL / (sms - 2 Hv)).  sms is the
-    H100 / H200 count (GDN_SM_COUNT), not queried."""
-    _, lead, total = _batch(cu_seqlens)
+    lengths every CTA reads alike (the host cannot see them).  A CTA costs its chunks x the wave
+    time + CTA_NS.  All dual: max(the longest's CTA, all CTAs' cost x Hv / sms).  The longest
+    solo-style on 2 Hv SMs, the rest dual on the others: max(its CTA at the solo wave time, the
+    rest's cost x Hv / (sms - 2 Hv)).  sms is the H100 / H200 count (GDN_SM_COUNT), not queried.
+    Without CTA_NS the model split 8K + 31 x 512 (8-chunk CTAs) and lost 4 % (run 97)."""
+    _, lead, total, busy = _batch(cu_seqlens)
     sms = Float32(plan.SM_COUNT)
     dual_ns = Float32(plan.RS_DUAL_WAVE_NS)
     solo_ns = Float32(plan.RS_SOLO_WAVE_NS)
+    cta_ns = Float32(plan.RS_CTA_NS)
     hv = Float32(Hv)
-    all_dual = cutlass.max(Float32(lead) * dual_ns, Float32(total) * hv * dual_ns / sms)
+    all_dual = cutlass.max(Float32(lead) * dual_ns + cta_ns,
+                           (Float32(total) * dual_ns + Float32(busy) * cta_ns) * hv / sms)
     solo = Int32(0)
     if 2 * Hv < plan.SM_COUNT:
-        split = cutlass.max(Float32(lead) * solo_ns,
-                            Float32(total - lead) * hv * dual_ns / (sms - 2.0 * hv))
+        split = cutlass.max(Float32(lead) * solo_ns + cta_ns,
+                            (Float32(total - lead) * dual_ns + Float32(busy - 1) * cta_ns) * hv
+                            / (sms - 2.0 * hv))
         if split < all_dual:
             solo = Int32(1)
     return solo

@@ -22,6 +22,7 @@ RS_SPINE_PAIR = HEAD_DIM_V // RS_SPINE_VBLOCK          # CTAs of one head: the p
 RS_SPINE_DUAL_WG = _C["GDN_RS_SPINE_DUAL_WG"]                 # the dual build: 64 state columns per warpgroup
 RS_SOLO_WAVE_NS = _C["GDN_RS_SOLO_WAVE_NS"]                   # a wave of solo / dual CTAs advancing one chunk
 RS_DUAL_WAVE_NS = _C["GDN_RS_DUAL_WAVE_NS"]
+RS_CTA_NS = _C["GDN_RS_CTA_NS"]                               # a spine CTA's fixed cost (the dual build's lead rule)
 SM_COUNT = _C["GDN_SM_COUNT"]   # H100/H200 SXM; a fixed constant, the device is never queried
 
 # The wgmma spine is built with 1 and with 2 warpgroups per CTA (CTA = 128 * warpgroups threads,
@@ -127,6 +128,22 @@ def spine_rs_build(T, N, Hv, sm_count=SM_COUNT):
         return "pair"
     dual_waves, solo_waves = -(-N * Hv // sm_count), -(-N * Hv * RS_SPINE_PAIR // sm_count)
     return "dual" if dual_waves * RS_DUAL_WAVE_NS < solo_waves * RS_SOLO_WAVE_NS else "solo"
+
+
+def dual_lead_solo(lengths, Hv, sm_count=SM_COUNT):
+    """True where the dual build runs the longest of these sequences one chain per CTA on 2 Hv SMs
+    (the rest dual on the others) rather than all of them dual: the one Python copy of the rule its
+    kernel evaluates on cu_seqlens (spine_rs._lead_solo; constants in gdn_abi.h).  For reports
+    (bench_spine --rs-skew) and tests; the launcher never needs it."""
+    chunks = [-(-n // CHUNK) for n in lengths]
+    lead, total, busy = max(chunks), sum(chunks), sum(1 for c in chunks if c > 0)
+    all_dual = max(lead * RS_DUAL_WAVE_NS + RS_CTA_NS,
+                   (total * RS_DUAL_WAVE_NS + busy * RS_CTA_NS) * Hv / sm_count)
+    if 2 * Hv >= sm_count:
+        return False
+    split = max(lead * RS_SOLO_WAVE_NS + RS_CTA_NS,
+                ((total - lead) * RS_DUAL_WAVE_NS + (busy - 1) * RS_CTA_NS) * Hv / (sm_count - 2 * Hv))
+    return split < all_dual
 
 
 def grid_fwd_o(T, N, Hv):

@@ -147,6 +147,21 @@ def test_build_rule_c_and_python_copies_agree():
                         (T, N, Hv, sms)
 
 
+@pytest.mark.parametrize("lengths, solo_style", [
+    ([16384] + [1024] * 15, True),      # run 97: split 362.8 us, all dual (main) 536.0
+    ([32768] + [2048] * 15, True),      # 715.7 against 1058.7
+    ([8192] + [512] * 31, False),       # split 289.3, all dual 278.8: the CTAs' fixed cost
+    ([4096] * 8, False),                # balanced: all dual 298.5, solo 368.3
+    ([100] * 3 + [0] * 5, True),        # a few CTAs: the longest's solo chain is the whole call
+])
+def test_dual_lead_rule_on_measured_batches(lengths, solo_style):
+    """The dual build's own choice for its longest sequence (plan.dual_lead_solo, the Python copy of
+    spine_rs._lead_solo) picks what run 97 measured faster on the H200 (Hv = 32, 132 SMs); with
+    2 Hv >= the SMs it never splits."""
+    assert plan.dual_lead_solo(lengths, 32, 132) is solo_style
+    assert plan.dual_lead_solo(lengths, 66, 132) is False
+
+
 @pytest.mark.parametrize("n_seq, Hv", [(1, 32), (16, 32)])
 def test_build_hook_forces_each_build(n_seq, Hv):
     """The benchmark hook (_builds / _launch_stages with rs_build=0, 1 or 2) names the forced build,

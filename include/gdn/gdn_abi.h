@@ -37,6 +37,12 @@
  * 8x4K 727.8 -> 663.4 us, 32x2K 1469.8 -> 1357.2. */
 #define GDN_RS_SOLO_WAVE_NS 1400
 #define GDN_RS_DUAL_WAVE_NS 2200
+/* the dual build's own choice for a batch whose longest sequence may be its critical path
+ * (cute_kernels/spine_rs.py _lead_solo, from cu_seqlens in the kernel): a CTA costs its chunks
+ * times the wave time plus this fixed cost (state load and store, prologue, pipeline fill).  Run 97:
+ * 8K + 31 x 512 run split measured 289 us where chunks alone modelled 257 (14.6 waves of 8-chunk
+ * CTAs on 68 SMs; ~2.2 us more per CTA), and all dual 279 (modelled 282). */
+#define GDN_RS_CTA_NS 2200
 #define GDN_RS_SPINE_DUAL_WG 2       /* consumer warpgroups of spine_rs_o's dual build (one CTA per head) */
 #define GDN_TMA_ALIGN_BYTES 16       /* TMA: base pointers and strides 16B aligned  */
 #define GDN_WORKSPACE_ALIGN_BYTES 256

@@ -38,6 +38,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_WGMMA_WG1_MAX_CTAS
         GDN_RS_SOLO_WAVE_NS
         GDN_RS_DUAL_WAVE_NS
+        GDN_RS_CTA_NS
         GDN_RS_SPINE_DUAL_WG
         GDN_TMA_ALIGN_BYTES
         GDN_WORKSPACE_ALIGN_BYTES
