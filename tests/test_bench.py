@@ -249,7 +249,7 @@ def test_orchestration_with_stub_gpu(monkeypatch, tmp_path, capsys):
             raise RuntimeError("stub failure\nsecond line")
         return [lambda: None] * len(sets), ""
     monkeypatch.setattr(bench, "_calls", calls)
-    monkeypatch.setattr(bench, "_time_impl", lambda c, modes, b, lo, hi: dict(
+    monkeypatch.setattr(bench, "_time_impl", lambda c, modes, b, lo, hi, warm=0.0: dict(
         graph_us=100.0 if "graph" in modes else None, eager_us=120.0))
     monkeypatch.setattr(bench, "host_overhead", lambda impls, hk, hv, use_l2=False: [
         dict(impl="gdn.prefill", problem="1x64", us_per_call=20.0, gpu_us=9.0)])
@@ -368,3 +368,23 @@ def test_spine_bytes_per_chunk_and_head():
     assert mod.spine_bytes(64, 32, 16, fused=True) == 32 * (2 * p + tile + tile + 3 * 64 * 4 + o) == 32 * 66304
     assert mod.spine_bytes(4096, 32, 16) == 64 * mod.spine_bytes(64, 32, 16)
     assert mod.spine_bytes(64, 32, 32) == mod.spine_bytes(64, 32, 16) + 32 * tile // 2     # no sharing
+
+
+def test_keep_busy_runs_every_set_for_the_warm_time(monkeypatch):
+    """The sustained-clock warm-up (bench.WARM_S, run 98) runs the calls round-robin until its
+    wall time is spent, synchronizing as it goes (a bounded queue); zero seconds runs nothing."""
+    import time
+
+    import torch
+    syncs = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: syncs.append(1))
+    seen = []
+    bench._keep_busy(seen.append, 3, 0.0)
+    assert seen == [] and syncs == []
+    t0 = time.time()
+    bench._keep_busy(lambda i: (seen.append(i), time.sleep(0.002)), 3, 0.05)
+    assert time.time() - t0 >= 0.05
+    assert seen[:6] == [0, 1, 2, 0, 1, 2] and set(seen) == {0, 1, 2}
+    assert len(syncs) == len(seen) // 8 and len(seen) % 8 == 0
+    p = bench.build_parser().parse_args([])
+    assert p.warm_s == bench.WARM_S > 1.0      # past the power limiter's ~1 s response

@@ -9,8 +9,8 @@ export PYTHONUNBUFFERED=1
 bash tools/h200_check.sh 2>&1 | grep -E "passed|failed|FAILED" | tail -8
 rm -f "$OUT/build.log"
 export PYTHONPATH=/tmp/site
-timeout 100 python3 -m gdn_prefill >"$OUT/main_job.txt" 2>&1; echo "main job rc=$?"
-timeout 170 python3 benchmarks/bench_prefill.py --heads 16/32 --budget-s 110 --no-progress \
+timeout 160 python3 -m gdn_prefill >"$OUT/main_job.txt" 2>&1; echo "main job rc=$?"
+timeout 240 python3 benchmarks/bench_prefill.py --heads 16/32 --budget-s 170 --no-progress \
   --out "$OUT/bench" >/tmp/bench.txt 2>&1; echo "bench rc=$?"
 grep -E "^\| (1x|8x|32x|varlen)" /tmp/bench.txt
 timeout 240 python3 benchmarks/bench_spine.py --json "$OUT/spine.json" --md "$OUT/spine.md" >/tmp/spine.txt 2>&1
