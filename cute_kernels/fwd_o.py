@@ -70,6 +70,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import fake, pdl
+from cute_kernels.fastexp import exp as _exp
 from cute_kernels.slots import chunk_of_slot
 from gdn_prefill import plan
 
@@ -179,15 +180,6 @@ def _check_fragment_correspondence(mma_qk, mma_qs, mma_pv):
 
 
 # ---- device helpers -------------------------------------------------------------
-_LOG2E = 1.4426950408889634
-
-
-@cute.jit
-def _exp(x: Float32) -> Float32:
-    """exp(x) as one MUFU.EX2 (ex2.approx, relative error ~2^-22: far below the bf16 rounding of P)."""
-    return cute.math.exp2(x * _LOG2E, fastmath=True)
-
-
 def _row_copy(atom, cols: int):
     """A tiled copy of rows of `cols` elements: each thread moves 8 consecutive elements
     (16 B); NT // (cols / 8) rows per pass, consecutive threads along a row."""
