@@ -56,9 +56,15 @@
  * enough that the spine starts soon, late enough that it does not overtake stage 1 on the SMs it
  * leaves.  Measured (benchmarks/bench_overlap.py, H200, 16/32, run 40), us at 0/25/35/45 %:
  * 1x8K 289.4/248.8/237.1/245.9, 1x16K 557.8/465.0/454.5/477.1, 1x64K 2127/1773/1767/1850.
+ * With the cheaper stage 1 of runs 86-100 a shorter head start suffices (the spine catches up with
+ * stage 1 later): run 101 (bench_overlap, warm), us at 10/15/20/25/35 %: 1x4K 120.7/112.4/119.4/
+ * 119.5/120.1, 1x8K 220.9/222.1/213.1/214.4/222.4, 1x16K 412.0/402.8/438.9/451.2/432.7, 1x32K
+ * 832.1/881.6/802.6/867.1/851.6, 1x64K 1574.9/1749.8/1634.2/1718.9/1721.0 (single medians vary
+ * +-5 % between neighbours: the overlap plan's replays are bimodal); run 87: 1x64K best at 20 %
+ * (1709.8 against 1824.8 at 35 %), 1x4K at 15 %.  20 % is at or below 35 % on every length.
  * Deadlock-free because the producer never waits on the spine and the spine's CTAs leave at
  * least half of the device's SMs (queried) to it. */
-#define GDN_OVERLAP_SPLIT_PCT 35
+#define GDN_OVERLAP_SPLIT_PCT 20
 /* fewer chunk slots: the serial plan.  At 16/32, split 35 %, serial -> overlap (run 79, stage 1
  * at four CTAs per SM): 1x1K (17 slots) 46.5 -> 50.6 us, 1x1536 (25) 65.5 -> 63.9, 1x2K (33)
  * 82.3 -> 72.3, 1x3K (49) 116.0 -> 100.4 (run 42, three CTAs per SM: 16 slots, 1x1K 50.7 -> 48.3). */
