@@ -1,5 +1,5 @@
 """SM clock and power while each form of a 1x64K prefill (16/32) runs back to back for 2 s:
-recompute_wu alone, the fused spine alone, the serial plan, the overlap plan (35 %).
+recompute_wu alone, the fused spine alone, the serial plan, the overlap plan (the launcher's split).
 
     python tools/clock_probe.py        (Hopper GPU; nvidia-smi sampled every 20 ms)
 
@@ -32,7 +32,7 @@ def call(stages, split=0):
 phases = [("recompute_wu alone", lambda: call(("recompute_wu",))),
           ("spine alone", lambda: call(("spine",))),
           ("serial", lambda: call(("recompute_wu", "spine"))),
-          ("overlap 35%", lambda: call(("recompute_wu", "spine"), cb * 35 // 100))]
+          ("overlap", lambda: call(("recompute_wu", "spine"), plan.overlap_split(B * T, B, hv, 132)))]
 for _, f in phases:
     f()
 torch.cuda.synchronize()
