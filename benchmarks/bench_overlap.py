@@ -16,6 +16,7 @@ import argparse
 import datetime
 import sys
 
+from gdn_prefill import plan
 from gdn_prefill.bench import write_json, write_text
 
 FRACTIONS = (0, 15, 25, 35, 45, 55, 70)
@@ -30,7 +31,7 @@ def time_split(B: int, T: int, hk: int, hv: int, pct: int, rs_build: int = -1) -
     import torch
 
     import gdn_prefill
-    from gdn_prefill import _ext, plan, reference as ref
+    from gdn_prefill import _ext, reference as ref
     from gdn_prefill.bench import WARM_S, _time_impl
     lens = [T] * B
     sets = [ref.make_inputs(lens, hk, hv, seed=s, device="cuda", state="dense", l2norm_inputs=True) for s in range(3)]
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default="1x1K,1x2K,1x8K,1x64K", help="comma list of BxT (T may end in K)")
     ap.add_argument("--heads", default="16/32", help="Hk/Hv")
-    ap.add_argument("--build", choices=("rule", "solo", "pair", "dual"), default="rule",
+    ap.add_argument("--build", choices=("rule",) + plan.RS_BUILDS, default="rule",
                     help="the fused spine's build: the launcher's rule (pair wherever the overlap plan runs) or "
                          "forced solo / pair (a head's two CTAs as a multicasting cluster) / dual (one CTA "
                          "per head, two chains)")
@@ -78,7 +79,6 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         print("bench_overlap: no Hopper GPU visible; nothing to time.")
         return 0
-    from gdn_prefill import plan
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for B, T in shapes:
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
             print(f"{B}x{T}: the spine's CTAs would hold more than half of the SMs (deadlock guard); skipped")
             continue
         for pct in pcts:
-            r = time_split(B, T, hk, hv, pct, {"rule": -1, "solo": 0, "pair": 1, "dual": 2}[a.build])
+            r = time_split(B, T, hk, hv, pct, -1 if a.build == "rule" else plan.RS_BUILDS.index(a.build))
             rows.append(r)
             print(f"{r['shape']} split {pct:3d}% (slot {r['split']:5d} of {r['chunk_slots']}): {r['us']:8.1f} us",
                   flush=True)

@@ -229,6 +229,7 @@ def main(argv=None) -> int:
         print("bench_spine: no Hopper GPU visible; nothing to time.")
         return 0
     import gdn_prefill
+    from gdn_prefill import plan
     spines = [s for s in ("scalar", "wgmma") if any(v.startswith(f"spine_{s}_") for v in gdn_prefill.compiled_variants())]
     if "spine_rs_o_kv" in gdn_prefill.compiled_variants():
         spines.append("wgmma-o")
@@ -242,7 +243,7 @@ def main(argv=None) -> int:
         if any(n not in gdn_prefill.compiled_variants() for n in names):
             ap.error(f"--rs-crossover: {names} must all be compiled into this build")
         crossover("wgmma-o", "N*Hv*2 (solo CTAs)", 2,
-                  tuple((label, dict(rs_build=i)) for i, label in enumerate(("solo", "pair", "dual"))), a.json, a.md)
+                  tuple((label, dict(rs_build=i)) for i, label in enumerate(plan.RS_BUILDS)), a.json, a.md)
         return 0
     if a.rs_skew:
         rs_skew(a.json, a.md)

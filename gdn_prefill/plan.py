@@ -20,6 +20,7 @@ WGMMA_SPINE_VBLOCK = _C["GDN_WGMMA_SPINE_VBLOCK"]
 RS_SPINE_VBLOCK = _C["GDN_RS_SPINE_VBLOCK"]
 RS_SPINE_PAIR = HEAD_DIM_V // RS_SPINE_VBLOCK          # CTAs of one head: the pair build's cluster
 RS_SPINE_DUAL_WG = _C["GDN_RS_SPINE_DUAL_WG"]                 # the dual build: 64 state columns per warpgroup
+RS_BUILDS = ("solo", "pair", "dual")        # spine_rs_o's builds, in the order of the launcher's codes (rs_build=)
 RS_SOLO_WAVE_NS = _C["GDN_RS_SOLO_WAVE_NS"]                   # a wave of solo / dual CTAs advancing one chunk
 RS_DUAL_WAVE_NS = _C["GDN_RS_DUAL_WAVE_NS"]
 RS_CTA_NS = _C["GDN_RS_CTA_NS"]                               # a spine CTA's fixed cost (the dual build's lead rule)

@@ -72,7 +72,8 @@ cdef enum:
     RS_PAIR = 1
     RS_DUAL = 2
     NUM_RS_BUILDS = 3
-_RS_BUILDS = ("solo", "pair", "dual")
+_RS_BUILDS = _plan.RS_BUILDS                              # their names, by code
+assert len(_RS_BUILDS) == NUM_RS_BUILDS
 cdef int _v_spine_o[NUM_LAYOUTS][NUM_RS_BUILDS]            # [GDN_STATE_*][RS_*]
 _v_spine_o[GDN_STATE_KV][RS_SOLO] = gdn_variant_id(b"spine_rs_o_kv")
 _v_spine_o[GDN_STATE_VK][RS_SOLO] = gdn_variant_id(b"spine_rs_o_vk")
@@ -1245,7 +1246,7 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     cdef int ids[3]
     cdef char msg[MSG_CAP]
     cdef void *sp = NULL
-    cdef int64_t ws_bytes = 1
+    cdef int64_t ws_bytes = 1, need = 0
     torch = _torch if _torch is not None else _torch_init()
     _codes(spine, state_layout, &spine_code, &layout_code)
     if cu_seqlens is None:
@@ -1256,9 +1257,8 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     if workspace is None:
         # the plan's own bytes (the fused plan needs a fifth of the unfused one's at 64K tokens)
         with nogil:
-            ws_bytes = _call_workspace_bytes(&p, spine_code, layout_code)
-        workspace = torch.empty(max(ws_bytes, 1), dtype=torch.uint8, device=q.device)
-        ws_bytes = 1
+            need = _call_workspace_bytes(&p, spine_code, layout_code)
+        workspace = torch.empty(max(need, 1), dtype=torch.uint8, device=q.device)
         _fill(&ws, workspace, "workspace")
     if ws.dtype != DTYPE_U8 or not _compact(&ws):
         raise _errors.GdnArgumentError("workspace: must be a contiguous uint8 CUDA tensor")
@@ -1413,6 +1413,13 @@ def workspace_layout(int64_t T, int64_t N, int64_t Hv, bint fused=True):
     return out
 
 
+cdef int _check_rs_build(int rs_build) except -1:
+    """The benchmark hooks' forced spine_rs_o build: -1 (the rule) or a code of _RS_BUILDS."""
+    if rs_build < -1 or rs_build >= NUM_RS_BUILDS:
+        raise _errors.GdnArgumentError(f"rs_build: must be -1 (the rule), 0 (solo), 1 (pair) or 2 (dual), got {rs_build}")
+    return 0
+
+
 def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None, str state_layout="kv",
             str spine="auto", int warpgroups=0, int fused=-1, int rs_build=-1):
     """Benchmark hook: the variant names of the launches _launch_stages(..., warpgroups, fused,
@@ -1428,8 +1435,7 @@ def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None
         rc = _choose(&p, spine_code, layout_code, &chosen, msg)
     if rc != GDN_OK:
         _raise(rc, msg)
-    if rs_build < -1 or rs_build >= NUM_RS_BUILDS:
-        raise _errors.GdnArgumentError(f"rs_build: must be -1 (the rule), 0 (solo), 1 (pair) or 2 (dual), got {rs_build}")
+    _check_rs_build(rs_build)
     n = _select_ids(&p, chosen, layout_code, warpgroups, fused, rs_build, _sm_count(), ids)
     return [gdn_variant_name(ids[i]).decode() if ids[i] >= 0 else None for i in range(n)]
 
@@ -1462,8 +1468,7 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
         raise _errors.GdnArgumentError(f"warpgroups: must be 0 (the rule), 1 or 2, got {warpgroups}")
     if fused < -1 or fused > 1:
         raise _errors.GdnArgumentError(f"fused: must be -1 (the rule), 0 or 1, got {fused}")
-    if rs_build < -1 or rs_build >= NUM_RS_BUILDS:
-        raise _errors.GdnArgumentError(f"rs_build: must be -1 (the rule), 0 (solo), 1 (pair) or 2 (dual), got {rs_build}")
+    _check_rs_build(rs_build)
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm)
     rc = _prepare(&p, spine_code, layout_code, &chosen, msg)
     if rc == GDN_OK and warpgroups != 0 and chosen != GDN_SPINE_WGMMA:
