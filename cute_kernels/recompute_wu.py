@@ -11,8 +11,9 @@ For the L <= 64 tokens of one chunk slot c and one value head hv (DESIGN.md §1)
     tu   = Tm diag(beta)                                     (stored bf16; the fused plan's builds)
 
 The two GEMM-shaped steps run on tensor cores (warpgroup MMA, bf16 operands, fp32
-accumulate); the triangular solve stays fp32 on CUDA cores.  256 threads = two
-warpgroups (WG0 = threads 0..127, WG1 = 128..255):
+accumulate); the triangular solve stays fp32: its diagonal blocks on CUDA cores, its block
+merges on tensor cores in three TF32 passes (mma_tf32: fp32-accurate products).  256 threads =
+two warpgroups (WG0 = threads 0..127, WG1 = 128..255):
 
   phase 1  all 8 warps: rows of q and k (ordinary 2-byte global loads: q/k/v only
            promise 2-byte alignment) -> norms rq/rk; the RAW k rows go to swizzled smem
@@ -27,13 +28,14 @@ warpgroups (WG0 = threads 0..127, WG1 = 128..255):
              1. the four diagonal blocks D_b = (I + A_bb)^-1: the first warp of warpgroup w
                 solves blocks 2w, 2w+1 (lane: one column) by forward substitution (registers);
              2. 32x32 merges: T_{2p+1,2p} = -D_{2p+1} (A_{2p+1,2p} D_{2p}), pair p = warpgroup p;
-             3. 64x64 merge: T_{[2,3],[0,1]} = -T_{[2,3],[2,3]} (A_{[2,3],[0,1]} T_{[0,1],[0,1]}),
+             3. 64x64 merge: T_{[2,3],[0,1]} = -T_{[2,3],[2,3]} (A_{[2,3],[0,1]} T_{[0,1],[0,1]})
+                (steps 2 and 3: 16x8 tiles of mma.sync m16n8k8 per warp, fp32 split hi + lo),
            i.e. the block-triangular inverse [[P,0],[Q,R]]^-1 = [[P^-1,0],[-R^-1 Q P^-1,R^-1]].
            Steps 1-2 touch only their warpgroup's pair of blocks, so they are ordered by a warp
            sync and warpgroup barriers, and only step 3 (all 256 threads, both pairs) by CTA
-           barriers (8 CTA barriers per CTA instead of 11: run 57, stage 1 -0.6 to -1.7 %); step
-           3 skips the groups of 4 terms that are exact zeros of the triangular factors (run 17:
-           -9 to -12 %).
+           barriers (8 CTA barriers per CTA instead of 11: run 57, stage 1 -0.6 to -1.7 %); steps
+           2 and 3 skip the k-steps that are exact zeros of the triangular factors (run 17, then
+           on CUDA cores: -9 to -12 %).
            Then Tw = Tm diag(beta exp(gcum) rk) and Tu = Tm diag(beta) are ROUNDED TO BF16
            into swizzled smem: they are the A operands of the next products (the one
            rounding of Tm; FLA rounds its inverse to the input dtype the same way).
@@ -107,7 +109,7 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-from cute_kernels import fake, fastexp, pdl, tma
+from cute_kernels import fake, fastexp, mma_tf32, pdl, tma
 from cute_kernels.slots import chunk_of_slot
 from gdn_prefill import plan
 
@@ -313,7 +315,6 @@ def recompute_wu_kernel(
     sA2 = cute.make_tensor(a_ptr, cute.make_layout((C, C // 2, 2), stride=(AS, 2, 1)))   # float2 view
     x_ptr = cute.recast_ptr(storage.t2.data_ptr() + C * C, dtype=Float32)
     sX = cute.make_tensor(x_ptr, cute.make_layout((HALF, HALF), stride=(XS, 1)))
-    sX4 = cute.make_tensor(x_ptr, cute.make_layout((HALF, HALF // 4, 4), stride=(XS, 4, 1)))
     sG = storage.gc.get_tensor(cute.make_layout(C))     # gcum
     sB = storage.be.get_tensor(cute.make_layout(C))     # beta
     sE = storage.ee.get_tensor(cute.make_layout(C))     # beta * exp(gcum)
@@ -583,72 +584,43 @@ def recompute_wu_kernel(
                 sA[rb + ii, rb + jj] = xcol[ii]
         cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
 
-        # 3.2 32x32 merges, pair p = tidx // 128 (blocks 2p, 2p+1); thread: row r, columns c2, c2+1
-        #     X_p = A_{2p+1,2p} D_{2p} -> scratch rows 16p..16p+15;  T_{2p+1,2p} = -D_{2p+1} X_p -> sA
-        #     (each warpgroup reads and writes only its pair's blocks and scratch rows: warpgroup
-        #     barriers between its steps, the CTA barrier only before 3.3 reads both pairs)
-        p = tidx // WG
-        r = (tidx % WG) // 8
-        c2 = (tidx % 8) * 2
-        lo = 2 * BLK * p                   # first row/column of block 2p
+        # 3.2 32x32 merges, pair p = warpgroup p (blocks 2p, 2p+1), on the tensor cores in three TF32
+        #     passes (mma_tf32): warp wl < 2 of the warpgroup owns the 16x8 tile of columns 8 wl ..:
+        #     X_p = A_{2p+1,2p} D_{2p} -> scratch rows 16p..16p+15 (D lower triangular: k-steps >= wl);
+        #     T_{2p+1,2p} = -D_{2p+1} X_p -> sA.  Each warpgroup reads and writes only its pair's
+        #     blocks and scratch rows: warpgroup barriers between its steps, the CTA barrier only
+        #     before 3.3 reads both pairs.  (On CUDA cores, one LDS per two FMAs: 694 of stage 1's
+        #     3,935 shared-memory wavefronts per CTA, run 103.)
+        wl = (tidx % WG) // 32
+        lo = 2 * BLK * wg                  # first row/column of block 2p
         hi = lo + BLK                      # first row/column of block 2p+1
-        acc2 = cute.make_rmem_tensor(2, Float32)
-        acc2.fill(0.0)
-        for mq in cutlass.range_constexpr(BLK // 4):
-            arow = cute.make_rmem_tensor(4, Float32)
-            arow.store(sA4[hi + r, lo // 4 + mq, None].load())
-            for e in cutlass.range_constexpr(4):
-                m = 4 * mq + e
-                acc2[0] = acc2[0] + arow[e] * sA[lo + m, lo + c2]
-                acc2[1] = acc2[1] + arow[e] * sA[lo + m, lo + c2 + 1]
-        sX[BLK * p + r, c2] = acc2[0]
-        sX[BLK * p + r, c2 + 1] = acc2[1]
+        acc_t = cute.make_rmem_tensor(4, Float32)
+        if wl < 2:
+            acc_t.fill(0.0)
+            mma_tf32.tile_16x8(acc_t, sA, hi, lo, sA, lo, lo + 8 * wl, wl, 2, lane)
+            mma_tf32.store_tile_16x8(acc_t, sX, BLK * wg, 8 * wl, lane, False)
         cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
-        acc2.fill(0.0)
-        for mq in cutlass.range_constexpr(BLK // 4):
-            drow = cute.make_rmem_tensor(4, Float32)
-            drow.store(sA4[hi + r, hi // 4 + mq, None].load())
-            for e in cutlass.range_constexpr(4):
-                m = 4 * mq + e
-                acc2[0] = acc2[0] + drow[e] * sX[BLK * p + m, c2]
-                acc2[1] = acc2[1] + drow[e] * sX[BLK * p + m, c2 + 1]
-        sA[hi + r, lo + c2] = -acc2[0]
-        sA[hi + r, lo + c2 + 1] = -acc2[1]
+        if wl < 2:
+            acc_t.fill(0.0)
+            mma_tf32.tile_16x8(acc_t, sA, hi, hi, sX, BLK * wg, 8 * wl, 0, 2, lane)
+            mma_tf32.store_tile_16x8(acc_t, sA, hi, lo + 8 * wl, lane, True)
         cute.arch.sync_threads()
 
-        # 3.3 64x64 merge: Y = A[32:, :32] Tm[:32, :32] -> scratch;  Tm[32:, :32] = -Tm[32:, 32:] Y -> sA.
-        #     Both Tm blocks are lower triangular with exact zeros above the diagonal, so each
-        #     product skips the 4-row groups that can only add 0 * x (the same sums, bit for bit),
-        #     with thread maps that make the skip warp-uniform:
-        #     Y: thread (row r1 = lane, columns 4*warp ..): rows m >= 4*warp of Tm[:32, :32]
-        r1 = tidx % 32
-        c1 = tidx // 32
-        acc4 = cute.make_rmem_tensor(4, Float32)
-        acc4.fill(0.0)
-        for mq in cutlass.range(c1, HALF // 4, 1):
-            arow = cute.make_rmem_tensor(4, Float32)
-            arow.store(sA4[HALF + r1, mq, None].load())
-            for e in cutlass.range_constexpr(4):
-                trow = cute.make_rmem_tensor(4, Float32)
-                trow.store(sA4[4 * mq + e, c1, None].load())
-                for f in cutlass.range_constexpr(4):
-                    acc4[f] = acc4[f] + arow[e] * trow[f]
-        sX4[r1, c1, None].store(acc4.load())
+        # 3.3 64x64 merge: Y = A[32:, :32] Tm[:32, :32] -> scratch;  Tm[32:, :32] = -Tm[32:, 32:] Y -> sA,
+        #     on the tensor cores (three TF32 passes): warp w owns the 16x8 tile (rows 16 (w // 4) ..,
+        #     columns 8 (w % 4) ..) of each product.  Both Tm blocks are lower triangular with exact
+        #     zeros above the diagonal, so each product skips the 8-deep k-steps that only add 0 * x
+        #     (warp-uniform bounds): Y's tile of column block n needs k-steps >= n, the second
+        #     product's tile of row block m k-steps <= 2 m + 1.  (On CUDA cores: 1,127 wavefronts.)
+        mi = warp // 4
+        nj = warp % 4
+        acc_t.fill(0.0)
+        mma_tf32.tile_16x8(acc_t, sA, HALF + BLK * mi, 0, sA, 0, 8 * nj, nj, 4, lane)
+        mma_tf32.store_tile_16x8(acc_t, sX, BLK * mi, 8 * nj, lane, False)
         cute.arch.sync_threads()
-        #     Tm[32:, :32]: thread (row r3 = tidx // 8, columns 4*(tidx % 8) ..): Tm[32 + r3, 32 + m]
-        #     is 0 for m > r3, so groups mq <= r3 // 4 (uniform over the warp's 4 rows)
-        r3 = tidx // 8
-        cq = tidx % 8
-        acc4.fill(0.0)
-        for mq in cutlass.range(0, r3 // 4 + 1, 1):
-            drow = cute.make_rmem_tensor(4, Float32)
-            drow.store(sA4[HALF + r3, HALF // 4 + mq, None].load())
-            for e in cutlass.range_constexpr(4):
-                yrow = cute.make_rmem_tensor(4, Float32)
-                yrow.store(sX4[4 * mq + e, cq, None].load())
-                for f in cutlass.range_constexpr(4):
-                    acc4[f] = acc4[f] + drow[e] * yrow[f]
-        sA4[HALF + r3, cq, None].store(-acc4.load())
+        acc_t.fill(0.0)
+        mma_tf32.tile_16x8(acc_t, sA, HALF + BLK * mi, HALF, sX, 0, 8 * nj, 0, 2 * mi + 2, lane)
+        mma_tf32.store_tile_16x8(acc_t, sA, HALF + BLK * mi, 8 * nj, lane, True)
         if cutlass.const_expr(with_pqk):
             if warp == 0:
                 cute.arch.cp_async_bulk_wait_group(0, read=True)   # pqk's TMA store has read the Tw slot

@@ -1,0 +1,96 @@
+"""fp32 products on the tensor cores: warp-level mma.sync m16n8k8 in three TF32 passes.
+
+Stage 1's inverse (recompute_wu, phases 3.2 and 3.3) multiplies small fp32 blocks that live in
+shared memory.  On CUDA cores every FMA needed its operands from shared memory (LDS.128 of a row,
+broadcast LDS of the other factor): ncu (run 103, 8x4K) counted 1,821 of stage 1's 3,935
+shared-memory wavefronts per CTA in those two phases, with the L1/shared data path 88.6 % busy,
+its apparent bound.  One m16n8k8 tile reads its A fragment once (4 conflict-free LDS.32) and its
+B fragment once (2 LDS.32) per 8-deep k-step and does 1,024 multiply-adds on the tensor core.
+Measured (run 104, 8x4K): the two phases 1,821 -> 647 wavefronts per CTA (stage 1: 3,935 ->
+2,763), but stage 1 only 366.3 -> 350.0 us (-4.5 %; predicted -15 to -30 % if the shared-memory
+data path were the bound): stage 1 is bound by the latency of its serial phases at 32 warps per
+SM, not by that path.  Numerics against the fp64 oracle unchanged to four digits.
+
+TF32 keeps 10 of fp32's 23 mantissa bits, so each operand is split x = hi + lo, both rounded to
+TF32 (cvt.rna), and a product is hi*hi + hi*lo + lo*hi (lo*lo, ~2^-22 of the product, dropped):
+the error per term is ~2^-21 relative, against the 2^-9 of the bf16 rounding of Tm that follows
+(FLA's solve_tril offers the same "tf32x3").  Fragment layouts are PTX's for m16n8k8 .tf32
+(g = lane / 4, t = lane % 4):
+    A (16 x 8, row):  a0 = A[g, t], a1 = A[g + 8, t], a2 = A[g, t + 4], a3 = A[g + 8, t + 4]
+    B (8 x 8, col):   b0 = B[t, g], b1 = B[t + 4, g]
+    C (16 x 8):       c0 = C[g, 2t], c1 = C[g, 2t + 1], c2 = C[g + 8, 2t], c3 = C[g + 8, 2t + 1]
+"""
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T, dsl_user_op
+
+
+@dsl_user_op
+def split_tf32(x: Float32, *, loc=None, ip=None):
+    """x -> (hi, lo) as TF32 bit patterns (Int32): hi = rna(x), lo = rna(x - hi); x - hi is exact."""
+    res = llvm.inline_asm(
+        llvm.StructType.get_literal([T.i32(), T.i32()]),
+        [Float32(x).ir_value(loc=loc, ip=ip)],
+        "{\n\t.reg .b32 h;\n\t.reg .f32 l;\n\tcvt.rna.tf32.f32 h, $2;\n\tsub.f32 l, $2, h;\n\t"
+        "cvt.rna.tf32.f32 $1, l;\n\tmov.b32 $0, h;\n}",
+        "=r,=r,f", has_side_effects=False, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+    return (Int32(llvm.extractvalue(T.i32(), res, [0], loc=loc, ip=ip)),
+            Int32(llvm.extractvalue(T.i32(), res, [1], loc=loc, ip=ip)))
+
+
+@dsl_user_op
+def mma_3xtf32(a_hi, a_lo, b_hi, b_lo, c, *, loc=None, ip=None):
+    """d = A_hi B_lo + A_lo B_hi + A_hi B_hi + c for one m16n8k8 tile (the small terms first);
+    a_* are 4 Int32 TF32 patterns, b_* 2, c 4 Float32.  Returns the 4 Float32 of d."""
+    ops = ([Int32(v).ir_value(loc=loc, ip=ip) for v in (*a_hi, *a_lo, *b_hi, *b_lo)]
+           + [Float32(v).ir_value(loc=loc, ip=ip) for v in c])
+    mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+    # operands: $0-3 d, $4-7 a_hi, $8-11 a_lo, $12-13 b_hi, $14-15 b_lo, $16-19 c
+    res = llvm.inline_asm(
+        llvm.StructType.get_literal([T.f32()] * 4), ops,
+        f"{{\n\t{mma} {{$0,$1,$2,$3}}, {{$4,$5,$6,$7}}, {{$14,$15}}, {{$16,$17,$18,$19}};\n\t"
+        f"{mma} {{$0,$1,$2,$3}}, {{$8,$9,$10,$11}}, {{$12,$13}}, {{$0,$1,$2,$3}};\n\t"
+        f"{mma} {{$0,$1,$2,$3}}, {{$4,$5,$6,$7}}, {{$12,$13}}, {{$0,$1,$2,$3}};\n}}",
+        "=&f,=&f,=&f,=&f," + ",".join(["r"] * 12) + ",f,f,f,f",
+        has_side_effects=False, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+    return [Float32(llvm.extractvalue(T.f32(), res, [i], loc=loc, ip=ip)) for i in range(4)]
+
+
+@cute.jit
+def tile_16x8(acc: cute.Tensor, sa: cute.Tensor, a_r: Int32, a_c: Int32, sb: cute.Tensor, b_r: Int32,
+              b_c: Int32, kk_begin: Int32, kk_end: Int32, lane: Int32):
+    """acc (this lane's 4 C values) += A B over the 8-deep k-steps kk in [kk_begin, kk_end):
+    A[i, k] = sa[a_r + i, a_c + k], B[k, j] = sb[b_r + k, b_c + j], i < 16, j < 8.  The caller
+    skips k-steps whose A or B part is an exact zero (a triangular factor): every skipped term is
+    0 * x, so the sum is the same."""
+    g = lane // 4
+    t = lane % 4
+    for kk in cutlass.range(kk_begin, kk_end, 1):
+        k0 = 8 * kk
+        a0h, a0l = split_tf32(sa[a_r + g, a_c + k0 + t])
+        a1h, a1l = split_tf32(sa[a_r + g + 8, a_c + k0 + t])
+        a2h, a2l = split_tf32(sa[a_r + g, a_c + k0 + t + 4])
+        a3h, a3l = split_tf32(sa[a_r + g + 8, a_c + k0 + t + 4])
+        b0h, b0l = split_tf32(sb[b_r + k0 + t, b_c + g])
+        b1h, b1l = split_tf32(sb[b_r + k0 + t + 4, b_c + g])
+        d = mma_3xtf32((a0h, a1h, a2h, a3h), (a0l, a1l, a2l, a3l), (b0h, b1h), (b0l, b1l),
+                       (acc[0], acc[1], acc[2], acc[3]))
+        for i in cutlass.range_constexpr(4):
+            acc[i] = d[i]
+
+
+@cute.jit
+def store_tile_16x8(acc: cute.Tensor, sd: cute.Tensor, r: Int32, c: Int32, lane: Int32, negate: cutlass.Constexpr):
+    """sd[r + i, c + j] = (-)C[i, j] from the lanes' C fragments (two 8-byte stores per lane)."""
+    g = lane // 4
+    t = lane % 4
+    for h in cutlass.range_constexpr(2):
+        for e in cutlass.range_constexpr(2):
+            v = acc[2 * h + e]
+            if cutlass.const_expr(negate):
+                v = -v
+            sd[r + g + 8 * h, c + 2 * t + e] = v
