@@ -61,10 +61,17 @@
  * 119.5/120.1, 1x8K 220.9/222.1/213.1/214.4/222.4, 1x16K 412.0/402.8/438.9/451.2/432.7, 1x32K
  * 832.1/881.6/802.6/867.1/851.6, 1x64K 1574.9/1749.8/1634.2/1718.9/1721.0 (single medians vary
  * +-5 % between neighbours: the overlap plan's replays are bimodal); run 87: 1x64K best at 20 %
- * (1709.8 against 1824.8 at 35 %), 1x4K at 15 %.  20 % is at or below 35 % on every length.
+ * (1709.8 against 1824.8 at 35 %), 1x4K at 15 %.  Run 105 (tools/overlap_parts.py, per replay)
+ * showed why less is better: at 20 % stage 1's second part ends 27-40 us (1x8K) / 200-340 us
+ * (1x64K) before the spine, which is the critical path; a spine that starts earlier ends earlier
+ * as long as it rarely catches up with stage 1.  Run 106 (bench_overlap, two passes, us at
+ * 5/10/15/20 %): 1x4K 113.9,112.0/114.3,114.3/114.3,113.8/115.1,114.7; 1x8K 209.1,208.4/210.8,209.2/
+ * 212.9,209.8/218.0,217.1; 1x16K 400.4,402.0/421.3,412.7/415.4,416.9/424.9,423.0; 1x32K
+ * 794.3,793.7/814.5,814.4/822.7,836.1/832.8,826.0; 1x64K 1577.2,1579.6/1634.8,1642.9/1657.9,1648.3/
+ * 1661.2,1680.2: 5 % is the lowest on every length in both passes (-1.5 to -5.5 % against 20 %).
  * Deadlock-free because the producer never waits on the spine and the spine's CTAs leave at
  * least half of the device's SMs (queried) to it. */
-#define GDN_OVERLAP_SPLIT_PCT 20
+#define GDN_OVERLAP_SPLIT_PCT 5
 /* fewer chunk slots: the serial plan.  At 16/32, split 35 %, serial -> overlap (run 79, stage 1
  * at four CTAs per SM): 1x1K (17 slots) 46.5 -> 50.6 us, 1x1536 (25) 65.5 -> 63.9, 1x2K (33)
  * 82.3 -> 72.3, 1x3K (49) 116.0 -> 100.4 (run 42, three CTAs per SM: 16 slots, 1x1K 50.7 -> 48.3). */

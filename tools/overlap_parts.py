@@ -1,0 +1,125 @@
+"""Where the overlap plan's time goes, replay by replay (torch.profiler's CUDA kernel records).
+
+    python tools/overlap_parts.py [BxT ...] [--reps 60] [--pct PCT]     (default 1x8192 1x65536)
+
+For each shape: the prefill's fused plan as the launcher runs it (stage 1's first part, then
+the spine on its side stream beside stage 1's second part), three input sets captured as CUDA
+graphs and replayed round-robin after bench.WARM_S of warm replays (the harness's sustained
+clock), then `--reps` replays under the profiler.  Per replay, from the kernel records, µs from
+the replay's first kernel start: part 1's end, the spine's start and end, part 2's start and
+end, and the span.  Prints percentiles and the fast and slow halves' means, so one can read
+which launch ends a replay: spine end - part 2 end near the chain's last chunk (~1 µs) means
+stage 1's second part bounds the call; much more means the spine's chain does.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+
+def _profile(shape: str, reps: int, pct: int | None) -> dict:
+    import torch
+
+    import gdn_prefill
+    from gdn_prefill import _ext, plan, reference as ref
+    from gdn_prefill.bench import WARM_S
+
+    b, t = (int(x) for x in shape.split("x"))
+    sets = [ref.make_inputs([t] * b, 16, 32, seed=s, device="cuda", state="dense", l2norm_inputs=True)
+            for s in range(3)]
+    outs = [torch.empty_like(x["v"]) for x in sets]
+    ws = torch.empty(gdn_prefill.workspace_bytes(b * t, b, 32), dtype=torch.uint8, device="cuda")
+    cb = plan.chunk_slots(b * t, b)
+    split = None if pct is None else cb * pct // 100
+
+    def call(i):
+        x = sets[i]
+        if split is None:        # the launcher's own plan and split
+            gdn_prefill.prefill(x["q"], x["k"], x["v"], x["g"], x["beta"], outs[i], x["state"],
+                                cu_seqlens=x["cu_seqlens"], spine="wgmma", workspace=ws)
+        else:
+            _ext._launch_stages(("recompute_wu", "spine"), x["q"], x["k"], x["v"], x["g"], x["beta"], outs[i],
+                                x["state"], cu_seqlens=x["cu_seqlens"], spine="wgmma", workspace=ws, fused=1,
+                                overlap_split=split, rs_build=-1)
+    for i in range(3):
+        call(i)
+    torch.cuda.synchronize()
+    graphs = []
+    pool = torch.cuda.graph_pool_handle()
+    for i in range(3):
+        gr = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(gr, pool=pool):
+            call(i)
+        graphs.append(gr)
+    t_end = time.perf_counter() + WARM_S
+    n = 0
+    while time.perf_counter() < t_end:
+        graphs[n % 3].replay()
+        n += 1
+        if n % 8 == 0:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for r in range(reps):
+            graphs[r % 3].replay()
+        torch.cuda.synchronize()
+    kern = []
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and ("recompute" in e.name or "spine" in e.name
+                                                                  or "memset" in e.name.lower()):
+            kern.append((e.time_range.start, e.time_range.end, e.name))
+    kern.sort()
+    # a replay starts with the memset of its ready flags; then part 1, the spine (side stream) and
+    # part 2 in launch order: part 1 is the replay's first recompute_wu launch, part 2 its second
+    starts = [i for i, k in enumerate(kern) if "memset" in k[2].lower()]
+    rows = []
+    for a, b in zip(starts, starts[1:] + [len(kern)]):
+        rep = kern[a:b]
+        wus = [k for k in rep if "recompute" in k[2]]
+        sp = [k for k in rep if "spine" in k[2]]
+        if len(wus) != 2 or len(sp) != 1:
+            continue
+        t0 = rep[0][0]
+        p1, p2, s = wus[0], wus[1], sp[0]
+        rows.append(dict(p1_end=p1[1] - t0, spine_start=s[0] - t0, p2_start=p2[0] - t0, p2_end=p2[1] - t0,
+                         spine_end=s[1] - t0, span=max(s[1], p2[1]) - t0, tail=s[1] - p2[1]))
+    return dict(shape=shape, split=split, chunk_slots=cb, kernels=len(kern), replays=len(rows), rows=rows,
+                names=sorted({k[2][:60] for k in kern}))
+
+
+def _summary(res: dict) -> None:
+    rows = res["rows"]
+    print(f"== {res['shape']}  chunk slots {res['chunk_slots']}, split {res['split'] or 'launcher'}, "
+          f"{res['kernels']} kernel records, {res['replays']} replays; kernels: {res['names']}")
+    if not rows:
+        print("  no replay could be assembled from the records")
+        return
+    keys = ["p1_end", "spine_start", "p2_start", "p2_end", "spine_end", "tail", "span"]
+    rows = sorted(rows, key=lambda r: r["span"])
+    half = len(rows) // 2
+    print("  " + f"{'µs from replay start':<22}" + "".join(f"{k:>12}" for k in keys))
+    for lab, sel in (("p10", [rows[len(rows) // 10]]), ("median", [rows[half]]), ("p90", [rows[len(rows) * 9 // 10]]),
+                     ("fast half mean", rows[:half]), ("slow half mean", rows[half:])):
+        vals = [statistics.fmean(r[k] for r in sel) for k in keys]
+        print("  " + f"{lab:<22}" + "".join(f"{v:12.1f}" for v in vals))
+    print("  spans sorted: " + " ".join(f"{r['span']:.0f}" for r in rows))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("shapes", nargs="*", default=["1x8192", "1x65536"])
+    ap.add_argument("--reps", type=int, default=60)
+    ap.add_argument("--pct", type=int, default=None, help="split stage 1 here (percent of chunk slots) "
+                                                           "instead of the launcher's split")
+    a = ap.parse_args()
+    import torch
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        print("overlap_parts: no Hopper GPU visible; nothing to profile.")
+        return
+    for s in a.shapes:
+        _summary(_profile(s, a.reps, a.pct))
+
+
+if __name__ == "__main__":
+    main()
