@@ -178,7 +178,11 @@ def _emit(lines: list[str], rows: list[dict], json_path=None, md_path=None) -> N
 SKEW_CASES = {"8x4K": [4096] * 8, "varlen16": None, "8K+31x512": [8192] + [512] * 31,
               "16K+15x1K": [16384] + [1024] * 15, "32K+15x2K": [32768] + [2048] * 15,
               "8K+15x1K": [8192] + [1024] * 15, "8K+63x256": [8192] + [256] * 63,
-              "16K+63x512": [16384] + [512] * 63}
+              "16K+63x512": [16384] + [512] * 63,
+              # where the order of more than 32 sequences matters (stage 1's ranking, run 109): long
+              # sequences late in the batch, and 96 log-uniform lengths (128 to 11.6K) in scrambled order
+              "64x512+8x8K": [512] * 64 + [8192] * 8,
+              "mixed96": [int(128 * 90.5 ** (((61 * i) % 96) / 95)) for i in range(96)]}
 
 
 def rs_skew(json_path=None, md_path=None) -> None:

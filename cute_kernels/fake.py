@@ -76,6 +76,11 @@ def ws_ready(dims: Dims):
     return cute.runtime.make_fake_tensor(Int32, (dims.CB, dims.Hv), stride=(_stride(), 1), assumed_align=16)
 
 
+def ws_order(dims: Dims):
+    """Workspace order: [N] int32, the sequences longest first (the fused plan's spine grid)."""
+    return cute.runtime.make_fake_tensor(Int32, (dims.N,), stride=(1,), assumed_align=16)
+
+
 def cu_seqlens(dims: Dims):
     return cute.runtime.make_fake_tensor(Int32, (dims.N1,), stride=(1,), assumed_align=4)
 

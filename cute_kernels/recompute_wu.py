@@ -82,6 +82,10 @@ become the V tile after phase 3.4; the t2 region (bf16, 2 x 8 KB: the q tile, th
 slot and the solve's scratch (fp32, 32 rows of stride 36) in the Tu slot, then Tw and Tu);
 gcum / beta / beta*exp(gcum) / rk (/ rq) vectors.
 
+Sequence order (pqk build, the fused plan): block 0 of the launch that starts at slot 0 first ranks
+the sequences longest first into the workspace's `order` (_rank_longest_first, N <= ORDER_MAX_SEQS),
+which the fused spine's grid follows (spine_rs._longest_first), then does its own chunk.
+
 Launch range: one launch covers chunk slots [slot_begin, slot_end) (plan.grid_recompute_wu_slots;
 the serial plan all of them).  In the overlap plan the slots >= ready_from run beside the fused
 spine, which waits for them: their CTA publishes ready[slot, hv] = 1 after its last store is
@@ -145,6 +149,9 @@ XS = HALF + 4                     # solve scratch row stride (fp32)
 A_OFF = C * DK                    # the A / Tm matrix (fp32) and later the V tile: the kv region's
                                   # second tile, in bf16 elements from its start
 L2_EPS = 1e-6
+ORDER_MAX_SEQS = plan.ORDER_MAX_SEQS  # sequences _rank_longest_first ranks (gdn_abi.h)
+ORDER_PER_THREAD = ORDER_MAX_SEQS // NTHREADS
+assert ORDER_PER_THREAD * NTHREADS == ORDER_MAX_SEQS
 
 
 def _up(x: int, a: int) -> int:
@@ -279,7 +286,7 @@ def recompute_wu_kernel(
     gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
     pqk: cute.Tensor, tu: cute.Tensor, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom,
     mU: cute.Tensor, tma_p: cute.CopyAtom, mP: cute.Tensor, tma_t: cute.CopyAtom, mT: cute.Tensor, ready: cute.Tensor,
-    scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32, slot_begin: Int32, ready_from: Int32,
+    order: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32, slot_begin: Int32, ready_from: Int32,
     aligned: cutlass.Constexpr, with_pqk: cutlass.Constexpr,
 ):
     pdl.enter()
@@ -324,6 +331,12 @@ def recompute_wu_kernel(
         # phase 2 is done with it; P is staged there next, Tw/Tu written in phase 3.4
         sQK = storage.t2.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)    # (64, 128, 1)
         sRq = storage.rq.get_tensor(cute.make_layout(C))                  # rq
+
+    if cutlass.const_expr(with_pqk):
+        if bx == 0:
+            if slot_begin == 0:
+                # the fused plan's first CTA: the sequences longest first, for the fused spine's grid
+                _rank_longest_first(cu_seqlens, order, storage.kv.data_ptr(), tidx)
 
     # ---- which chunk, which sequence -------------------------------------------
     active, n, t0, L = chunk_of_slot(slot, cu_seqlens, state_indices, use_state_indices)
@@ -708,6 +721,41 @@ def recompute_wu_kernel(
 
 
 @cute.jit
+def _rank_longest_first(cu_seqlens: cute.Tensor, order: cute.Tensor, kv_ptr, tidx: Int32):
+    """order[r] = the sequence of rank r when the N <= ORDER_MAX_SEQS sequences are ordered longest
+    first, equal lengths by index (the fused spine reads it: spine_rs._longest_first).  Block 0 of
+    the plan's first recompute_wu launch, before its own chunk: the lengths go to the kv region
+    (free until the K tile's cp.async), each thread counts, for its up to ORDER_MAX_SEQS / NTHREADS
+    sequences held in registers, the sequences ahead of them in one pass over the lengths (an
+    O(N^2) count, ~13 K instructions per thread at 1024 sequences, against ~125 us of stage 1
+    that such a batch has at least).  Beyond the cap nothing is written: the spine then places
+    only the longest first."""
+    N = cu_seqlens.shape[0] - 1
+    if N <= ORDER_MAX_SEQS:
+        lens = cute.make_tensor(cute.recast_ptr(kv_ptr, dtype=Int32), cute.make_layout(ORDER_MAX_SEQS))
+        for s in cutlass.range(tidx, N, NTHREADS, unroll=1):
+            lens[s] = cu_seqlens[s + 1] - cu_seqlens[s]
+        cute.arch.sync_threads()
+        mine = cute.make_rmem_tensor(ORDER_PER_THREAD, Int32)
+        ahead = cute.make_rmem_tensor(ORDER_PER_THREAD, Int32)
+        for e in cutlass.range_constexpr(ORDER_PER_THREAD):
+            mine[e] = Int32(-1)
+            if tidx + NTHREADS * e < N:
+                mine[e] = lens[tidx + NTHREADS * e]
+            ahead[e] = Int32(0)
+        for m in cutlass.range(N, unroll=2):
+            other = lens[m]
+            for e in cutlass.range_constexpr(ORDER_PER_THREAD):
+                s = tidx + NTHREADS * e
+                ahead[e] = ahead[e] + cutlass.select_(other > mine[e], Int32(1), Int32(0)) \
+                    + cutlass.select_(other == mine[e], cutlass.select_(m < s, Int32(1), Int32(0)), Int32(0))
+        for e in cutlass.range_constexpr(ORDER_PER_THREAD):
+            if tidx + NTHREADS * e < N:
+                order[ahead[e]] = tidx + NTHREADS * e
+        cute.arch.sync_threads()            # the kv region's next bytes: the K tile's cp.async
+
+
+@cute.jit
 def _store_t2(L: Int32, tidx: Int32, store_warp, atom, sT2, g_head, rows_out: cute.Tensor, t0: Int32, hv: Int32,
               stage: cutlass.Constexpr):
     """The staged 64 x 64 bf16 tile sT2[..., stage] (P or Tu) -> rows t0 .. t0 + 63 of head hv of
@@ -796,7 +844,8 @@ def _make_launch(with_pqk: bool):
         q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
         cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
         gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
-        pqk: cute.Tensor, tu: cute.Tensor, ready: cute.Tensor, scale: Float32, use_qk_l2norm: Int32,
+        pqk: cute.Tensor, tu: cute.Tensor, ready: cute.Tensor, order: cute.Tensor, scale: Float32,
+        use_qk_l2norm: Int32,
         use_state_indices: Int32,
         slot_begin: Int32, slot_end: Int32, ready_from: Int32,
         stream: cuda.CUstream,
@@ -827,7 +876,7 @@ def _make_launch(with_pqk: bool):
                                Int32(launch_smem_bytes(with_pqk, False)))
         recompute_wu_kernel(
             q, k, v, g, beta, cu_seqlens, state_indices,
-            gcum, rq, rk, w, u, pqk, tu, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT, ready,
+            gcum, rq, rk, w, u, pqk, tu, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT, ready, order,
             scale, use_qk_l2norm, use_state_indices, slot_begin, ready_from, aligned, with_pqk,
         ).launch(grid=plan.grid_recompute_wu_slots(slot_begin, slot_end, Hv), block=[NTHREADS, 1, 1], stream=stream,
              smem=smem, min_blocks_per_mp=CTAS_PER_SM, preferred_smem_carveout=100, use_pdl=pdl.USE_PDL)
@@ -871,6 +920,7 @@ def fake_args(dims: fake.Dims, beta_dtype=Float32, aligned: bool = False, with_p
         fake.ws_tvd(dims, C),             # pqk
         fake.ws_tvd(dims, C),             # tu
         fake.ws_ready(dims),              # ready
+        fake.ws_order(dims),              # order
         fake.f32(1.0),                    # scale
         fake.i32(1),                      # use_qk_l2norm
         fake.i32(0),                      # use_state_indices

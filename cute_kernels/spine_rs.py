@@ -80,8 +80,9 @@ Three builds (VARIANTS; the launcher picks per call, plan.spine_rs_build):
   16K + 15 x 1K, spine 374 solo against 538 dual): its grid has Hv blocks more, and the longest
   sequence's 2 Hv blocks run it one chain per CTA, solo-style, when the wave model on the lengths
   every CTA reads says so (_dual_block, _lead_solo), else half of them run it dual and half exit.
-Every build places the sequences longest first in its grid (_longest_first; beyond 32 sequences
-the longest first, the rest in index order): blocks start in index order, and varlen16's
+Every build places the sequences longest first in its grid (_longest_first: stage 1's ranking,
+the workspace's `order`; beyond ORDER_MAX_SEQS sequences the longest first, the rest in index
+order): blocks start in index order, and varlen16's
 8.5K-token sequence, 14th of 16, started its chain in the last wave (run 92: varlen16 859 ->
 698-710 us with the dual build).
 
@@ -124,7 +125,7 @@ NSLOT = 3                             # TMA ring slots (a slot is released one c
 DUAL_WG = plan.RS_SPINE_DUAL_WG
 assert DUAL_WG * VB == DV, "the dual build's warpgroups cover a head's V columns"
 BAR_WG = 1                            # the consumers' own named barrier (0 is the CTA barrier)
-LONGEST_FIRST_MAX_SEQS = 32           # _longest_first: one warp's lanes rank the sequences
+ORDER_MAX_SEQS = plan.ORDER_MAX_SEQS   # _longest_first: stage 1 ranked the sequences up to this many
 # The dual build's registers after setmaxnreg: each chain warpgroup close to what the solo build's
 # one holds at 192 threads (226-234; 224 without spills), the I/O warpgroup the rest.  The increase
 # can only take what the decrease gave back to the CTA's own pool, which the launch sized at 168
@@ -270,8 +271,8 @@ def spine_rs_kernel(
     tma_k: cute.CopyAtom, mK: cute.Tensor, tma_o: cute.CopyAtom, mO: cute.Tensor,
     tma_q: cute.CopyAtom, mQ: cute.Tensor, tma_pq: cute.CopyAtom, mPq: cute.Tensor,
     gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, cu_seqlens: cute.Tensor,
-    state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, ready: cute.Tensor, scale: Float32,
-    has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
+    state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, ready: cute.Tensor, order: cute.Tensor,
+    scale: Float32, has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
     cz: cutlass.Constexpr, nwg: cutlass.Constexpr,
 ):
     """cz: CTAs per cluster (compile time).  1: the solo build; 2: the pair build, the two CTAs of
@@ -291,9 +292,9 @@ def spine_rs_kernel(
         nvb = DV // VB
         col0 = (bx % nvb) * VB
         hv = (bx // nvb) % Hv
-        n = _longest_first(bx // (nvb * Hv), cu_seqlens)
+        n = _longest_first(bx // (nvb * Hv), cu_seqlens, order)
     else:
-        n, hv, col0, active, work = _dual_block(bx, Hv, cu_seqlens)
+        n, hv, col0, active, work = _dual_block(bx, Hv, cu_seqlens, order)
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     load_warp = _load_warp(nwg)
     store_warp = _store_warp(nwg)
@@ -405,35 +406,22 @@ def _batch(cu_seqlens: cute.Tensor):
 
 
 @cute.jit
-def _longest_first(r: Int32, cu_seqlens: cute.Tensor) -> Int32:
-    """The sequence of rank r when the N sequences are ordered longest first: all of them for N <= 32
-    (equal lengths by index), beyond that the longest first and the rest in index order.  Blocks
-    start roughly in index order, so a long sequence placed late in a batch would start its chain in
-    the last wave and end the call alone (plan.grid_spine_rs; run 92).  Each warp ranks on its own:
-    lane l holds sequence l's length and counts the sequences ahead of it; the one lane whose rank
-    is r names the sequence (no barrier, no shared memory)."""
+def _longest_first(r: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor) -> Int32:
+    """The sequence of rank r when the N sequences are ordered longest first (equal lengths by
+    index): order[r], which stage 1's first CTA wrote (recompute_wu._rank_longest_first) for N <=
+    ORDER_MAX_SEQS; beyond, the longest first and the rest in index order.  Blocks start roughly in
+    index order, so a long sequence placed late in a batch would start its chain in the last wave
+    and end the call alone (plan.grid_spine_rs; run 92).  Until run 109 each spine CTA ranked up to
+    32 sequences itself (one warp's lanes) and placed only the longest first beyond: a wave model of
+    the dual build on batches of 48-128 mixed lengths gave the full order -6 % spine on average,
+    -20 % at worst (session 16's notes)."""
     N = cu_seqlens.shape[0] - 1
     n = r
-    if N <= LONGEST_FIRST_MAX_SEQS:
-        lane = cute.arch.lane_idx()
-        length = Int32(-1)
-        if lane < N:
-            length = cu_seqlens[lane + 1] - cu_seqlens[lane]
-        ahead = Int32(0)
-        for m in cutlass.range(N, unroll=1):
-            other = cute.arch.shuffle_sync(length, m)
-            if other > length:
-                ahead = ahead + 1
-            elif other == length:
-                if m < lane:
-                    ahead = ahead + 1
-        mine = Int32(0)
-        if lane < N:
-            if ahead == r:
-                mine = lane
+    if N <= ORDER_MAX_SEQS:
         # uniform for ptxas too (else every branch on n is divergent to it, and it serialises each
         # wgmma behind them: C7520)
-        n = cute.arch.make_warp_uniform(cute.arch.warp_reduction_sum(mine))
+        # (clamped: a spine launched on a workspace stage 1 never wrote stays inside cu_seqlens)
+        n = cute.arch.make_warp_uniform(cutlass.min(cutlass.max(order[r], Int32(0)), N - 1))
     else:
         longest, _, _, _ = _batch(cu_seqlens)
         if r == 0:
@@ -444,7 +432,7 @@ def _longest_first(r: Int32, cu_seqlens: cute.Tensor) -> Int32:
 
 
 @cute.jit
-def _dual_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor):
+def _dual_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor):
     """The dual build's work for block bx: (n, hv, col0, active, work).  The grid has Hv blocks more
     than heads (plan.grid_spine_rs): blocks [0, 2 Hv) belong to the longest sequence, the rest to
     the others, Hv per sequence, longest first.  When the longest sequence's chain is the call's
@@ -457,7 +445,7 @@ def _dual_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor):
     work = Int32(1)
     n = Int32(0)
     if bx < 2 * Hv:
-        n = _longest_first(Int32(0), cu_seqlens)
+        n = _longest_first(Int32(0), cu_seqlens, order)
         if _lead_solo(cu_seqlens, Hv) != 0:
             hv = bx // 2
             col0 = (bx % 2) * VB
@@ -468,7 +456,7 @@ def _dual_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor):
             work = Int32(0)
     else:
         hv = (bx - 2 * Hv) % Hv
-        n = _longest_first(1 + (bx - 2 * Hv) // Hv, cu_seqlens)
+        n = _longest_first(1 + (bx - 2 * Hv) // Hv, cu_seqlens, order)
     return n, hv, col0, active, work
 
 
@@ -819,12 +807,12 @@ def _make_launch(pair: bool, dual: bool = False):
         gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor,
         cu_seqlens: cute.Tensor,
         state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, scale: Float32,
-        has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32,
+        has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32, order: cute.Tensor,
         stream: cuda.CUstream,
     ):
         """The launch (parameter names: gdn_problem_t fields; the inputs q, k, v read by TMA (the
         fused plan's 16-byte alignment), stage 1's tu and pqk, then the overlap plan's ready flags
-        and first published slot)."""
+        and first published slot, and stage 1's sequence order)."""
         lay = _smem_layouts(nwg)
         load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
         shared = cpasync.CopyBulkTensorTileG2SMulticastOp() if cz > 1 else load
@@ -843,7 +831,7 @@ def _make_launch(pair: bool, dual: bool = False):
         Hv = v.shape[1]
         kernel = spine_rs_kernel(
             tma_t, mT, tma_v, mV, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
-            gcum, rk, rq, cu_seqlens, state, state_indices, out, ready, scale,
+            gcum, rk, rq, cu_seqlens, state, state_indices, out, ready, order, scale,
             has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv, cz, nwg,
         )
         grid = plan.grid_spine_rs(T, N, Hv, dual)
@@ -888,10 +876,11 @@ VARIANTS: dict[str, dict] = {
 def fake_args(dims, layout, pair=False, dual=False):
     """Fake tensors/scalars for every parameter of the launch except stream, in order: spine_wgmma's
     list (every spine build's: q, k, out TMA-aligned, the row data, the state) with the input v for
-    w and stage 1's tu for u, without vnew and h, then ready and ready_from (the overlap plan)."""
+    w and stage 1's tu for u, without vnew and h, then ready and ready_from (the overlap plan) and
+    order (stage 1's ranking of the sequences, longest first)."""
     from cute_kernels import fake
     (q, k, _w, _u, pqk, gcum, rq, rk, cu_seqlens, state, state_indices, _vnew, _h, out, scale, has_state,
      use_state_indices) = sw.fake_args(dims, layout)
     v = fake.tv(dims, stride_div=8, align=16)        # a TMA source, as q and k
     return [q, k, v, fake.ws_tvd(dims, CHUNK), pqk, gcum, rq, rk, cu_seqlens, state, state_indices, out, scale,
-            has_state, use_state_indices, fake.ws_ready(dims), fake.i32(0)]
+            has_state, use_state_indices, fake.ws_ready(dims), fake.i32(0), fake.ws_order(dims)]

@@ -66,11 +66,11 @@ def test_scalar_spine_runs_three_kernels():
 
 
 def test_workspace_of_each_plan():
-    """Each plan carves only its own tensors: the fused plan gcum, rq, rk, ready, tu and pqk; the
-    unfused plan gcum, rq, rk, ready, w, u, vnew and h.  Within a plan they do not overlap and
+    """Each plan carves only its own tensors: the fused plan gcum, rq, rk, ready, tu, pqk and order;
+    the unfused plan gcum, rq, rk, ready, w, u, vnew and h.  Within a plan they do not overlap and
     fit in its workspace_bytes; workspace_bytes() without a plan serves either (the larger)."""
     T, N, Hv = 300, 3, 4
-    want = {True: {"gcum", "rq", "rk", "ready", "tu", "pqk"},
+    want = {True: {"gcum", "rq", "rk", "ready", "tu", "pqk", "order"},
             False: {"gcum", "rq", "rk", "ready", "w", "u", "vnew", "h"}}
     for fused in (True, False):
         lay = gdn_prefill.workspace_layout(T, N, Hv, fused=fused)
@@ -81,6 +81,7 @@ def test_workspace_of_each_plan():
         assert spans[-1][1] <= gdn_prefill.workspace_bytes(T, N, Hv, fused=fused)
     for name in ("tu", "pqk"):
         assert gdn_prefill.workspace_layout(T, N, Hv)[name][1:] == ((T, Hv, 64), "bfloat16")
+    assert gdn_prefill.workspace_layout(T, N, Hv)["order"][1:] == ((N,), "int32")   # one per sequence
     need = {f: gdn_prefill.workspace_bytes(T, N, Hv, fused=f) for f in (True, False)}
     assert need[True] < need[False] == gdn_prefill.workspace_bytes(T, N, Hv)
     # at 1 x 65536, Hv = 32: the fused plan needs about a fifth of the unfused plan's bytes

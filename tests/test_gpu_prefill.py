@@ -389,12 +389,40 @@ def test_each_plan_runs_in_its_own_workspace():
 _BUILD_FORMS = {
     "pool_pad_vk": FORMS["pool_pad_vk"][:4],
     "varlen_mix": FORMS["varlen_mix"][:4],
-    # 42 sequences (the longest found by a warp's scan, not ranked), even: the dual build runs the
-    # longest as every other sequence and its Hv spare blocks exit
+    # 42 sequences, even: the dual build runs the longest as every other sequence and its Hv spare
+    # blocks exit
     "even_42": ([200] * 38 + [0, 1, 255, 64], 2, 4, dict(l2norm_inputs=True, state="dense")),
+    # 130 mixed lengths (stage 1's ranked order, beyond the 32 a warp once ranked), equal ones included
+    "mixed_130": ([(37 * i) % 700 for i in range(130)], 2, 4, dict(l2norm_inputs=True, state="dense")),
+    # one past the ranked order's cap: the longest first, the rest in index order
+    "beyond_order_cap": ([3] * plan.ORDER_MAX_SEQS + [900], 2, 2, dict(l2norm_inputs=True, state="dense")),
     # 41 sequences, one long one last: the dual build runs it one chain per CTA (2 Hv blocks)
     "skewed_41": ([64] * 40 + [3000], 2, 4, dict(l2norm_inputs=True, state="dense")),
 }
+
+
+@pytest.mark.parametrize("T_list, overlap_split", [
+    ([(53 * i) % 257 for i in range(300)], 0),                     # serial plan, ties and empty sequences
+    ([(53 * i) % 257 for i in range(plan.ORDER_MAX_SEQS)], 0),     # exactly the cap
+    ([700, 64, 0, 1300, 64, 5, 2100, 130, 700, 1], 1),             # overlap plan (few sequences, Hv = 2)
+])
+def test_fused_plan_orders_sequences_longest_first(T_list, overlap_split):
+    """Stage 1's first CTA writes the workspace's `order`: the sequences longest first, equal lengths
+    by index (recompute_wu._rank_longest_first), which the fused spine's grid follows; in the
+    overlap plan too (its first part starts at slot 0).  Read back after a call."""
+    from gdn_prefill import _ext
+    Hk, Hv = 1, 2
+    inp = ref.make_inputs(T_list, Hk, Hv, seed=5, device="cuda", state="dense", l2norm_inputs=True)
+    T, N = inp["q"].shape[0], len(T_list)
+    ws = torch.zeros(gdn_prefill.workspace_bytes(T, N, Hv), dtype=torch.uint8, device="cuda")
+    out = torch.empty_like(inp["v"])
+    _ext._launch_stages(("recompute_wu", "spine"), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out,
+                        inp["state"].clone(), cu_seqlens=inp["cu_seqlens"], spine="wgmma", workspace=ws, fused=1,
+                        overlap_split=overlap_split)
+    torch.cuda.synchronize()
+    off, shape, _ = gdn_prefill.workspace_layout(T, N, Hv)["order"]
+    got = ws[off:off + 4 * N].view(torch.int32).tolist()
+    assert got == sorted(range(N), key=lambda n: (-T_list[n], n))
 
 
 @pytest.mark.skipif(not all(f"spine_rs_o_{b}kv" in gdn_prefill.compiled_variants() for b in ("", "pair_", "dual_")),

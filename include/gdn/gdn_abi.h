@@ -50,6 +50,11 @@
 /* sequences per call: the per-chunk kernels find a chunk slot's sequence by a warp search over
  * cu_seqlens, 32 candidates per round, 4 rounds (cute_kernels/slots.py) */
 #define GDN_MAX_SEQUENCES 1048576
+/* the fused plan's sequence order: stage 1's first CTA ranks up to this many sequences longest
+ * first (an O(N^2) count over the lengths in its shared memory) into the workspace's `order`, and
+ * the fused spine starts its chains in that order; beyond it, the longest first and the rest in
+ * index order (cute_kernels/spine_rs.py _longest_first) */
+#define GDN_ORDER_MAX_SEQS 1024
 /* overlap plan (fused spine, few sequences): recompute_wu's slots [0, split) run first, then the
  * spine on a library-owned high-priority stream beside recompute_wu's slots [split, CB) on the
  * caller's stream, which publish each (slot, head) in `ready`.  split = CB * PCT / 100: early
@@ -125,7 +130,7 @@ typedef struct {
  *                 last two strides swapped, so kernels always index S[k, v])
  * Workspace (carved per plan by the launcher, CB = ceil(T/CHUNK) + N chunk slots; chunk i
  * of sequence n is slot cu_seqlens[n] / CHUNK + n + i, computed on the device: no index table).
- * The fused-output plan's: gcum, rq, rk, ready, tu, pqk; the unfused plan's: gcum, rq, rk,
+ * The fused-output plan's: gcum, rq, rk, ready, tu, pqk, order; the unfused plan's: gcum, rq, rk,
  * ready, w, u, vnew, h; the other plan's tensors keep their shapes with data NULL (never
  * touched).  gdn_workspace_bytes serves either plan:
  *   gcum, rq, rk  [T, Hv] fp32 in-chunk cumulative gate; 1/||q||, 1/||k|| (or 1); stored
@@ -139,6 +144,9 @@ typedef struct {
  *                 Vnew = Tu (V - diag(exp(gcum) rk) K S) itself)
  *   ready         [CB, Hv] int32   overlap plan: 1 once recompute_wu has stored slot c's Tu, P,
  *                 gcum, rq, rk of head hv (zeroed by the launcher before each overlapped call)
+ *   order         [N] int32        fused plan: the sequences longest first (equal lengths by
+ *                 index), written by recompute_wu's first launch (slot_begin == 0), block 0, when
+ *                 N <= GDN_ORDER_MAX_SEQS; read by the fused spine's grid
  *
  * Launch ranges (set by the launcher per launch, not by the caller):
  *   slot_begin, slot_end  recompute_wu runs chunk slots [slot_begin, slot_end)
@@ -149,7 +157,7 @@ typedef struct {
 typedef struct {
     gdn_tensor_t q, k, v, g, beta, out;
     gdn_tensor_t state, cu_seqlens, state_indices;
-    gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk, tu, ready;
+    gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk, tu, ready, order;
     float scale;
     int32_t use_qk_l2norm;           /* 1: q, k are l2-normalised in the kernels    */
     int32_t has_state;               /* 0: S_0 = 0 and no final state is written    */

@@ -530,8 +530,8 @@ cdef inline int64_t _chunk_slots(int64_t T, int64_t N) noexcept nogil:
 
 cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t Hv, bint fused) noexcept nogil:
     """Lay one plan's workspace tensors out from `base` (NULL: only count); returns the bytes used.
-    The fused plan's: gcum, rq, rk, ready, tu, pqk; the unfused plan's: gcum, rq, rk, ready, w, u,
-    vnew, h.  The other plan's tensors get their shapes and no memory (data NULL): its kernels
+    The fused plan's: gcum, rq, rk, ready, tu, pqk, order; the unfused plan's: gcum, rq, rk, ready, w,
+    u, vnew, h.  The other plan's tensors get their shapes and no memory (data NULL): its kernels
     take them as parameters and never touch them (at 1 x 65536, Hv = 32: 536 MiB against 2,585 MiB)."""
     cdef int64_t CB = _chunk_slots(T, N)
     cdef int64_t K = GDN_HEAD_DIM_K, V = GDN_HEAD_DIM_V
@@ -546,6 +546,7 @@ cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t 
     cdef int64_t shared = off
     off = _piece(&p.tu, fb, off, GDN_DTYPE_BF16, 3, T, Hv, GDN_CHUNK, 1)
     off = _piece(&p.pqk, fb, off, GDN_DTYPE_BF16, 3, T, Hv, GDN_CHUNK, 1)
+    off = _piece(&p.order, fb, off, GDN_DTYPE_I32, 1, N, 1, 1, 1)
     cdef int64_t fused_end = off
     off = _piece(&p.w, ub, shared, GDN_DTYPE_BF16, 3, T, Hv, K, 1)
     off = _piece(&p.u, ub, off, GDN_DTYPE_BF16, 3, T, Hv, V, 1)
@@ -1393,17 +1394,17 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
 
 def workspace_layout(int64_t T, int64_t N, int64_t Hv, bint fused=True):
     """{name: (byte offset, shape, dtype name)} of one plan's workspace tensors (gdn_abi.h; fused:
-    the fused-output plan's gcum, rq, rk, ready, tu, pqk, else the unfused plan's gcum, rq, rk,
-    ready, w, u, vnew, h); shape is the storage's row-major shape: (Hv, T) for gcum, rq and rk,
+    the fused-output plan's gcum, rq, rk, ready, tu, pqk, order, else the unfused plan's gcum, rq,
+    rk, ready, w, u, vnew, h); shape is the storage's row-major shape: (Hv, T) for gcum, rq and rk,
     which are stored head-major (the kernels index them [t, hv]), the logical shape for the others."""
     cdef gdn_problem_t p
     cdef char *base = <char *>GDN_WORKSPACE_ALIGN_BYTES  # any aligned non-NULL base: offsets only
     _carve(&p, base, T, N, Hv, fused)
-    names = ("gcum", "rq", "rk", "ready", "w", "u", "vnew", "h", "pqk", "tu")
-    cdef gdn_tensor_t *ts[10]
-    ts[:] = [&p.gcum, &p.rq, &p.rk, &p.ready, &p.w, &p.u, &p.vnew, &p.h, &p.pqk, &p.tu]
+    names = ("gcum", "rq", "rk", "ready", "w", "u", "vnew", "h", "pqk", "tu", "order")
+    cdef gdn_tensor_t *ts[11]
+    ts[:] = [&p.gcum, &p.rq, &p.rk, &p.ready, &p.w, &p.u, &p.vnew, &p.h, &p.pqk, &p.tu, &p.order]
     out = {}
-    for i in range(10):
+    for i in range(11):
         if ts[i].data == NULL:
             continue                                      # the other plan's
         strides = [ts[i].stride[j] for j in range(ts[i].rank)]

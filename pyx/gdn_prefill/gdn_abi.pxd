@@ -44,6 +44,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_WORKSPACE_ALIGN_BYTES
         GDN_MAX_RANK
         GDN_MAX_SEQUENCES
+        GDN_ORDER_MAX_SEQS
         GDN_OVERLAP_SPLIT_PCT
         GDN_OVERLAP_MIN_SLOTS
         GDN_NO_OVERLAP
@@ -76,7 +77,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
     ctypedef struct gdn_problem_t:
         gdn_tensor_t q, k, v, g, beta, out
         gdn_tensor_t state, cu_seqlens, state_indices
-        gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk, tu, ready
+        gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk, tu, ready, order
         float scale
         int32_t use_qk_l2norm
         int32_t has_state
