@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 
 def _profile(shape: str, reps: int, pct: int | None) -> dict:
@@ -23,7 +22,7 @@ def _profile(shape: str, reps: int, pct: int | None) -> dict:
 
     import gdn_prefill
     from gdn_prefill import _ext, plan, reference as ref
-    from gdn_prefill.bench import WARM_S
+    from gdn_prefill.bench import WARM_S, _keep_busy
 
     b, t = (int(x) for x in shape.split("x"))
     sets = [ref.make_inputs([t] * b, 16, 32, seed=s, device="cuda", state="dense", l2norm_inputs=True)
@@ -52,14 +51,7 @@ def _profile(shape: str, reps: int, pct: int | None) -> dict:
         with torch.cuda.graph(gr, pool=pool):
             call(i)
         graphs.append(gr)
-    t_end = time.perf_counter() + WARM_S
-    n = 0
-    while time.perf_counter() < t_end:
-        graphs[n % 3].replay()
-        n += 1
-        if n % 8 == 0:
-            torch.cuda.synchronize()
-    torch.cuda.synchronize()
+    _keep_busy(lambda i: graphs[i].replay(), len(graphs), WARM_S)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for r in range(reps):
             graphs[r % 3].replay()

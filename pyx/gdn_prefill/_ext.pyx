@@ -1404,7 +1404,7 @@ def workspace_layout(int64_t T, int64_t N, int64_t Hv, bint fused=True):
     cdef gdn_tensor_t *ts[11]
     ts[:] = [&p.gcum, &p.rq, &p.rk, &p.ready, &p.w, &p.u, &p.vnew, &p.h, &p.pqk, &p.tu, &p.order]
     out = {}
-    for i in range(11):
+    for i in range(len(names)):
         if ts[i].data == NULL:
             continue                                      # the other plan's
         strides = [ts[i].stride[j] for j in range(ts[i].rank)]
