@@ -11,10 +11,16 @@ Measured (run 104, 8x4K): the two phases 1,821 -> 647 wavefronts per CTA (stage 
 data path were the bound): stage 1 is bound by the latency of its serial phases at 32 warps per
 SM, not by that path.  Numerics against the fp64 oracle unchanged to four digits.
 
-TF32 keeps 10 of fp32's 23 mantissa bits, so each operand is split x = hi + lo, both rounded to
-TF32 (cvt.rna), and a product is hi*hi + hi*lo + lo*hi (lo*lo, ~2^-22 of the product, dropped):
-the error per term is ~2^-21 relative, against the 2^-9 of the bf16 rounding of Tm that follows
-(FLA's solve_tril offers the same "tf32x3").  Fragment layouts are PTX's for m16n8k8 .tf32
+TF32 keeps 10 of fp32's 23 mantissa bits, so each operand is split x = hi + lo and a product is
+hi*hi + hi*lo + lo*hi (lo*lo, ~2^-20 of the product, dropped).  hi = x with its low 13 bits
+cleared (one LOP3) and lo = x - hi (one FADD, exact: hi and x share sign and exponent); lo goes to
+the tensor core as plain fp32 bits, which it truncates to TF32 (CUTLASS's FastF32 relies on the
+same truncation), an error of <= 2^-10 |lo| <= 2^-20 |x|.  So each term is within ~3 * 2^-20
+relative, against the 2^-9 of the bf16 rounding of Tm that follows (FLA's solve_tril offers the
+same "tf32x3").  cvt.rna.tf32.f32 instead (round to nearest for both parts) has no SASS
+instruction on sm_90: ptxas emits ~4 instructions per conversion, ~9 per split against 2 here,
+and the splits were ~60 % of the merges' instructions (6 operands per k-step and warp).
+Fragment layouts are PTX's for m16n8k8 .tf32
 (g = lane / 4, t = lane % 4):
     A (16 x 8, row):  a0 = A[g, t], a1 = A[g + 8, t], a2 = A[g, t + 4], a3 = A[g + 8, t + 4]
     B (8 x 8, col):   b0 = B[t, g], b1 = B[t + 4, g]
@@ -31,12 +37,13 @@ from cutlass.cutlass_dsl import T, dsl_user_op
 
 @dsl_user_op
 def split_tf32(x: Float32, *, loc=None, ip=None):
-    """x -> (hi, lo) as TF32 bit patterns (Int32): hi = rna(x), lo = rna(x - hi); x - hi is exact."""
+    """x -> (hi, lo) as bit patterns (Int32): hi = x with the low 13 mantissa bits cleared (a TF32
+    value), lo = x - hi (exact; the tensor core truncates it to TF32)."""
     res = llvm.inline_asm(
         llvm.StructType.get_literal([T.i32(), T.i32()]),
         [Float32(x).ir_value(loc=loc, ip=ip)],
-        "{\n\t.reg .b32 h;\n\t.reg .f32 l;\n\tcvt.rna.tf32.f32 h, $2;\n\tsub.f32 l, $2, h;\n\t"
-        "cvt.rna.tf32.f32 $1, l;\n\tmov.b32 $0, h;\n}",
+        "{\n\t.reg .b32 h;\n\t.reg .f32 l;\n\tand.b32 h, $2, 0xffffe000;\n\tsub.f32 l, $2, h;\n\t"
+        "mov.b32 $1, l;\n\tmov.b32 $0, h;\n}",
         "=r,=r,f", has_side_effects=False, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
     return (Int32(llvm.extractvalue(T.i32(), res, [0], loc=loc, ip=ip)),
             Int32(llvm.extractvalue(T.i32(), res, [1], loc=loc, ip=ip)))

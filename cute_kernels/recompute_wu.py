@@ -90,7 +90,7 @@ Launch range: one launch covers chunk slots [slot_begin, slot_end) (plan.grid_re
 the serial plan all of them).  In the overlap plan the slots >= ready_from run beside the fused
 spine, which waits for them: their CTA publishes ready[slot, hv] = 1 after its last store is
 complete (_publish: bulk wait, proxy fence, CTA barrier, release store).  That launch (the
-plan's second part) asks for more dynamic shared memory than the kernel uses, so that three of
+plan's second part) asks for more dynamic shared memory than the kernel uses, so that two of
 its CTAs, not four, share an SM beside the spine (launch_smem_bytes).
 
 Assumptions the entry point's guards must enforce (nothing here checks them):
@@ -133,11 +133,13 @@ NWARPS = NTHREADS // 32           # 8
 # a third of the stall samples were in the load prologue and a third at CTA barriers (run 68).
 CTAS_PER_SM = 4
 # ... except beside the fused spine: the overlap plan's second part (the launch that publishes ready
-# flags) runs at three, held there by the dynamic shared memory it asks for (launch_smem_bytes).
-# At four its CTAs take more of the L2 / HBM bandwidth the spine (the call's critical path) needs:
-# run 75, best split 1x8K 246 / 1x64K 1958 us against 236 / 1749 for the three-CTA build; run 76,
-# the second part at three: 232 / 1744 (a four-CTA first part, then three beside the spine).
-OVERLAP_CTAS_PER_SM = 3
+# flags) runs at two, held there by the dynamic shared memory it asks for (launch_smem_bytes).  It
+# runs on the SMs the spine leaves, and its loads and stores slow the spine's chain (the call's
+# critical path) the more, the faster it goes: at four, run 75, best split 1x8K 246 / 1x64K 1958 us
+# against 236 / 1749 at three; with the cheaper TF32 split (run 110) three made 1x8K 214 -> 221 and
+# 1x64K 1611 -> 1712, the chain beside it 1.60 -> 1.69 us per chunk (run 111); two, with a longer
+# split (GDN_OVERLAP_SPLIT_PCT 25), 205.9 / 1548.3 (run 113).
+OVERLAP_CTAS_PER_SM = 2
 SM_SMEM_BYTES = 228 * 1024        # shared memory per H100 / H200 SM
 CTA_SMEM_RESERVED = 1024          # per CTA: the driver's reserved 1 KB (the cubin's .nv.reservedSmem,
                                   # which sass.resources reports as its static shared memory)
@@ -190,7 +192,7 @@ def ctas_per_sm(smem_bytes: int) -> int:
 def launch_smem_bytes(with_pqk: bool, overlap_part2: bool) -> int:
     """Dynamic shared memory a launch asks for: the kernel's own (_smem_bytes) at four CTAs per SM;
     for the overlap plan's second part, a size half-way between the one that first excludes a
-    fourth CTA and the largest that still fits three (67,584 B: a 9 KB margin either way; the
+    CTA beyond OVERLAP_CTAS_PER_SM and the largest that still fits that many (96,256 B for two; the
     bytes past _smem_bytes are never touched)."""
     if not overlap_part2:
         return _smem_bytes(with_pqk)
@@ -287,14 +289,16 @@ def recompute_wu_kernel(
     pqk: cute.Tensor, tu: cute.Tensor, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom,
     mU: cute.Tensor, tma_p: cute.CopyAtom, mP: cute.Tensor, tma_t: cute.CopyAtom, mT: cute.Tensor, ready: cute.Tensor,
     order: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32, slot_begin: Int32, ready_from: Int32,
+    div_hv: cute.FastDivmodDivisorV2, div_group: cute.FastDivmodDivisorV2,
     aligned: cutlass.Constexpr, with_pqk: cutlass.Constexpr,
 ):
     pdl.enter()
     tidx, _, _ = cute.arch.thread_idx()
     bx, _, _ = cute.arch.block_idx()
-    Hv = v.shape[1]
-    cr = bx // Hv                     # plan.grid_recompute_wu_slots: the value head runs fastest
-    hv = bx - cr * Hv
+    # plan.grid_recompute_wu_slots: the value head runs fastest.  Both divisions by runtime head
+    # counts use divisors the launch precomputes (a multiply and a shift each, where ptxas emulated
+    # three divisions at ~17 instructions per thread; run 112 measured no effect of this alone)
+    cr, hv = divmod(bx, div_hv)
     slot = slot_begin + cr            # the chunk slot (`c` is reused below as a column index)
     lane = tidx % 32
     warp = tidx // 32
@@ -342,7 +346,7 @@ def recompute_wu_kernel(
     active, n, t0, L = chunk_of_slot(slot, cu_seqlens, state_indices, use_state_indices)
 
     if active != 0:
-        hk = hv // (v.shape[1] // k.shape[1])
+        hk = hv // div_group
 
         if cutlass.const_expr(aligned):
             # ---- phase 1b' (aligned q/k/v): 16-byte cp.async of rows r < L into smem --------
@@ -877,7 +881,9 @@ def _make_launch(with_pqk: bool):
         recompute_wu_kernel(
             q, k, v, g, beta, cu_seqlens, state_indices,
             gcum, rq, rk, w, u, pqk, tu, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT, ready, order,
-            scale, use_qk_l2norm, use_state_indices, slot_begin, ready_from, aligned, with_pqk,
+            scale, use_qk_l2norm, use_state_indices, slot_begin, ready_from,
+            cute.fast_divmod_create_divisor_v2(Hv), cute.fast_divmod_create_divisor_v2(Hv // k.shape[1]),
+            aligned, with_pqk,
         ).launch(grid=plan.grid_recompute_wu_slots(slot_begin, slot_end, Hv), block=[NTHREADS, 1, 1], stream=stream,
              smem=smem, min_blocks_per_mp=CTAS_PER_SM, preferred_smem_carveout=100, use_pdl=pdl.USE_PDL)
 

@@ -74,9 +74,15 @@
  * 212.9,209.8/218.0,217.1; 1x16K 400.4,402.0/421.3,412.7/415.4,416.9/424.9,423.0; 1x32K
  * 794.3,793.7/814.5,814.4/822.7,836.1/832.8,826.0; 1x64K 1577.2,1579.6/1634.8,1642.9/1657.9,1648.3/
  * 1661.2,1680.2: 5 % is the lowest on every length in both passes (-1.5 to -5.5 % against 20 %).
+ * Run 113, after stage 1's cheaper TF32 split (runs 110-111: its second part then ends 42 us before
+ * the spine at 1x8K, and the spine's chain beside it slows from 1.60 to 1.69 us per chunk: a
+ * faster second part costs the critical path more than it gains), with that second part at two
+ * CTAs per SM (recompute_wu.OVERLAP_CTAS_PER_SM), us at 5/15/25/35 %: 1x8K 222.3/212.6/205.9/
+ * 210.9, 1x16K 430.5/402.9/400.1/409.0, 1x64K 1666.5/1559.7/1548.3/1602.0 (three CTAs per SM,
+ * 5 %: 221.4, 426.8, 1606-1726): a longer head start on all SMs, then a gentler second part.
  * Deadlock-free because the producer never waits on the spine and the spine's CTAs leave at
  * least half of the device's SMs (queried) to it. */
-#define GDN_OVERLAP_SPLIT_PCT 5
+#define GDN_OVERLAP_SPLIT_PCT 25
 /* fewer chunk slots: the serial plan.  At 16/32, split 35 %, serial -> overlap (run 79, stage 1
  * at four CTAs per SM): 1x1K (17 slots) 46.5 -> 50.6 us, 1x1536 (25) 65.5 -> 63.9, 1x2K (33)
  * 82.3 -> 72.3, 1x3K (49) 116.0 -> 100.4 (run 42, three CTAs per SM: 16 slots, 1x1K 50.7 -> 48.3). */
