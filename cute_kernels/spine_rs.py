@@ -406,7 +406,7 @@ def _batch(cu_seqlens: cute.Tensor):
 
 
 @cute.jit
-def _longest_first(r: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor) -> Int32:
+def _longest_first(r: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor, batch=None) -> Int32:
     """The sequence of rank r when the N sequences are ordered longest first (equal lengths by
     index): order[r], which stage 1's first CTA wrote (recompute_wu._rank_longest_first) for N <=
     ORDER_MAX_SEQS; beyond, the longest first and the rest in index order.  Blocks start roughly in
@@ -414,7 +414,8 @@ def _longest_first(r: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor) -> Int
     and end the call alone (plan.grid_spine_rs; run 92).  Until run 109 each spine CTA ranked up to
     32 sequences itself (one warp's lanes) and placed only the longest first beyond: a wave model of
     the dual build on batches of 48-128 mixed lengths gave the full order -6 % spine on average,
-    -20 % at worst (session 16's notes)."""
+    -20 % at worst (session 16's notes).  batch: _batch(cu_seqlens) when the caller has it already
+    (one scan of cu_seqlens, not two, beyond the cap)."""
     N = cu_seqlens.shape[0] - 1
     n = r
     if N <= ORDER_MAX_SEQS:
@@ -423,7 +424,11 @@ def _longest_first(r: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor) -> Int
         # (clamped: a spine launched on a workspace stage 1 never wrote stays inside cu_seqlens)
         n = cute.arch.make_warp_uniform(cutlass.min(cutlass.max(order[r], Int32(0)), N - 1))
     else:
-        longest, _, _, _ = _batch(cu_seqlens)
+        longest = Int32(0)
+        if cutlass.const_expr(batch is None):
+            longest, _, _, _ = _batch(cu_seqlens)
+        else:
+            longest = batch[0]
         if r == 0:
             n = longest
         elif r <= longest:
@@ -445,8 +450,9 @@ def _dual_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor, order: cute.Tenso
     work = Int32(1)
     n = Int32(0)
     if bx < 2 * Hv:
-        n = _longest_first(Int32(0), cu_seqlens, order)
-        if _lead_solo(cu_seqlens, Hv) != 0:
+        batch = _batch(cu_seqlens)
+        n = _longest_first(Int32(0), cu_seqlens, order, batch)
+        if _lead_solo(batch, Hv) != 0:
             hv = bx // 2
             col0 = (bx % 2) * VB
             active = Int32(1)
@@ -461,14 +467,15 @@ def _dual_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor, order: cute.Tenso
 
 
 @cute.jit
-def _lead_solo(cu_seqlens: cute.Tensor, Hv: Int32) -> Int32:
+def _lead_solo(batch, Hv: Int32) -> Int32:
     """1 if the dual build runs the longest sequence solo-style: the wave model of gdn_abi.h on the
     lengths every CTA reads alike (the host cannot see them).  A CTA costs its chunks x the wave
     time + CTA_NS.  All dual: max(the longest's CTA, all CTAs' cost x Hv / sms).  The longest
     solo-style on 2 Hv SMs, the rest dual on the others: max(its CTA at the solo wave time, the
     rest's cost x Hv / (sms - 2 Hv)).  sms is the H100 / H200 count (GDN_SM_COUNT), not queried.
-    Without CTA_NS the model split 8K + 31 x 512 (8-chunk CTAs) and lost 4 % (run 97)."""
-    _, lead, total, busy = _batch(cu_seqlens)
+    Without CTA_NS the model split 8K + 31 x 512 (8-chunk CTAs) and lost 4 % (run 97).
+    batch: _batch(cu_seqlens)."""
+    _, lead, total, busy = batch
     sms = Float32(plan.SM_COUNT)
     dual_ns = Float32(plan.RS_DUAL_WAVE_NS)
     solo_ns = Float32(plan.RS_SOLO_WAVE_NS)
