@@ -185,8 +185,9 @@ SKEW_CASES = {"8x4K": [4096] * 8, "varlen16": None, "8K+31x512": [8192] + [512] 
               "mixed96": [int(128 * 90.5 ** (((61 * i) % 96) / 95)) for i in range(96)]}
 
 
-def rs_skew(json_path=None, md_path=None) -> None:
-    """The fused spine's solo and dual builds (and the rule's pick) on SKEW_CASES, µs per call."""
+def rs_skew(json_path=None, md_path=None, cases=None) -> None:
+    """The fused spine's solo and dual builds (and the rule's pick) on SKEW_CASES (or the named
+    ones), µs per call."""
     import torch
 
     from gdn_prefill import plan
@@ -196,6 +197,8 @@ def rs_skew(json_path=None, md_path=None) -> None:
     lines = ["| batch | N | tokens | rule's build | dual's longest | solo µs | dual µs | dual / solo |",
              "|---|---|---|---|---|---|---|---|"]
     for name, lens in SKEW_CASES.items():
+        if cases and name not in cases:
+            continue
         lens = lens or varlen_lengths()
         solo, dual = (time_spine(len(lens), max(lens), 32, 16, "wgmma-o", 15, rs_build=b, lengths=lens)
                       for b in (0, 2))
@@ -221,8 +224,12 @@ def main(argv=None) -> int:
                          "place the launcher's switch (gdn_abi.h GDN_RS_SOLO_WAVE_NS, GDN_RS_DUAL_WAVE_NS)")
     ap.add_argument("--rs-skew", action="store_true",
                     help="time the fused spine's solo and dual builds on batches with one long sequence")
+    ap.add_argument("--cases", help=f"with --rs-skew: comma list of batches to time (of {', '.join(SKEW_CASES)})")
     ap.add_argument("--spines", help="comma-separated subset of scalar,wgmma,wgmma-o (default: every compiled one)")
     a = ap.parse_args(argv)
+    cases = a.cases.split(",") if a.cases else None
+    if cases and not set(cases) <= set(SKEW_CASES):
+        ap.error(f"--cases: unknown batch(es) {sorted(set(cases) - set(SKEW_CASES))}; choose from {', '.join(SKEW_CASES)}")
     wanted = a.spines.split(",") if a.spines else []
     unknown = [s for s in wanted if s not in ("scalar", "wgmma", "wgmma-o")]
     if unknown:
@@ -250,7 +257,7 @@ def main(argv=None) -> int:
                   tuple((label, dict(rs_build=i)) for i, label in enumerate(plan.RS_BUILDS)), a.json, a.md)
         return 0
     if a.rs_skew:
-        rs_skew(a.json, a.md)
+        rs_skew(a.json, a.md, cases)
         return 0
     if a.crossover:
         crossover("wgmma", "N*Hv*4 (WG=1 CTAs)", 4, (("WG=1", dict(warpgroups=1)), ("WG=2", dict(warpgroups=2))),
