@@ -214,6 +214,20 @@ def test_aligned_builds_move_rows_in_16_byte_vectors(variant):
 
 
 @needs_nvdisasm
+@pytest.mark.parametrize("variant", [v for v in STAGE_13 if v.startswith("recompute_wu")])
+def test_stage1_inverse_merges_split_tf32_by_mask(variant):
+    """The inverse's merges run as mma.sync TF32 in three passes (HMMA.1688 in threes) and split
+    each fp32 operand by a mask and a subtract (mma_tf32.split_tf32).  cvt.rna.tf32.f32 has no sm_90
+    instruction: ptxas emulates each with an inf check (FSETP ... +INF), an add, a select and a mask,
+    ~9 instructions per split against 2 (the build before run 110 had 60 such checks)."""
+    text = sass.disassemble(_manifest.cubins(variant)[0])
+    hmma = re.findall(r"HMMA\.1688\.F32\.TF32 ", text)
+    assert hmma and len(hmma) % 3 == 0, len(hmma)
+    assert len(re.findall(r"\+INF", text)) == 0
+    assert len(re.findall(r"0xffffe000", text)) > 0
+
+
+@needs_nvdisasm
 @pytest.mark.parametrize("beta", ["betaf32", "betabf16"])
 def test_fused_stage1_ends_at_tu(beta):
     """The fused plan's stage 1 (_pqk) computes K K^T and Q K^T (8 k-steps of 64x32 per warpgroup
