@@ -9,7 +9,10 @@ clock), then `--reps` replays under the profiler.  Per replay, from the kernel r
 the replay's first kernel start: part 1's end, the spine's start and end, part 2's start and
 end, and the span.  Prints percentiles and the fast and slow halves' means, so one can read
 which launch ends a replay: spine end - part 2 end near the chain's last chunk (~1 µs) means
-stage 1's second part bounds the call; much more means the spine's chain does.
+stage 1's second part bounds the call; much more means the spine's chain does.  In that case it
+also prints the chain's rate while part 2 ran beside it (chain_rate_beside: the chunks left at part
+2's end ran alone at --alone-us each, run 106's 1.34 µs; run 111 read 1.60 and 1.69 µs per chunk
+beside two builds of stage 1 this way).
 """
 from __future__ import annotations
 
@@ -80,7 +83,19 @@ def _profile(shape: str, reps: int, pct: int | None) -> dict:
                 names=sorted({k[2][:60] for k in kern}))
 
 
-def _summary(res: dict) -> None:
+def chain_rate_beside(row: dict, chunks: int, alone_us: float) -> float | None:
+    """µs per chunk of the spine's chain while stage 1's second part ran beside it, for one replay
+    (a row of _profile): the tail after part 2's end ran alone at alone_us per chunk, so
+    tail / alone_us chunks were left; the others took p2_end - spine_start.  None where the spine
+    ended within one chunk of part 2 (it waited for stage 1, whose rate it then shows)."""
+    tail = row["spine_end"] - row["p2_end"]
+    if tail <= alone_us:
+        return None
+    before = chunks - tail / alone_us
+    return (row["p2_end"] - row["spine_start"]) / before if before > 0 else None
+
+
+def _summary(res: dict, alone_us: float) -> None:
     rows = res["rows"]
     print(f"== {res['shape']}  chunk slots {res['chunk_slots']}, split {res['split'] or 'launcher'}, "
           f"{res['kernels']} kernel records, {res['replays']} replays; kernels: {res['names']}")
@@ -96,6 +111,14 @@ def _summary(res: dict) -> None:
         vals = [statistics.fmean(r[k] for r in sel) for k in keys]
         print("  " + f"{lab:<22}" + "".join(f"{v:12.1f}" for v in vals))
     print("  spans sorted: " + " ".join(f"{r['span']:.0f}" for r in rows))
+    chunks = -(-int(res["shape"].split("x")[1]) // 64)
+    rates = [x for x in (chain_rate_beside(r, chunks, alone_us) for r in rows) if x is not None]
+    if len(rates) * 2 > len(rows):
+        print(f"  chain beside part 2 (chunks after it at {alone_us} us each): median {statistics.median(rates):.2f} "
+              f"us per chunk over {len(rates)} replays")
+    else:
+        print(f"  the spine ended within a chunk of part 2 in {len(rows) - len(rates)} of {len(rows)} replays: "
+              "stage 1 bounds the chain")
 
 
 def main() -> None:
@@ -104,13 +127,15 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=60)
     ap.add_argument("--pct", type=int, default=None, help="split stage 1 here (percent of chunk slots) "
                                                            "instead of the launcher's split")
+    ap.add_argument("--alone-us", type=float, default=1.34,
+                    help="the spine's µs per chunk alone (run 106), for the rate beside part 2")
     a = ap.parse_args()
     import torch
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         print("overlap_parts: no Hopper GPU visible; nothing to profile.")
         return
     for s in a.shapes:
-        _summary(_profile(s, a.reps, a.pct))
+        _summary(_profile(s, a.reps, a.pct), a.alone_us)
 
 
 if __name__ == "__main__":
