@@ -25,14 +25,14 @@ B, T, hk, hv = 1, 65536, 16, 32
 x = ref.make_inputs([T] * B, hk, hv, seed=0, device="cuda", state="dense", l2norm_inputs=True)
 ws = torch.empty(gdn_prefill.workspace_bytes(B * T, B, hv), dtype=torch.uint8, device="cuda")
 out = torch.empty(B * T, hv, 128, dtype=torch.bfloat16, device="cuda")
-cb = plan.chunk_slots(B * T, B)
+sms = torch.cuda.get_device_properties(0).multi_processor_count   # as the launcher queries it
 def call(stages, split=0):
     _ext._launch_stages(stages, x["q"], x["k"], x["v"], x["g"], x["beta"], out, x["state"],
                         cu_seqlens=x["cu_seqlens"], spine="wgmma", workspace=ws, fused=1, overlap_split=split)
 phases = [("recompute_wu alone", lambda: call(("recompute_wu",))),
           ("spine alone", lambda: call(("spine",))),
           ("serial", lambda: call(("recompute_wu", "spine"))),
-          ("overlap", lambda: call(("recompute_wu", "spine"), plan.overlap_split(B * T, B, hv, 132)))]
+          ("overlap", lambda: call(("recompute_wu", "spine"), plan.overlap_split(B * T, B, hv, sms)))]
 for _, f in phases:
     f()
 torch.cuda.synchronize()

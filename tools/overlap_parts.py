@@ -111,7 +111,8 @@ def _summary(res: dict, alone_us: float) -> None:
         vals = [statistics.fmean(r[k] for r in sel) for k in keys]
         print("  " + f"{lab:<22}" + "".join(f"{v:12.1f}" for v in vals))
     print("  spans sorted: " + " ".join(f"{r['span']:.0f}" for r in rows))
-    chunks = -(-int(res["shape"].split("x")[1]) // 64)
+    from gdn_prefill import plan
+    chunks = -(-int(res["shape"].split("x")[1]) // plan.CHUNK)
     rates = [x for x in (chain_rate_beside(r, chunks, alone_us) for r in rows) if x is not None]
     if len(rates) * 2 > len(rows):
         print(f"  chain beside part 2 (chunks after it at {alone_us} us each): median {statistics.median(rates):.2f} "
