@@ -228,6 +228,21 @@ def test_stage1_inverse_merges_split_tf32_by_mask(variant):
 
 
 @needs_nvdisasm
+@pytest.mark.parametrize("suffix", ["a16", "a16_pqk"])
+def test_stage1_row_norms_reduce_scatter(suffix):
+    """The aligned builds' row norms (in-kernel l2norm) finish a thread's eight partial sums of
+    squares (4 k rows, 4 q rows) by one reduce-scatter over the row's 16 threads: 8 butterfly
+    shuffles and one rsqrt per thread, where a butterfly per sum took 32 and eight (the build
+    before run 117; run 117: -2.4 to -5.5 % per prefill with use_qk_l2norm)."""
+    variant = f"recompute_wu_bf16_betaf32_{suffix}"
+    if variant not in VARIANTS:
+        pytest.skip(f"{variant} not in this build")
+    text = sass.disassemble(_manifest.cubins(variant)[0])
+    assert len(re.findall(r"SHFL\.BFLY ", text)) == 8
+    assert len(re.findall(r"MUFU\.RSQ ", text)) == 1
+
+
+@needs_nvdisasm
 @pytest.mark.parametrize("beta", ["betaf32", "betabf16"])
 def test_fused_stage1_ends_at_tu(beta):
     """The fused plan's stage 1 (_pqk) computes K K^T and Q K^T (8 k-steps of 64x32 per warpgroup

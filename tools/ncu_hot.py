@@ -38,6 +38,8 @@ def main() -> None:
     ap.add_argument("--cubin", help="the profiled kernel's cubin: name what each hot instruction waits for")
     ap.add_argument("--phases", action="store_true",
                     help="also sum the samples between consecutive CTA barriers (BAR.SYNC), in SASS order")
+    ap.add_argument("--ctas", type=int, default=1,
+                    help="with --phases: divide executed instructions and wavefronts by this many CTAs")
     a = ap.parse_args()
     text = open(a.csv, errors="replace").read()
     start = text.find('"#"') if '"#"' in text else text.find('"Address"')
@@ -63,7 +65,7 @@ def main() -> None:
         if addr in waits:
             print(f"{'':15}{waits[addr]}")
     if a.phases:
-        _phases(body, col, samp, src, total)
+        _phases(body, col, samp, src, total, a.ctas)
     if reasons:
         print("\nper reason:")
         tot = sorted(((sum(_num(r[col[h]]) for r in body), h) for h in reasons), reverse=True)
@@ -108,18 +110,24 @@ def _wait_sources(cubin: str, body, col) -> dict[str, str]:
     return out
 
 
-def _phases(body, col, samp, src, total) -> None:
+def _phases(body, col, samp, src, total, ctas: int = 1) -> None:
     """A kernel written as phases separated by CTA barriers: where its warps stall, per phase.
     A segment ends at a BAR.SYNC (the barrier's own wait counts to the segment it closes)."""
     marks = ("HGMMA", "UTMALDG", "UTMASTG", "LDGSTS", "LDG", "STG", "MUFU", "LDSM", "STSM", "SYNCS")
-    print("\nper barrier-delimited segment (SASS order):")
-    seg, n, kinds, start = 0.0, 0, {}, None
+    # executed warp instructions and shared-memory wavefronts per segment, when the report has
+    # the SourceCounters columns (divided by --ctas: per CTA, as run 104's table)
+    execd = next((h for h in col if h == "Warp Instructions Executed" or h == "Instructions Executed"), None)
+    wavef = next((h for h in col if "Wavefronts Shared" in h and "Ideal" not in h), None)
+    print(f"\nper barrier-delimited segment (SASS order; executed: {execd}, wavefronts: {wavef}, per {ctas} CTA(s)):")
+    seg, n, ex, wf, kinds, start = 0.0, 0, 0.0, 0.0, {}, None
     idx = 0
     for r in body:
         text = r[col[src]].strip()
         op = _opcode(text)
         start = start or (r[col["Address"]] if "Address" in col else r[0])
         seg += _num(r[col[samp]])
+        ex += _num(r[col[execd]]) if execd else 0.0
+        wf += _num(r[col[wavef]]) if wavef else 0.0
         n += 1
         for m in marks:
             if op.startswith(m):
@@ -127,8 +135,9 @@ def _phases(body, col, samp, src, total) -> None:
                 break
         if op.startswith("BAR.SYNC") or r is body[-1]:
             k = " ".join(f"{m}x{c}" for m, c in kinds.items())
-            print(f"  seg {idx:2d} @{start:>14}  {n:4d} instr  {100 * seg / total:5.1f}%  {k}")
-            seg, n, kinds, start = 0.0, 0, {}, None
+            print(f"  seg {idx:2d} @{start:>14}  {n:4d} instr  {ex / ctas:8.0f} exec  {wf / ctas:6.0f} wf  "
+                  f"{100 * seg / total:5.1f}%  {k}")
+            seg, n, ex, wf, kinds, start = 0.0, 0, 0.0, 0.0, {}, None
             idx += 1
 
 
