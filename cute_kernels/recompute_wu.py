@@ -174,10 +174,11 @@ def _smem_bytes(with_pqk: bool = False) -> int:
     off = _up(off, 16) + 4 * 4 * C           # gcum, beta, beta*exp(gcum), rk
     if with_pqk:
         off = _up(off, 16) + 4 * C           # rq
+    off = _up(off, 8) + 8                    # the mbarrier of the k / q tiles' TMA loads (aligned builds)
     return _up(off, 1024)                    # the struct's size is a multiple of its alignment
 
 
-assert (_smem_bytes(), _smem_bytes(True)) == (51200, 52224)
+assert (_smem_bytes(), _smem_bytes(True)) == (52224, 52224)
 assert 2 * C * AS * 2 >= 2 * C * DV and A_OFF * 2 % 1024 == 0   # V fits where A was, swizzle-aligned
 assert 4 * HALF * XS <= 2 * C * C        # the solve scratch fits in t2's Tu slot
 assert CTAS_PER_SM * (_smem_bytes(True) + CTA_SMEM_RESERVED) <= SM_SMEM_BYTES
@@ -224,6 +225,7 @@ def _shared_storage(with_pqk: bool):
     fields.update(gc=f32(C), be=f32(C), ee=f32(C), rr=f32(C))
     if with_pqk:
         fields["rq"] = f32(C)
+    fields["mbar"] = cute.struct.Align[cute.struct.MemRange[cutlass.Int64, 1], 8]   # the k / q tiles' TMA
     return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
 
@@ -288,7 +290,8 @@ def recompute_wu_kernel(
     cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
     gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
     pqk: cute.Tensor, tu: cute.Tensor, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom,
-    mU: cute.Tensor, tma_p: cute.CopyAtom, mP: cute.Tensor, tma_t: cute.CopyAtom, mT: cute.Tensor, ready: cute.Tensor,
+    mU: cute.Tensor, tma_p: cute.CopyAtom, mP: cute.Tensor, tma_t: cute.CopyAtom, mT: cute.Tensor,
+    tma_kl: cute.CopyAtom, mKl: cute.Tensor, tma_ql: cute.CopyAtom, mQl: cute.Tensor, ready: cute.Tensor,
     order: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32, slot_begin: Int32, ready_from: Int32,
     div_hv: cute.FastDivmodDivisorV2, div_group: cute.FastDivmodDivisorV2,
     aligned: cutlass.Constexpr, with_pqk: cutlass.Constexpr,
@@ -331,11 +334,17 @@ def recompute_wu_kernel(
     sB = storage.be.get_tensor(cute.make_layout(C))     # beta
     sE = storage.ee.get_tensor(cute.make_layout(C))     # beta * exp(gcum)
     sR = storage.rr.get_tensor(cute.make_layout(C))     # rk
+    # the q tile (K-major, swizzled as the K tile: the A operand of Q K^T with_pqk, else only the
+    # norms read it) occupies the Tw/Tu region (the same 16 KB) until phase 2 is done with it; P is
+    # staged there next, Tw/Tu written in phase 3.4
+    sQK = storage.t2.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)        # (64, 128, 1)
     if cutlass.const_expr(with_pqk):
-        # the q tile (K-major A operand of Q K^T) occupies the Tw/Tu region (the same 16 KB) until
-        # phase 2 is done with it; P is staged there next, Tw/Tu written in phase 3.4
-        sQK = storage.t2.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)    # (64, 128, 1)
         sRq = storage.rq.get_tensor(cute.make_layout(C))                  # rq
+    mbar = storage.mbar.data_ptr()
+    if cutlass.const_expr(aligned):
+        if tidx == 0:
+            cute.arch.mbarrier_init(mbar, 1)
+            cute.arch.mbarrier_init_fence()
 
     if cutlass.const_expr(with_pqk):
         if bx == 0:
@@ -350,42 +359,29 @@ def recompute_wu_kernel(
         hk = hv // div_group
 
         if cutlass.const_expr(aligned):
-            # ---- phase 1b' (aligned q/k/v): 16-byte cp.async of rows r < L into smem --------
+            # ---- phase 1b' (aligned q/k/v): the k and q tiles by TMA (warp 0, one mbarrier) --------
+            # after a CTA barrier that publishes the mbarrier's initialisation (every thread waits on
+            # it next).  A TMA box moves the whole 64-row window: rows >= L of a partial chunk (the
+            # next sequence's, or zero-filled past T) are zeroed below once it has landed.  Issued
+            # before phase 1a so the loads are in flight during the g scan.  (Before run 118: 8
+            # cp.async per thread with their 64-bit addresses, ~110 warp instructions per warp.)
+            need_q = Int32(1) if cutlass.const_expr(with_pqk) else use_qk_l2norm
+            cute.arch.sync_threads()
+            if warp == 0:
+                with cute.arch.elect_one():
+                    cute.arch.mbarrier_arrive_and_expect_tx(
+                        mbar, cutlass.select_(need_q != 0, Int32(2 * C * DK * 2), Int32(C * DK * 2)))
+                tma.load(tma_kl, tma.gmem_tile(mKl[None, None, hk], (t0, 0), (C, DK)), sKK[None, None, 0],
+                         mbar, Int32(0), 1)
+                if need_q != 0:
+                    tma.load(tma_ql, tma.gmem_tile(mQl[None, None, hk], (t0, 0), (C, DK)), sQK[None, None, 0],
+                             mbar, Int32(0), 1)
             # thread (tidx // 16, tidx % 16): the 8 columns 8*(tidx % 16) .. +7 of rows
-            # tidx // 16 + 16 m, m = 0..3 (one row = 16 threads).  Rows >= L are never read from
-            # global memory: the thread zeroes its own smem vector instead.  Issued before phase 1a
-            # so the loads are in flight during the g scan.
-            # the raw q tile (64 rows x 128 cols, row-major: conflict-free for this mapping) borrows
-            # the Tw/Tu region, first written in phase 3.4, CTA barriers after the norms read it;
-            # with_pqk: the swizzled K-major tile sQK (same region), the A operand of Q K^T
-            sQ = storage.t2.get_tensor(cute.make_layout((C, DK), stride=(DK, 1)))
-            if cutlass.const_expr(with_pqk):
-                sQ = sQK[None, None, 0]
-            cp_g2s = _row_copy_g2s()
-            thr_l = cp_g2s.get_slice(tidx)
+            # tidx // 16 + 16 m, m = 0..3 (one row = 16 threads): what it zeroes and what its norms read
+            thr_l = _row_copy_g2s().get_slice(tidx)
             tLc = thr_l.partition_S(cute.make_identity_tensor((C, DK)))       # (row, col) of each vector
             tLk = thr_l.partition_D(sRC[None, None, 0])                       # K tile (swizzled)
-            tLq = thr_l.partition_D(sQ)                                       # q (row-major, t2 region)
-            gKr = cute.local_tile(cute.domain_offset((t0, 0), k[None, hk, None]), (C, DK), (0, 0))
-            gQr = cute.local_tile(cute.domain_offset((t0, 0), q[None, hk, None]), (C, DK), (0, 0))
-            tLgk = thr_l.partition_S(gKr)
-            tLgq = thr_l.partition_S(gQr)
-            st16 = _copy_128b()
-            zero8 = cute.make_rmem_tensor_like(tLk[(None, 0, 0)], BFloat16)
-            zero8.fill(0.0)
-            for m in cutlass.range_constexpr(cute.size(tLk, mode=[1])):
-                row, _ = tLc[(0, m, 0)]
-                if row < L:
-                    cute.copy(cp_g2s, tLgk[None, m, None], tLk[None, m, None])
-                    if cutlass.const_expr(with_pqk):
-                        cute.copy(cp_g2s, tLgq[None, m, None], tLq[None, m, None])
-                    else:
-                        if use_qk_l2norm != 0:
-                            cute.copy(cp_g2s, tLgq[None, m, None], tLq[None, m, None])
-                else:
-                    cute.copy(st16, zero8, tLk[(None, m, 0)])
-                    cute.copy(st16, zero8, tLq[(None, m, 0)])
-            cute.arch.cp_async_commit_group()
+            tLq = thr_l.partition_D(sQK[None, None, 0])                       # q tile (swizzled)
 
         # ---- phase 1a: g, beta -> gcum (warp 0, lane owns rows 2*lane, 2*lane+1) ----
         if warp == 0:
@@ -420,9 +416,16 @@ def recompute_wu_kernel(
                 gcum[t0 + r0 + 1, hv] = c1
 
         if cutlass.const_expr(aligned):
-            # ---- phase 1c (aligned): row norms from the thread's own smem vectors ----------
-            # (cp.async.wait_group makes this thread's own copies visible to it: no barrier)
-            cute.arch.cp_async_wait_group(0)
+            # ---- phase 1c (aligned): rows >= L zeroed, row norms from the thread's own vectors ----
+            cute.arch.mbarrier_wait(mbar, 0)
+            if L < C:
+                zero8 = cute.make_rmem_tensor_like(tLk[(None, 0, 0)], BFloat16)
+                zero8.fill(0.0)
+                for m in cutlass.range_constexpr(cute.size(tLk, mode=[1])):
+                    row, _ = tLc[(0, m, 0)]
+                    if row >= L:
+                        cute.copy(_copy_128b(), zero8, tLk[(None, m, 0)])
+                        cute.copy(_copy_128b(), zero8, tLq[(None, m, 0)])
             _row_norms(tLk, tLq, tidx, L, t0, hv, use_qk_l2norm, rk, rq, sR, sRq if with_pqk else None)
         else:
             # ---- phase 1b: q, k, v rows (warp w: rows 8w..8w+7, lane: cols lane+32*e) ----
@@ -897,13 +900,21 @@ def _make_launch(with_pqk: bool):
             tma_u, mU = cpasync.make_tiled_tma_atom(store, tma.view(u, [0, 2, 1]),
                                                     cute.slice_(lay_kv_rc, (None, None, 0)), (C, DV))
             tma_p, mP, tma_t, mT = tma_w, mW, tma_w, mW          # unused without with_pqk
+        # the aligned builds load the k and q tiles by TMA (16-byte aligned rows: what _aligned16 checks)
+        tma_kl, mKl, tma_ql, mQl = tma_w, mW, tma_w, mW                  # unused by the plain builds
+        if cutlass.const_expr(aligned):
+            load = cpasync.CopyBulkTensorTileG2SOp()
+            one_kk = cute.slice_(_smem_layouts()[2], (None, None, 0))
+            tma_kl, mKl = cpasync.make_tiled_tma_atom(load, tma.view(k, [0, 2, 1]), one_kk, (C, DK))
+            tma_ql, mQl = cpasync.make_tiled_tma_atom(load, tma.view(q, [0, 2, 1]), one_kk, (C, DK))
         # every slot of the launch publishes (ready_from <= slot_begin): the overlap plan's second
         # part, beside the spine, at OVERLAP_CTAS_PER_SM (a runtime value of the one build)
         smem = cutlass.select_(ready_from <= slot_begin, Int32(launch_smem_bytes(with_pqk, True)),
                                Int32(launch_smem_bytes(with_pqk, False)))
         recompute_wu_kernel(
             q, k, v, g, beta, cu_seqlens, state_indices,
-            gcum, rq, rk, w, u, pqk, tu, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT, ready, order,
+            gcum, rq, rk, w, u, pqk, tu, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT, tma_kl, mKl, tma_ql, mQl,
+            ready, order,
             scale, use_qk_l2norm, use_state_indices, slot_begin, ready_from,
             cute.fast_divmod_create_divisor_v2(Hv), cute.fast_divmod_create_divisor_v2(Hv // k.shape[1]),
             aligned, with_pqk,
