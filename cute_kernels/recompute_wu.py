@@ -62,26 +62,26 @@ That drops the V load, both W / U products and 24 of the 32 KB stored per chunk 
 
 Aligned variants (*_a16: q, k, v with 16-byte aligned bases and token/head strides that
 are multiples of 8 elements, declared by fake_args(aligned=True) and chosen at trace time
-from the tensor types, a compile-time branch of the same kernel): phase 1 issues 16-byte
-cp.async copies (L2 only) of the k rows r < L straight into the swizzled K tile and of the
-q rows (only when use_qk_l2norm) into the Tw/Tu region, which is free until phase 3.4
-(phase 3.5: WG1's copies of the v rows into the V tile); each thread zeroes its own 16-byte
-vectors of rows >= L instead of loading them.  The g scan of phase 1a runs while the copies are in flight; after
-cp.async.wait_group each thread reads back exactly the vectors it copied (no barrier
-needed) and, with use_qk_l2norm, the 16 threads of a row group finish their eight sums of squares
-by one reduce-scatter -> rq, rk (_row_norms; run 117: -2.4 to -5.5 % per prefill).  The plain variants
+from the tensor types, a compile-time branch of the same kernel): warp 0 loads the k tile into
+the swizzled K tile and the q tile (the pqk build always, else only when use_qk_l2norm) into the
+Tw/Tu region, free until phase 3.4, by TMA (two 64-column boxes each, one mbarrier; run 118:
+-0.8 to -1.6 % per batched prefill against 8 cp.async per thread); phase 3.5: WG1's cp.async of
+the v rows into the V tile.  A box moves all 64 rows: once it has landed, each thread zeroes its
+16-byte vectors of rows >= L.  The g scan of phase 1a runs while the tiles are in flight; then,
+with use_qk_l2norm, the 16 threads of a row group finish their eight sums of squares by one
+reduce-scatter -> rq, rk (_row_norms; run 117: -2.4 to -5.5 % per prefill).  The plain variants
 (2-byte alignment) keep the element loads described above.
 
-Rows >= L (past the sequence end inside a partial chunk) are never read from global
-memory: their K, V, g and beta are zero in smem, which makes their rows and columns
-of A zero (finite) and the columns j >= L of Tw / Tu zero; their W/U rows are never
-written.
+Rows >= L (past the sequence end inside a partial chunk) are zero in smem (never read from
+global memory, or zeroed after the TMA box brought them): their K, V, g and beta are zero,
+which makes their rows and columns of A zero (finite) and the columns j >= L of Tw / Tu zero;
+their W/U rows are never written.
 
-Shared memory (SMEM_BYTES = 51,200 B, 52,224 with pqk; four CTAs per SM): the K tile (bf16,
+Shared memory (SMEM_BYTES = 52,224 B; four CTAs per SM): the K tile (bf16,
 16 KB, 128-byte swizzle) followed by A / Tm (fp32, 64 rows of stride 68), whose first 16 KB
 become the V tile after phase 3.4; the t2 region (bf16, 2 x 8 KB: the q tile, then P in the Tw
 slot and the solve's scratch (fp32, 32 rows of stride 36) in the Tu slot, then Tw and Tu);
-gcum / beta / beta*exp(gcum) / rk (/ rq) vectors.
+gcum / beta / beta*exp(gcum) / rk (/ rq) vectors; the TMA loads' mbarrier.
 
 Sequence order (pqk build, the fused plan): block 0 of the launch that starts at slot 0 first ranks
 the sequences longest first into the workspace's `order` (_rank_longest_first, N <= ORDER_MAX_SEQS),
@@ -710,7 +710,7 @@ def _rank_longest_first(cu_seqlens: cute.Tensor, order: cute.Tensor, kv_ptr, tid
     """order[r] = the sequence of rank r when the N <= ORDER_MAX_SEQS sequences are ordered longest
     first, equal lengths by index (the fused spine reads it: spine_rs._longest_first).  Block 0 of
     the plan's first recompute_wu launch, before its own chunk: the lengths go to the kv region
-    (free until the K tile's cp.async), each thread counts, for its up to ORDER_MAX_SEQS / NTHREADS
+    (free until the K tile's TMA load), each thread counts, for its up to ORDER_MAX_SEQS / NTHREADS
     sequences held in registers, the sequences ahead of them in one pass over the lengths (an
     O(N^2) count, ~13 K instructions per thread at 1024 sequences, against ~125 us of stage 1
     that such a batch has at least).  Beyond the cap nothing is written: the spine then places
@@ -737,7 +737,7 @@ def _rank_longest_first(cu_seqlens: cute.Tensor, order: cute.Tensor, kv_ptr, tid
         for e in cutlass.range_constexpr(ORDER_PER_THREAD):
             if tidx + NTHREADS * e < N:
                 order[ahead[e]] = tidx + NTHREADS * e
-        cute.arch.sync_threads()            # the kv region's next bytes: the K tile's cp.async
+        cute.arch.sync_threads()            # the kv region's next bytes: the K tile's TMA load
 
 
 @cute.jit
@@ -882,7 +882,7 @@ def _make_launch(with_pqk: bool):
     ):
         Hv = v.shape[1]
         aligned = _aligned16(q) and _aligned16(k) and _aligned16(v)     # a Python bool at trace time
-        assert aligned or not with_pqk, "the pqk build is written for the aligned (cp.async) loads"
+        assert aligned or not with_pqk, "the pqk build is written for the aligned (TMA) loads"
         # W, U (or Tu) and P leave by TMA stores from their staging tiles (workspace tensors: aligned)
         _, lay_kv_rc, _, lay_t2 = _smem_layouts()
         store = cpasync.CopyBulkTensorTileS2GOp()
