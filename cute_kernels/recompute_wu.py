@@ -139,7 +139,8 @@ CTAS_PER_SM = 4
 # critical path) the more, the faster it goes: at four, run 75, best split 1x8K 246 / 1x64K 1958 us
 # against 236 / 1749 at three; with the cheaper TF32 split (run 110) three made 1x8K 214 -> 221 and
 # 1x64K 1611 -> 1712, the chain beside it 1.60 -> 1.69 us per chunk (run 111); two, with a longer
-# split (GDN_OVERLAP_SPLIT_PCT 25), 205.9 / 1548.3 (run 113).
+# split (GDN_OVERLAP_SPLIT_PCT 25), 205.9 / 1548.3 (run 113); after run 118 three were still slower
+# (1x16K 410-421 us against 386 at two, run 120).
 OVERLAP_CTAS_PER_SM = 2
 SM_SMEM_BYTES = 228 * 1024        # shared memory per H100 / H200 SM
 CTA_SMEM_RESERVED = 1024          # per CTA: the driver's reserved 1 KB (the cubin's .nv.reservedSmem,

@@ -80,9 +80,15 @@
  * CTAs per SM (recompute_wu.OVERLAP_CTAS_PER_SM), us at 5/15/25/35 %: 1x8K 222.3/212.6/205.9/
  * 210.9, 1x16K 430.5/402.9/400.1/409.0, 1x64K 1666.5/1559.7/1548.3/1602.0 (three CTAs per SM,
  * 5 %: 221.4, 426.8, 1606-1726): a longer head start on all SMs, then a gentler second part.
+ * Run 120, after stage 1's TMA loads and row norms (runs 117-118), two CTAs per SM, us at
+ * 15/20/25/30 %: 1x8K 202.4/201.8/202.9/208.1, 1x16K 385.7/396.8/403.6/402.2, 1x64K
+ * 1494.6/1533.7/1537.0/1561.2 (three CTAs per SM, 10/15/20/25 %: 209.0/201.5/213.2/211.7,
+ * 409.6/411.5/416.4/421.3, 1622.9/1659.7/1672.6/1688.6); run 121, alternated, 15 against 25 %:
+ * 1x8K 202.7, 202.8 / 204.0, 205.2; 1x16K 384.7, 384.3 / 397.3, 398.0; 1x64K 1565.3, 1533.3 /
+ * 1581.4, 1566.4.
  * Deadlock-free because the producer never waits on the spine and the spine's CTAs leave at
  * least half of the device's SMs (queried) to it. */
-#define GDN_OVERLAP_SPLIT_PCT 25
+#define GDN_OVERLAP_SPLIT_PCT 15
 /* fewer chunk slots: the serial plan.  At 16/32, split 35 %, serial -> overlap (run 79, stage 1
  * at four CTAs per SM): 1x1K (17 slots) 46.5 -> 50.6 us, 1x1536 (25) 65.5 -> 63.9, 1x2K (33)
  * 82.3 -> 72.3, 1x3K (49) 116.0 -> 100.4 (run 42, three CTAs per SM: 16 slots, 1x1K 50.7 -> 48.3). */
