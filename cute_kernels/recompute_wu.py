@@ -268,7 +268,9 @@ def _copy_128b():
 
 def _row_copy_g2s(threads: int = NTHREADS):
     """16-byte cp.async (L2 only) of 64 x 128 bf16 rows by `threads` threads: thread t moves the 8
-    columns 8*(t % 16) .. +7 of rows t // 16 + (threads / 16) m."""
+    columns 8*(t % 16) .. +7 of rows t // 16 + (threads / 16) m.  (_load_v copies the V tile with it;
+    the TMA-loaded K and q tiles use only its thread mapping: which vectors a thread zeroes and
+    which its norms read.)"""
     atom = cute.make_copy_atom(cpasync.CopyG2SOp(cache_mode=cpasync.LoadCacheMode.GLOBAL), BFloat16,
                                num_bits_per_copy=128)
     g = DK // 8
