@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Helpers for device-run scripts (benchmarks/results/runNN/runNN.sh): source this file instead of
+# copying the functions into each script (runs 110-121 copied them).
+#   source tools/device_lib.sh
+#   inst build/aot_x tag        link prebuilt objects build/aot_x into the package (editable install)
+#   pre tag [bench args...]     whole-prefill timing, graph mode, gdn only; appends one line to
+#                               $OUT/prefill_ab.txt and the table to $OUT/prefill_tables.md
+#                               (SHAPES overrides the default shapes)
+#   num tag [bench args...]     numerics against the fp64 oracle at T = 4K, 16K -> $OUT/numerics.txt
+#   parts tag                   tools/overlap_parts.py at 1x8192, 1x65536 -> $OUT/parts.txt
+# Every step runs under `timeout -s KILL` so that a hung kernel cannot eat the device budget.
+set -u
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/gdn_out}; mkdir -p "$OUT"
+
+inst() {
+  GDN_PREFILL_PREBUILT=$1 timeout -s KILL 90 python3 -m pip install -q --no-build-isolation --no-deps -e . \
+    >"/tmp/build_$2.log" 2>&1 || { tail -20 "/tmp/build_$2.log"; exit 1; }
+}
+
+pre() {
+  local tag=$1; shift
+  mkdir -p "/tmp/$tag"
+  timeout -s KILL 70 python3 benchmarks/bench_prefill.py --shapes "${SHAPES:-8x4K,32x2K,varlen16,1x8K}" --heads 16/32 \
+    --modes graph --no-progress --no-plot --no-host-overhead --impls gdn:wgmma --out "/tmp/$tag" --tag prefill "$@" \
+    >"/tmp/$tag/bench.log" 2>&1
+  echo "$tag: $(grep -E "^\| (1x|8x|32x|varlen)" "/tmp/$tag/prefill.md" | awk -F'|' '{printf "%s %s, ", $2, $6}')" \
+    | tee -a "$OUT/prefill_ab.txt"
+  cat "/tmp/$tag/prefill.md" >> "$OUT/prefill_tables.md" 2>/dev/null
+}
+
+num() {
+  local tag=$1; shift
+  timeout -s KILL 60 python3 benchmarks/bench_prefill.py --numerics-only --numerics-T 4096,16384 --impls gdn:wgmma \
+    --out "/tmp/num_$tag" --no-progress "$@" >"/tmp/num_$tag.log" 2>&1
+  { echo "== $tag $*"; grep -E "^\| " /tmp/num_"$tag"/*numerics*.md 2>/dev/null | head -8; } | tee -a "$OUT/numerics.txt"
+}
+
+parts() {
+  { echo "== $1"; timeout -s KILL 60 python3 tools/overlap_parts.py 1x8192 1x65536 --reps 40 2>&1 | grep -v -i warn; } \
+    >> "$OUT/parts.txt"
+}
