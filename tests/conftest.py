@@ -12,6 +12,24 @@ def hopper_available() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] == 9
 
 
+@pytest.fixture
+def repo_script():
+    """load(relpath) -> a script of the repository (benchmarks/, tools/) imported as a module, so a
+    test can call its functions without running its main."""
+    import importlib.util
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+
+    def load(relpath: str):
+        path = root / relpath
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    return load
+
+
 def pytest_collection_modifyitems(config, items):
     if hopper_available():
         return

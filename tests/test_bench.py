@@ -327,19 +327,10 @@ def test_microbenchmark_scripts_without_gpu():
     assert run.returncode == 2 and "--spines: unknown spine(s) ['fast']" in run.stderr, run.stderr
 
 
-def _bench_spine_module():
-    import importlib.util
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    spec = importlib.util.spec_from_file_location("bench_spine", os.path.join(root, "benchmarks", "bench_spine.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_spine_table_has_both_timings():
+def test_spine_table_has_both_timings(repo_script):
     """bench_spine's markdown: the one-call and the queued µs/chunk, the rates, and the wgmma
     speed-up over the scalar row of the same shape (from the one-call times), one cell each."""
-    mod = _bench_spine_module()
+    mod = repo_script("benchmarks/bench_spine.py")
 
     def row(spine, us, us_q):
         return dict(spine=spine, build=f"spine_{spine}_kv", B=1, T=4096, us=us, us_per_chunk=us / 64,
@@ -356,13 +347,13 @@ def test_spine_table_has_both_timings():
     assert [c.strip() for c in rows[0].split("|")[1:-1]][11] == ""
 
 
-def test_spine_bytes_per_chunk_and_head():
+def test_spine_bytes_per_chunk_and_head(repo_script):
     """The DRAM bytes bench_spine's rates count, per chunk of 64 tokens and value head at Hv/Hk = 2
     (a key head's tiles are read once for its two value heads): the unfused spine reads W, U
     (bf16 64 x 128), half a K tile, gcum and rk (fp32 x 64) and writes h (bf16 128 x 128) and vnew;
     the fused one reads Tu and P (bf16 64 x 64 each), V, half a K and half a q tile, three fp32
     rows and writes O.  Whole-chunk T scales it linearly, in tokens and in heads."""
-    mod = _bench_spine_module()
+    mod = repo_script("benchmarks/bench_spine.py")
     tile, p, o, h = 64 * 128 * 2, 64 * 64 * 2, 64 * 128 * 2, 128 * 128 * 2
     assert mod.spine_bytes(64, 32, 16) == 32 * (2 * tile + tile // 2 + 2 * 64 * 4 + h + o) == 32 * 90624
     assert mod.spine_bytes(64, 32, 16, fused=True) == 32 * (2 * p + tile + tile + 3 * 64 * 4 + o) == 32 * 66304

@@ -90,21 +90,11 @@ def test_overlap_can_be_disabled_by_the_environment(tmp_path):
     assert run.stdout.strip() == "None | disabled by GDN_PREFILL_OVERLAP=0", run.stdout
 
 
-def _overlap_parts():
-    import importlib.util
-    import pathlib
-    path = pathlib.Path(__file__).resolve().parents[1] / "tools" / "overlap_parts.py"
-    spec = importlib.util.spec_from_file_location("overlap_parts", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_chain_rate_beside_part2():
+def test_chain_rate_beside_part2(repo_script):
     """Run 111's 1x8K medians: main's second part ended at 194.9 us, the spine (from 13.7) at 214.4;
     the new build's at 175.7, the spine (from 12.5) at 217.7: 1.60 and 1.69 us per chunk beside it;
     a spine that ends with part 2 waited for it (no rate)."""
-    rate = _overlap_parts().chain_rate_beside
+    rate = repo_script("tools/overlap_parts.py").chain_rate_beside
     main = rate(dict(spine_start=13.7, p2_end=194.9, spine_end=214.4), 128, 1.34)
     new = rate(dict(spine_start=12.5, p2_end=175.7, spine_end=217.7), 128, 1.34)
     assert round(main, 2) == 1.60 and round(new, 2) == 1.69
