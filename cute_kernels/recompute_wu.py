@@ -77,11 +77,11 @@ global memory, or zeroed after the TMA box brought them): their K, V, g and beta
 which makes their rows and columns of A zero (finite) and the columns j >= L of Tw / Tu zero;
 their W/U rows are never written.
 
-Shared memory (SMEM_BYTES = 52,224 B; four CTAs per SM): the K tile (bf16,
+Shared memory (SMEM_BYTES = 52,224 B aligned, 51,200 B plain; four CTAs per SM): the K tile (bf16,
 16 KB, 128-byte swizzle) followed by A / Tm (fp32, 64 rows of stride 68), whose first 16 KB
 become the V tile after phase 3.4; the t2 region (bf16, 2 x 8 KB: the q tile, then P in the Tw
 slot and the solve's scratch (fp32, 32 rows of stride 36) in the Tu slot, then Tw and Tu);
-gcum / beta / beta*exp(gcum) / rk (/ rq) vectors; the TMA loads' mbarrier.
+gcum / beta / beta*exp(gcum) / rk (/ rq) vectors; the TMA loads' mbarrier (aligned builds only).
 
 Sequence order (pqk build, the fused plan): block 0 of the launch that starts at slot 0 first ranks
 the sequences longest first into the workspace's `order` (_rank_longest_first, N <= ORDER_MAX_SEQS),
@@ -168,18 +168,20 @@ def _kv_elems() -> int:
     return A_OFF + 2 * C * AS
 
 
-def _smem_bytes(with_pqk: bool = False) -> int:
-    """Dynamic shared memory of _shared_storage(with_pqk) (checked against the struct at trace time)."""
+def _smem_bytes(with_pqk: bool = False, aligned: bool = True) -> int:
+    """Dynamic shared memory of _shared_storage(with_pqk, aligned) (checked against the struct at
+    trace time)."""
     off = 2 * _kv_elems()                    # kv: K tile | A, Tm, then V tile (offset 0, 1024-aligned)
     off = _up(off, 1024) + 2 * C * C * 2     # t2: q (with_pqk), P, the solve scratch, Tw and Tu, bf16
     off = _up(off, 16) + 4 * 4 * C           # gcum, beta, beta*exp(gcum), rk
     if with_pqk:
         off = _up(off, 16) + 4 * C           # rq
-    off = _up(off, 8) + 8                    # the mbarrier of the k / q tiles' TMA loads (aligned builds)
+    if aligned:
+        off = _up(off, 8) + 8                # the mbarrier of the k / q tiles' TMA loads
     return _up(off, 1024)                    # the struct's size is a multiple of its alignment
 
 
-assert (_smem_bytes(), _smem_bytes(True)) == (52224, 52224)
+assert (_smem_bytes(False, False), _smem_bytes(False), _smem_bytes(True)) == (51200, 52224, 52224)
 assert 2 * C * AS * 2 >= 2 * C * DV and A_OFF * 2 % 1024 == 0   # V fits where A was, swizzle-aligned
 assert 4 * HALF * XS <= 2 * C * C        # the solve scratch fits in t2's Tu slot
 assert CTAS_PER_SM * (_smem_bytes(True) + CTA_SMEM_RESERVED) <= SM_SMEM_BYTES
@@ -192,28 +194,28 @@ def ctas_per_sm(smem_bytes: int) -> int:
     return min(CTAS_PER_SM, SM_SMEM_BYTES // (smem_bytes + CTA_SMEM_RESERVED))
 
 
-def launch_smem_bytes(with_pqk: bool, overlap_part2: bool) -> int:
+def launch_smem_bytes(with_pqk: bool, overlap_part2: bool, aligned: bool = True) -> int:
     """Dynamic shared memory a launch asks for: the kernel's own (_smem_bytes) at four CTAs per SM;
     for the overlap plan's second part, a size half-way between the one that first excludes a
     CTA beyond OVERLAP_CTAS_PER_SM and the largest that still fits that many (96,256 B for two; the
     bytes past _smem_bytes are never touched)."""
     if not overlap_part2:
-        return _smem_bytes(with_pqk)
+        return _smem_bytes(with_pqk, aligned)
     n = OVERLAP_CTAS_PER_SM
     return _up((SM_SMEM_BYTES // (n + 1) + SM_SMEM_BYTES // n) // 2 - CTA_SMEM_RESERVED, 1024)
 
 
-for _pqk in (False, True):
-    assert ctas_per_sm(launch_smem_bytes(_pqk, False)) == CTAS_PER_SM
+for _pqk, _al in ((False, False), (False, True), (True, True)):
+    assert ctas_per_sm(launch_smem_bytes(_pqk, False, _al)) == CTAS_PER_SM
     assert ctas_per_sm(launch_smem_bytes(_pqk, True)) == OVERLAP_CTAS_PER_SM
     assert launch_smem_bytes(_pqk, True) >= _smem_bytes(_pqk)
 
 
 def SMEM_BYTES(beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False) -> int:  # noqa: N802
-    return _smem_bytes(with_pqk)
+    return _smem_bytes(with_pqk, aligned)
 
 
-def _shared_storage(with_pqk: bool):
+def _shared_storage(with_pqk: bool, aligned: bool):
     """The CTA's shared memory, in the order _smem_bytes counts it (built from an explicit
     annotation dict: this module's annotations are strings, `from __future__ import annotations`)."""
     def bf16(n):
@@ -226,7 +228,8 @@ def _shared_storage(with_pqk: bool):
     fields.update(gc=f32(C), be=f32(C), ee=f32(C), rr=f32(C))
     if with_pqk:
         fields["rq"] = f32(C)
-    fields["mbar"] = cute.struct.Align[cute.struct.MemRange[cutlass.Int64, 1], 8]   # the k / q tiles' TMA
+    if aligned:
+        fields["mbar"] = cute.struct.Align[cute.struct.MemRange[cutlass.Int64, 1], 8]   # the k / q tiles' TMA
     return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
 
@@ -316,9 +319,9 @@ def recompute_wu_kernel(
     mma_g, mma_o = _tiled_mmas()
 
     # ---- shared memory ---------------------------------------------------------
-    SharedStorage = _shared_storage(with_pqk)
+    SharedStorage = _shared_storage(with_pqk, aligned)
     assert cute.cosize(lay_kv) == 2 * C * DK <= _kv_elems() and cute.cosize(lay_t2) == 2 * C * C
-    assert SharedStorage.size_in_bytes() == _smem_bytes(with_pqk), (SharedStorage.size_in_bytes(), with_pqk)
+    assert SharedStorage.size_in_bytes() == _smem_bytes(with_pqk, aligned), (SharedStorage.size_in_bytes(), with_pqk)
     smem = cutlass.utils.SmemAllocator()
     storage = smem.allocate(SharedStorage)
     sKV = storage.kv.get_tensor(lay_kv.outer, swizzle=lay_kv.inner)           # (128, 64, 2) B of phase 4
@@ -343,8 +346,8 @@ def recompute_wu_kernel(
     sQK = storage.t2.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)        # (64, 128, 1)
     if cutlass.const_expr(with_pqk):
         sRq = storage.rq.get_tensor(cute.make_layout(C))                  # rq
-    mbar = storage.mbar.data_ptr()
     if cutlass.const_expr(aligned):
+        mbar = storage.mbar.data_ptr()
         if tidx == 0:
             cute.arch.mbarrier_init(mbar, 1)
             cute.arch.mbarrier_init_fence()
@@ -913,7 +916,7 @@ def _make_launch(with_pqk: bool):
         # every slot of the launch publishes (ready_from <= slot_begin): the overlap plan's second
         # part, beside the spine, at OVERLAP_CTAS_PER_SM (a runtime value of the one build)
         smem = cutlass.select_(ready_from <= slot_begin, Int32(launch_smem_bytes(with_pqk, True)),
-                               Int32(launch_smem_bytes(with_pqk, False)))
+                               Int32(launch_smem_bytes(with_pqk, False, aligned)))
         recompute_wu_kernel(
             q, k, v, g, beta, cu_seqlens, state_indices,
             gcum, rq, rk, w, u, pqk, tu, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT, tma_kl, mKl, tma_ql, mQl,
