@@ -69,25 +69,38 @@ def mma_3xtf32(a_hi, a_lo, b_hi, b_lo, c, *, loc=None, ip=None):
 
 @cute.jit
 def tile_16x8(acc: cute.Tensor, sa: cute.Tensor, a_r: Int32, a_c: Int32, sb: cute.Tensor, b_r: Int32,
-              b_c: Int32, kk_begin: Int32, kk_end: Int32, lane: Int32):
-    """acc (this lane's 4 C values) += A B over the 8-deep k-steps kk in [kk_begin, kk_end):
-    A[i, k] = sa[a_r + i, a_c + k], B[k, j] = sb[b_r + k, b_c + j], i < 16, j < 8.  The caller
+              b_c: Int32, kk_begin: Int32, kk_end: Int32, lane: Int32, kk_max: cutlass.Constexpr):
+    """acc (this lane's 4 C values) += A B over the 8-deep k-steps kk in [kk_begin, kk_end), kk_end <=
+    kk_max: A[i, k] = sa[a_r + i, a_c + k], B[k, j] = sb[b_r + k, b_c + j], i < 16, j < 8.  The caller
     skips k-steps whose A or B part is an exact zero (a triangular factor): every skipped term is
-    0 * x, so the sum is the same."""
+    0 * x, so the sum is the same.  The k-steps are unrolled to kk_max by hand, each under a
+    warp-uniform bound check (stage 1's four calls: 12 k-step bodies): as a dynamic loop its
+    unrolling was ptxas's choice (18 bodies with remainder paths in the fused build, 11 inside a
+    loop over items), and the hand-unrolled form made the fused build's stage 1 2,312 -> 2,128 SASS
+    instructions and the whole prefill faster (run 125, alternated: 8x4K -1.5 %, 32x2K -1.0 %,
+    1x8K -2.4 %)."""
     g = lane // 4
     t = lane % 4
-    for kk in cutlass.range(kk_begin, kk_end, 1):
-        k0 = 8 * kk
-        a0h, a0l = split_tf32(sa[a_r + g, a_c + k0 + t])
-        a1h, a1l = split_tf32(sa[a_r + g + 8, a_c + k0 + t])
-        a2h, a2l = split_tf32(sa[a_r + g, a_c + k0 + t + 4])
-        a3h, a3l = split_tf32(sa[a_r + g + 8, a_c + k0 + t + 4])
-        b0h, b0l = split_tf32(sb[b_r + k0 + t, b_c + g])
-        b1h, b1l = split_tf32(sb[b_r + k0 + t + 4, b_c + g])
-        d = mma_3xtf32((a0h, a1h, a2h, a3h), (a0l, a1l, a2l, a3l), (b0h, b1h), (b0l, b1l),
-                       (acc[0], acc[1], acc[2], acc[3]))
-        for i in cutlass.range_constexpr(4):
-            acc[i] = d[i]
+    for kk in cutlass.range_constexpr(kk_max):
+        if kk >= kk_begin and kk < kk_end:
+            _kstep(acc, sa, a_r, a_c, sb, b_r, b_c, kk, g, t)
+
+
+@cute.jit
+def _kstep(acc: cute.Tensor, sa: cute.Tensor, a_r: Int32, a_c: Int32, sb: cute.Tensor, b_r: Int32,
+           b_c: Int32, kk: cutlass.Constexpr, g: Int32, t: Int32):
+    """One 8-deep k-step of tile_16x8."""
+    k0 = 8 * kk
+    a0h, a0l = split_tf32(sa[a_r + g, a_c + k0 + t])
+    a1h, a1l = split_tf32(sa[a_r + g + 8, a_c + k0 + t])
+    a2h, a2l = split_tf32(sa[a_r + g, a_c + k0 + t + 4])
+    a3h, a3l = split_tf32(sa[a_r + g + 8, a_c + k0 + t + 4])
+    b0h, b0l = split_tf32(sb[b_r + k0 + t, b_c + g])
+    b1h, b1l = split_tf32(sb[b_r + k0 + t + 4, b_c + g])
+    d = mma_3xtf32((a0h, a1h, a2h, a3h), (a0l, a1l, a2l, a3l), (b0h, b1h), (b0l, b1l),
+                   (acc[0], acc[1], acc[2], acc[3]))
+    for i in cutlass.range_constexpr(4):
+        acc[i] = d[i]
 
 
 @cute.jit

@@ -601,12 +601,12 @@ def recompute_wu_kernel(
         acc_t = cute.make_rmem_tensor(4, Float32)
         if wl < 2:
             acc_t.fill(0.0)
-            mma_tf32.tile_16x8(acc_t, sA, hi, lo, sA, lo, lo + 8 * wl, wl, 2, lane)
+            mma_tf32.tile_16x8(acc_t, sA, hi, lo, sA, lo, lo + 8 * wl, wl, 2, lane, 2)
             mma_tf32.store_tile_16x8(acc_t, sX, BLK * wg, 8 * wl, lane, False)
         cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
         if wl < 2:
             acc_t.fill(0.0)
-            mma_tf32.tile_16x8(acc_t, sA, hi, hi, sX, BLK * wg, 8 * wl, 0, 2, lane)
+            mma_tf32.tile_16x8(acc_t, sA, hi, hi, sX, BLK * wg, 8 * wl, 0, 2, lane, 2)
             mma_tf32.store_tile_16x8(acc_t, sA, hi, lo + 8 * wl, lane, True)
         cute.arch.sync_threads()
 
@@ -619,11 +619,11 @@ def recompute_wu_kernel(
         mi = warp // 4
         nj = warp % 4
         acc_t.fill(0.0)
-        mma_tf32.tile_16x8(acc_t, sA, HALF + BLK * mi, 0, sA, 0, 8 * nj, nj, 4, lane)
+        mma_tf32.tile_16x8(acc_t, sA, HALF + BLK * mi, 0, sA, 0, 8 * nj, nj, 4, lane, 4)
         mma_tf32.store_tile_16x8(acc_t, sX, BLK * mi, 8 * nj, lane, False)
         cute.arch.sync_threads()
         acc_t.fill(0.0)
-        mma_tf32.tile_16x8(acc_t, sA, HALF + BLK * mi, HALF, sX, 0, 8 * nj, 0, 2 * mi + 2, lane)
+        mma_tf32.tile_16x8(acc_t, sA, HALF + BLK * mi, HALF, sX, 0, 8 * nj, 0, 2 * mi + 2, lane, 4)
         mma_tf32.store_tile_16x8(acc_t, sA, HALF + BLK * mi, 8 * nj, lane, True)
         if cutlass.const_expr(with_pqk):
             if warp == 0:
