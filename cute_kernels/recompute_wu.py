@@ -168,7 +168,7 @@ def _kv_elems() -> int:
     return A_OFF + 2 * C * AS
 
 
-def _smem_bytes(with_pqk: bool = False, aligned: bool = True) -> int:
+def _smem_bytes(with_pqk: bool, aligned: bool) -> int:
     """Dynamic shared memory of _shared_storage(with_pqk, aligned) (checked against the struct at
     trace time)."""
     off = 2 * _kv_elems()                    # kv: K tile | A, Tm, then V tile (offset 0, 1024-aligned)
@@ -181,10 +181,10 @@ def _smem_bytes(with_pqk: bool = False, aligned: bool = True) -> int:
     return _up(off, 1024)                    # the struct's size is a multiple of its alignment
 
 
-assert (_smem_bytes(False, False), _smem_bytes(False), _smem_bytes(True)) == (51200, 52224, 52224)
+assert (_smem_bytes(False, False), _smem_bytes(False, True), _smem_bytes(True, True)) == (51200, 52224, 52224)
 assert 2 * C * AS * 2 >= 2 * C * DV and A_OFF * 2 % 1024 == 0   # V fits where A was, swizzle-aligned
 assert 4 * HALF * XS <= 2 * C * C        # the solve scratch fits in t2's Tu slot
-assert CTAS_PER_SM * (_smem_bytes(True) + CTA_SMEM_RESERVED) <= SM_SMEM_BYTES
+assert CTAS_PER_SM * (_smem_bytes(True, True) + CTA_SMEM_RESERVED) <= SM_SMEM_BYTES
 
 
 def ctas_per_sm(smem_bytes: int) -> int:
@@ -194,7 +194,7 @@ def ctas_per_sm(smem_bytes: int) -> int:
     return min(CTAS_PER_SM, SM_SMEM_BYTES // (smem_bytes + CTA_SMEM_RESERVED))
 
 
-def launch_smem_bytes(with_pqk: bool, overlap_part2: bool, aligned: bool = True) -> int:
+def launch_smem_bytes(with_pqk: bool, overlap_part2: bool, aligned: bool) -> int:
     """Dynamic shared memory a launch asks for: the kernel's own (_smem_bytes) at four CTAs per SM;
     for the overlap plan's second part, a size half-way between the one that first excludes a
     CTA beyond OVERLAP_CTAS_PER_SM and the largest that still fits that many (96,256 B for two; the
@@ -207,8 +207,8 @@ def launch_smem_bytes(with_pqk: bool, overlap_part2: bool, aligned: bool = True)
 
 for _pqk, _al in ((False, False), (False, True), (True, True)):
     assert ctas_per_sm(launch_smem_bytes(_pqk, False, _al)) == CTAS_PER_SM
-    assert ctas_per_sm(launch_smem_bytes(_pqk, True)) == OVERLAP_CTAS_PER_SM
-    assert launch_smem_bytes(_pqk, True) >= _smem_bytes(_pqk)
+    assert ctas_per_sm(launch_smem_bytes(_pqk, True, _al)) == OVERLAP_CTAS_PER_SM
+    assert launch_smem_bytes(_pqk, True, _al) >= _smem_bytes(_pqk, _al)
 
 
 def SMEM_BYTES(beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False) -> int:  # noqa: N802
@@ -915,7 +915,7 @@ def _make_launch(with_pqk: bool):
             tma_ql, mQl = cpasync.make_tiled_tma_atom(load, tma.view(q, [0, 2, 1]), one_kk, (C, DK))
         # every slot of the launch publishes (ready_from <= slot_begin): the overlap plan's second
         # part, beside the spine, at OVERLAP_CTAS_PER_SM (a runtime value of the one build)
-        smem = cutlass.select_(ready_from <= slot_begin, Int32(launch_smem_bytes(with_pqk, True)),
+        smem = cutlass.select_(ready_from <= slot_begin, Int32(launch_smem_bytes(with_pqk, True, aligned)),
                                Int32(launch_smem_bytes(with_pqk, False, aligned)))
         recompute_wu_kernel(
             q, k, v, g, beta, cu_seqlens, state_indices,
