@@ -69,7 +69,7 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-from cute_kernels import fake, pdl
+from cute_kernels import fake, pdl, wgmma_acc
 from cute_kernels.fastexp import exp as _exp
 from cute_kernels.slots import chunk_of_slot
 from gdn_prefill import plan
@@ -371,21 +371,20 @@ def _fwd_o_kernel(
         rows_f = [None] * nr
         rows_lim = [None] * nr
         for r in cutlass.range_constexpr(nr):
-            i, _ = tPc[2 * r]
+            i, _ = tPc[wgmma_acc.first_of_row(r)]
             rows_g[r] = sG[i]
             rows_f[r] = sRq[i]                           # scale * rq_i (0 for rows >= L)
             rows_lim[r] = Int32(cutlass.select_(i < L, i, Int32(-1)))   # j <= lim  <=>  j <= i < L
         cols_g = [None] * ncol
         cols_f = [None] * ncol
         for cc in cutlass.range_constexpr(ncol):
-            e = cc % 2 + 4 * (cc // 2)
-            _, j = tPc[e]
+            _, j = tPc[wgmma_acc.first_of_col(cc)]
             cols_g[cc] = sG[j]
             cols_f[cc] = sRk[j]
         warpgroup.wait_group(1)                          # MMA 1 done; MMA 2 may still run
         for e in cutlass.range_constexpr(cute.size(accP)):
-            r = (e // 2) % 2
-            cc = e % 2 + 2 * (e // 4)
+            r = wgmma_acc.row(e)
+            cc = wgmma_acc.col(e)
             _, j = tPc[e]
             p = accP[e] * _exp(rows_g[r] - cols_g[cc]) * (rows_f[r] * cols_f[cc])
             # select, not multiply: exp() above the diagonal or in rows >= L may overflow
@@ -401,7 +400,7 @@ def _fwd_o_kernel(
             rows_o[r] = rows_f[r] * _exp(rows_g[r])
         warpgroup.wait_group(0)
         for e in cutlass.range_constexpr(cute.size(accO)):
-            accO[e] = accO[e] * rows_o[(e // 2) % 2]
+            accO[e] = accO[e] * rows_o[wgmma_acc.row(e)]
         warpgroup.fence()
         mma_pv.set(warpgroup.Field.ACCUMULATE, True)
         for kb in cutlass.range_constexpr(cute.size(tPa, mode=[2])):

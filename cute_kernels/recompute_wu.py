@@ -114,7 +114,7 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-from cute_kernels import bf16_sumsq, fake, fastexp, mma_tf32, pdl, tma
+from cute_kernels import bf16_sumsq, fake, fastexp, mma_tf32, pdl, tma, wgmma_acc
 from cute_kernels.slots import chunk_of_slot
 from gdn_prefill import plan
 
@@ -139,9 +139,13 @@ CTAS_PER_SM = 4
 # critical path) the more, the faster it goes: at four, run 75, best split 1x8K 246 / 1x64K 1958 us
 # against 236 / 1749 at three; with the cheaper TF32 split (run 110) three made 1x8K 214 -> 221 and
 # 1x64K 1611 -> 1712, the chain beside it 1.60 -> 1.69 us per chunk (run 111); two, with a longer
-# split (GDN_OVERLAP_SPLIT_PCT 25), 205.9 / 1548.3 (run 113); after run 118 three were still slower
-# (1x16K 410-421 us against 386 at two, run 120).
-OVERLAP_CTAS_PER_SM = 2
+# split (25 % of the slots), 205.9 / 1548.3 (run 113); after run 118 three were still slower
+# (1x16K 410-421 us against 386 at two, run 120).  With the spine's faster chunk schedule (run 127:
+# -6 % per chunk) the spine waits for stage 1 again, and three win (run 128 sweep, best split each:
+# 1x4K 101.8 / 103.1 us, 1x8K 192.0 / 196.1, 1x16K 380.6 / 378.8, 1x64K 1470.7 / 1493.3 at three
+# (10 %) / two (15-25 %)); four again no better at the short splits (run 130, 2-10 %: 1x4K 108 us
+# against 99, 1x8K 194-195 against 181-182, 1x16K 375-381 against 345-380).
+OVERLAP_CTAS_PER_SM = 3
 SM_SMEM_BYTES = 228 * 1024        # shared memory per H100 / H200 SM
 CTA_SMEM_RESERVED = 1024          # per CTA: the driver's reserved 1 KB (the cubin's .nv.reservedSmem,
                                   # which sass.resources reports as its static shared memory)
@@ -197,8 +201,8 @@ def ctas_per_sm(smem_bytes: int) -> int:
 def launch_smem_bytes(with_pqk: bool, overlap_part2: bool, aligned: bool) -> int:
     """Dynamic shared memory a launch asks for: the kernel's own (_smem_bytes) at four CTAs per SM;
     for the overlap plan's second part, a size half-way between the one that first excludes a
-    CTA beyond OVERLAP_CTAS_PER_SM and the largest that still fits that many (96,256 B for two; the
-    bytes past _smem_bytes are never touched)."""
+    CTA beyond OVERLAP_CTAS_PER_SM and the largest that still fits that many (67,584 B for three,
+    96,256 for two; the bytes past _smem_bytes are never touched)."""
     if not overlap_part2:
         return _smem_bytes(with_pqk, aligned)
     n = OVERLAP_CTAS_PER_SM
@@ -507,8 +511,8 @@ def recompute_wu_kernel(
         # (~35 % of stage 1's instructions after the inverse).  Above the diagonal the exponent
         # gcum_i - gcum_j can be large and positive: the select discards it (never a 0/1 product).
         assert str(accG.layout) == "((2,2,4),1,1):((1,2,4),0,0)", str(accG.layout)
-        rows = [tGc[2 * h][0] for h in range(2)]                       # e = v0 + 2 v1 + 4 v2
-        cols = [tGc[c % 2 + 4 * (c // 2)][1] + HALF * wg for c in range(8)]
+        rows = [tGc[wgmma_acc.first_of_row(h)][0] for h in range(2)]
+        cols = [tGc[wgmma_acc.first_of_col(c)][1] + HALF * wg for c in range(8)]
         g_row = [sG[r] for r in rows]
         br_row = [sB[r] * sR[r] for r in rows]
         # the columns' values are loaded when their 4 elements come up (e = 4 p .. 4 p + 3 use
@@ -521,8 +525,8 @@ def recompute_wu_kernel(
         # elements e, e + 1 (v0 = 0, 1) are columns j, j + 1 of one row: one 8-byte store
         pair = cute.make_rmem_tensor(2, Float32)
         for e in cutlass.range_constexpr(cute.size(accG)):
-            h = (e // 2) % 2                                           # row index v1
-            c = e % 2 + 2 * (e // 4)                                   # column index (v0, v2)
+            h = wgmma_acc.row(e)
+            c = wgmma_acc.col(e)
             if cutlass.const_expr(e % 4 == 0):
                 for cc in (c, c + 1):
                     g_col[cc] = sG[cols[cc]]

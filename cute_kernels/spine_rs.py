@@ -45,17 +45,25 @@ and its coefficient table; full[s] completes on the TMA bytes and the loader's 3
 writers; empty[s] on the 128 consumer threads, in the epilogue of chunk i; ostaged[b] on the 4
 consumer warps' staged output of a chunk c with c % 2 = b, ofree[b] on the store warp once its
 store of that chunk has read the buffer):
-    wait full[s]; (partial chunk: zero K rows >= L, a NaN there would survive 0 * NaN in G1, G3)
-    rS = bf16(S^T); issue G1
-    under it: S^T *= exp(g_last_i), V^T by ldmatrix, the epilogue of chunk i-1 (release its
-      slot; its O^T as bf16 registers -> transposing stmatrix into sO[(i-1) % 2] -> ostaged; the
-      store warp issues the TMA store and frees the buffer)
-    wait G1; Y^T; issue G1b, then G2 behind it; wait G1b (G2 in flight); Vnew^T, P^T; issue G3;
-    wait G2 (G3 in flight); Y *= c_i; issue G4; wait G3 and G4; O^T -> bf16 registers
-Nothing is in flight across the loop's back edge and the epilogue reads no register a wgmma
-wrote: otherwise ptxas serialises every wgmma (C7515: loop-carried accumulators are moved while
-a group is in flight) or waits for G1 there (C7517), run 25.  tests/test_sass.py pins the
-four waits per chunk (LE 0, LE 1, LE 1, LE 0).
+    wait full[s]; (partial chunk: zero K and V rows >= L, a NaN there would survive 0 * NaN)
+    rS = bf16(S^T); issue G1, then G4 of chunk i-1 behind it (its O^T += bf16(Vnew^T) Pqk^T)
+    under them: S^T *= exp(g_last_i), V^T by ldmatrix
+    wait G1 (G4 in flight); Y^T; issue G1b; wait G4 (G1b in flight): the epilogue of chunk i-1
+      (release its slot; its O^T as bf16 registers -> transposing stmatrix into sO[(i-1) % 2] ->
+      ostaged; the store warp issues the TMA store and frees the buffer); issue G2
+    wait G1b (G2 in flight); Vnew^T, P^T; issue G3; wait G2 (G3 in flight); Y *= c_i; wait G3
+Nothing is in flight across the loop's back edge, the epilogue reads no register a wgmma wrote
+without a wait, and no wgmma of the loop is under a branch: otherwise ptxas serialises every wgmma (C7515:
+loop-carried accumulators are moved while a group is in flight; a wgmma inside `if i > 0`) or
+waits for G1 there (C7517), run 25.  So chunk 0 runs a G4 of its own on zeros, whose result G2
+overwrites.  tests/test_sass.py pins the five waits per chunk (LE 1 four times, then LE 0).
+Why G4 waits a chunk: the pipe runs a warpgroup's MMAs in order, so a G4 issued after G3 kept the
+chunk's last wait (and the next chunk's G1) behind its 4 k-steps; behind G1 it runs while the
+CUDA cores form Y^T.  Why Y^T has no select: a partial chunk's V rows >= L are zeroed with its K
+rows and a_m = 0 there, so Y^T's columns m >= L are 0 - 0 * 0; a select per element (the load of
+a_m inside it) had made each element predicated code converted on its own.  The chunk
+loop went from 745 to 670 SASS instructions, G1's wait -> G1b's issue from 221 to 66, G3's wait
+-> the loop's end from 49 to 1 (pair build).
 Measured (run 27, H200, Hv = 32, the W / U form): 1.30 us/chunk at B=1 T=4K (spine_la_o 1.35),
 5.96 at B=8 (spine_wgmma_o_wg2 7.77); the whole prefill 2-19 % faster at every benchmarked shape.
 
@@ -92,9 +100,10 @@ each (slot, head) in `ready`; the loader warp acquires that flag before it reads
 data and tiles (_await_ready).  The consumer warpgroup is unchanged: it waits on the TMA ring.
 
 Masking: rows >= L of a partial chunk's Tu / V / q / pqk tiles may be another sequence's rows
-or uninitialised workspace: Y^T columns m >= L and Vnew^T columns j >= L are selected to 0 (not
-multiplied), output columns i >= L are never stored (thread stores of rows < L), and K rows >= L
-are zeroed in shared memory before G1.
+or uninitialised workspace: K and V rows >= L are zeroed in shared memory before G1 (so Y^T
+columns m >= L are exactly 0: Z's columns there are 0 and a_m = 0), Vnew^T columns j >= L are
+selected to 0 (not multiplied), and output columns i >= L are never stored (thread stores of
+rows < L).
 """
 from __future__ import annotations
 
@@ -111,7 +120,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from gdn_prefill import plan
 
-from cute_kernels import pdl, spine_wgmma as sw, tma
+from cute_kernels import pdl, spine_wgmma as sw, tma, wgmma_acc
 
 CHUNK = sw.CHUNK                      # 64
 DK = sw.DK                            # 128
@@ -546,6 +555,8 @@ def _state(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch:
     sw._load_state(accSt, tScS, gSt, has_state)
 
     mma_s.set(warpgroup.Field.ACCUMULATE, True)
+    accY.fill(0.0)                        # chunk 0's G4 (a chunk -1 that does not exist) reads these
+    rV.fill(0.0)
     for i in cutlass.range(nch, unroll=1):
         s = i % NSLOT
         t0 = bos + i * CHUNK
@@ -553,9 +564,14 @@ def _state(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch:
         cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
         if L < CHUNK:
             # K rows j >= L may be NaN (NaN * 0 = NaN inside G3): thread ltid owns column k = ltid,
-            # warpgroup wg the rows L + wg, L + wg + active, ... (the tile is every active warpgroup's)
+            # warpgroup wg the rows L + wg, L + wg + active, ... (the tile is every active warpgroup's);
+            # and this warpgroup's V rows j >= L (another sequence's), column ltid % 64, rows
+            # L + ltid // 64, + 2, ...: with Z's columns there 0 (K rows) and a_j = 0 (the table),
+            # Y^T's columns j >= L are then exactly 0 without a select per element
             for j in cutlass.range(L + wg, CHUNK, active, unroll=1):
                 sK[ltid, j, s] = BFloat16(0.0)
+            for j in cutlass.range(L + ltid // VB, CHUNK, 128 // VB, unroll=1):
+                sV_vj[ltid % VB, j, s * nwg + wg] = BFloat16(0.0)
             cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128 * active)
         # G1: Z = bf16(S^T) K^T (the K tile read K-major)
@@ -569,23 +585,36 @@ def _state(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch:
         decay = sTab[TAB_GL, s]
         for e in cutlass.range_constexpr(cute.size(accSt)):
             accSt[e] = accSt[e] * decay
-        cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * nwg + wg]), rVt_cv)
-        if i > 0:
-            _epilogue(i - 1, ltid, wg, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
-        warpgroup.wait_group(0)           # G1
-        # Y^T = V^T - Z diag(a), a_m = exp(gcum_m) rk_m; columns m >= L selected to 0 (V rows
-        # there are another sequence's); G1b: Vnew^T = bf16(Y^T) Tu^T, then G2: Q S behind it
-        for e in cutlass.range_constexpr(cute.size(accX)):
-            m = tXc[e][1]
-            y = Float32(0.0)
-            if m < L:
-                y = Float32(rVt[e]) - accX[e] * sTab[TAB_A + m, s]
-            rV[e] = BFloat16(y)
-        warpgroup.fence()
+        # G4 of chunk i - 1: O^T += bf16(Vnew^T) Pqk^T, in the tensor pipe while the CUDA cores form Y^T.
+        # In chunk 0 it runs on the zeros set before the loop and this chunk's landed P tile, and G2
+        # overwrites the result: a wgmma under a branch makes ptxas serialise every wgmma of the loop
+        ps = cutlass.select_(i > 0, (i + NSLOT - 1) % NSLOT, s)
+        mma_n64.set(warpgroup.Field.ACCUMULATE, True)
         for kb in cutlass.range_constexpr(cute.size(tVa, mode=[2])):
-            mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
-            cute.gemm(mma_n64, accX, tVa[None, None, kb], tTb[None, None, kb, s], accX)
+            cute.gemm(mma_n64, accY, tVa[None, None, kb], tPqb[None, None, kb, ps], accY)
         warpgroup.commit_group()
+        cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * nwg + wg]), rVt_cv)
+        warpgroup.wait_group(1)           # G1 (G4 of chunk i - 1 may still run)
+        # Y^T = V^T - Z diag(a), a_m = exp(gcum_m) rk_m (columns m >= L: 0 - 0 * 0, the V and K rows
+        # zeroed above); G1b: Vnew^T = bf16(Y^T) Tu^T, then G2: Q S behind it.  a_m is loaded once
+        # per column (a thread's 32 values lie on 16 columns), and no element is selected: a load
+        # inside `if m < L` made each element predicated code with a conversion of its own (32
+        # F2FP and 16 PRMT where 16 F2FP pack the pairs)
+        a_col = [sTab[TAB_A + tXc[wgmma_acc.first_of_col(c)][1], s] for c in range(cute.size(accX) // 2)]
+        for e in cutlass.range_constexpr(cute.size(accX)):
+            rP[e] = BFloat16(Float32(rVt[e]) - accX[e] * a_col[wgmma_acc.col(e)])
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(tPa, mode=[2])):
+            mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
+            cute.gemm(mma_n64, accX, tPa[None, None, kb], tTb[None, None, kb, s], accX)
+        warpgroup.commit_group()
+        # chunk i - 1's output, its G4 complete (in the pipe before G1b): O^T -> bf16 -> the store
+        # warp under G1b, then G2 may overwrite accY
+        warpgroup.wait_group(1)           # G4 of chunk i - 1 (G1b may still run)
+        if i > 0:
+            rO.store(accY_cv.load().to(BFloat16))
+            _epilogue(i - 1, ltid, wg, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
+        warpgroup.fence()                 # accY was read above
         for kb in cutlass.range_constexpr(cute.size(tSa, mode=[2])):
             mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
             cute.gemm(mma_n64, accY, tSa[None, None, kb], tQb[None, None, kb, s], accY)
@@ -607,20 +636,17 @@ def _state(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch:
         warpgroup.wait_group(1)           # G2 (G3 may still run)
         for e in cutlass.range_constexpr(cute.size(accY)):
             accY[e] = accY[e] * sTab[TAB_C + tXc[e][1], s]
-        # G4: O^T = c_i Y + bf16(Vnew^T) Pqk^T
+        warpgroup.wait_group(0)           # G3: nothing is in flight across the loop's back edge
+
+    # the last chunk's G4 and output
+    if nch > 0:
         warpgroup.fence()
         mma_n64.set(warpgroup.Field.ACCUMULATE, True)
         for kb in cutlass.range_constexpr(cute.size(tVa, mode=[2])):
-            cute.gemm(mma_n64, accY, tVa[None, None, kb], tPqb[None, None, kb, s], accY)
+            cute.gemm(mma_n64, accY, tVa[None, None, kb], tPqb[None, None, kb, (nch - 1) % NSLOT], accY)
         warpgroup.commit_group()
-        warpgroup.wait_group(0)           # G3, G4: nothing is in flight across the loop's back edge
-        # O^T -> bf16 registers now: the epilogue runs under the next chunk's G1, where reading
-        # registers a wgmma defined would make ptxas wait for G1 (C7517)
-        for e in cutlass.range_constexpr(cute.size(accY_cv)):
-            rO[e] = BFloat16(accY_cv[e])
-
-    warpgroup.wait_group(0)
-    if nch > 0:
+        warpgroup.wait_group(0)
+        rO.store(accY_cv.load().to(BFloat16))
         _epilogue(nch - 1, ltid, wg, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
     sw._store_state(accSt, tScS, gSt, has_state)
 

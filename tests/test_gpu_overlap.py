@@ -39,7 +39,7 @@ def _run(inp, overlap_split):
 
 
 CASES = {
-    # the B=1 shape (Hk/Hv = 16/32): 64 spine CTAs, the rule splits at GDN_OVERLAP_SPLIT_PCT of 129 slots
+    # the B=1 shape (Hk/Hv = 16/32): 64 spine CTAs, the rule splits at slot GDN_OVERLAP_SPLIT_SLOTS of 129
     "b1_8k_16_32": ([8192], 16, 32, dict(l2norm_inputs=True, state="dense")),
     # few sequences with partial chunks, a padded pool in the vk layout
     "varlen_pool_vk": ([1500, 63, 700, 1], 2, 4,

@@ -18,7 +18,7 @@ import gdn_prefill
 from gdn_prefill import _abi, _ext, plan
 
 MIN = _abi.CONSTANTS["GDN_OVERLAP_MIN_SLOTS"]
-PCT = _abi.CONSTANTS["GDN_OVERLAP_SPLIT_PCT"]
+SLOTS = _abi.CONSTANTS["GDN_OVERLAP_SPLIT_SLOTS"]
 
 
 def test_c_and_python_rules_agree():
@@ -29,10 +29,10 @@ def test_c_and_python_rules_agree():
 
 def test_rule_edges():
     # one sequence of 64 (MIN - 1) tokens: MIN slots (the slot count includes one per sequence)
-    assert plan.overlap_split(64 * (MIN - 1), 1, 4, 132) == MIN * PCT // 100
+    assert plan.overlap_split(64 * (MIN - 1), 1, 4, 132) == min(MIN, SLOTS)
     assert plan.overlap_split(64 * (MIN - 2), 1, 4, 132) is None
     # the deadlock guard: N * Hv * 2 spine CTAs <= SMs / 2
-    assert plan.overlap_split(8192, 1, 33, 132) == plan.chunk_slots(8192, 1) * PCT // 100     # 66 CTAs
+    assert plan.overlap_split(8192, 1, 33, 132) == SLOTS     # 66 CTAs
     assert plan.overlap_split(8192, 1, 34, 132) is None                                     # 68 CTAs
     assert plan.overlap_split(8192, 1, 32, 114) is None      # an H100 PCIe: 64 CTAs > 57
     assert plan.overlap_split(8192, 2, 32, 132) is None
@@ -54,7 +54,7 @@ def test_explain_reports_the_overlap():
     args, kw = _meta_problem([8192], 16, 32)
     p = gdn_prefill.explain(*args, **kw)
     assert p["fused_output"] == "runs"
-    assert p["overlap_split"] == plan.chunk_slots(8192, 1) * PCT // 100 and p["overlap"].startswith("runs")
+    assert p["overlap_split"] == SLOTS and p["overlap"].startswith("runs")
     args, kw = _meta_problem([4096] * 8, 16, 32)
     p = gdn_prefill.explain(*args, **kw)
     assert p["overlap_split"] is None and "512 CTAs" in p["overlap"], p["overlap"]

@@ -77,10 +77,11 @@ def test_wgmma_spine_waits_only_where_written(variant):
 @pytest.mark.parametrize("layout", ["kv", "vk"])
 def test_register_state_spine_feeds_every_mma_from_registers(layout, build):
     """spine_rs_o: per chunk G1 = bf16(S^T) K^T and G2 = bf16(S^T) Q^T (8 k-steps of 64x64 each),
-    G1b = bf16(Y^T) Tu^T (4 of 64x64), G3 = P^T K (4 of 64x128) and G4 = Vnew^T Pqk^T (4 of
-    64x64), every A operand in registers (HGMMA R, R, gdesc); four MMA waits per chunk (G1 alone,
-    G1b with G2 in flight, G2 with G3 in flight, then nothing in flight across the loop's back
-    edge) and one after it: none injected by ptxas, no wgmma serialised.  No shared-memory round
+    G1b = bf16(Y^T) Tu^T (4 of 64x64), G3 = P^T K (4 of 64x128) and the previous chunk's G4 =
+    Vnew^T Pqk^T (4 of 64x64; the last chunk's after the loop), every A operand in registers (HGMMA
+    R, R, gdesc); five MMA waits per chunk (G1 with G4 in flight, G4 with G1b in flight, G1b with
+    G2 in flight, G2 with G3 in flight, then nothing in flight across the loop's back edge) and one
+    after it: none injected by ptxas, no wgmma serialised.  No shared-memory round
     trip of S: the only STSM are the
     output's (4 in the loop, 4 in the last chunk's epilogue after it), the only CTA barrier is
     the set-up's, and the warpgroup meets itself on named barrier 1 only to publish a partial
@@ -97,11 +98,11 @@ def test_register_state_spine_feeds_every_mma_from_registers(layout, build):
         pytest.skip(f"{v} not in this build")
     text = sass.disassemble(_manifest.cubins(v)[0])
     c = counts(v)
-    assert c["HGMMA"] == 8 + 8 + 4 + 4 + 4, c["HGMMA"]
-    assert len(re.findall(r"HGMMA\.64x64x16\.F32\.BF16 R\d+, R\d+, gdesc", text)) == 24
+    assert c["HGMMA"] == 8 + 8 + 4 + 4 + 4 + 4, c["HGMMA"]
+    assert len(re.findall(r"HGMMA\.64x64x16\.F32\.BF16 R\d+, R\d+, gdesc", text)) == 28
     assert len(re.findall(r"HGMMA\.64x128x16\.F32\.BF16 R\d+, R\d+, gdesc", text)) == 4
     waits = re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", text)
-    assert waits == ["0x0", "0x1", "0x1", "0x0", "0x0"], waits
+    assert waits == ["0x1", "0x1", "0x1", "0x1", "0x0", "0x0"], waits
     assert c["STSM"] == 4 + 4 and c["LDGSTS"] == 0
     if not pair:
         assert len(re.findall(r"BAR\.SYNC\.DEFER_BLOCKING 0x0\b", text)) == 1

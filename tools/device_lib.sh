@@ -8,6 +8,8 @@
 #                               (SHAPES overrides the default shapes)
 #   num tag [bench args...]     numerics against the fp64 oracle at T = 4K, 16K -> $OUT/numerics.txt
 #   parts tag                   tools/overlap_parts.py at 1x8192, 1x65536 -> $OUT/parts.txt
+#   sweep tag pcts              bench_overlap's split sweep at those percentages (e.g. 2,5,7,10) ->
+#                               $OUT/overlap_<tag>.md, its rows echoed (SWEEP_SHAPES overrides the shapes)
 # Every step runs under `timeout -s KILL` so that a hung kernel cannot eat the device budget.
 set -u
 export PYTHONUNBUFFERED=1
@@ -39,4 +41,12 @@ num() {
 parts() {
   { echo "== $1"; timeout -s KILL 60 python3 tools/overlap_parts.py 1x8192 1x65536 --reps 40 2>&1 | grep -v -i warn; } \
     >> "$OUT/parts.txt"
+}
+
+sweep() {
+  local tag=$1 pcts=$2
+  timeout -s KILL 200 python3 benchmarks/bench_overlap.py --shapes "${SWEEP_SHAPES:-1x4K,1x8K,1x16K,1x64K}" \
+    --heads 16/32 --pcts "$pcts" --md "$OUT/overlap_$tag.md" >"/tmp/overlap_$tag.log" 2>&1 \
+    || { echo "sweep $tag failed"; tail -5 "/tmp/overlap_$tag.log"; }
+  echo "== $tag"; grep -E "^\| 1x" "$OUT/overlap_$tag.md"
 }
