@@ -81,7 +81,7 @@ def overlap_split(T, N, Hv, sm_count):
     cb = chunk_slots(T, N)
     if not overlap_fits(N, Hv, sm_count) or cb < _C["GDN_OVERLAP_MIN_SLOTS"]:
         return None
-    return cb * _C["GDN_OVERLAP_SPLIT_PCT"] // 100
+    return min(cb, _C["GDN_OVERLAP_SPLIT_SLOTS"])
 
 
 def overlap_fits(N, Hv, sm_count):

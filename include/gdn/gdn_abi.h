@@ -57,7 +57,8 @@
 #define GDN_ORDER_MAX_SEQS 1024
 /* overlap plan (fused spine, few sequences): recompute_wu's slots [0, split) run first, then the
  * spine on a library-owned high-priority stream beside recompute_wu's slots [split, CB) on the
- * caller's stream, which publish each (slot, head) in `ready`.  split = CB * PCT / 100: early
+ * caller's stream, which publish each (slot, head) in `ready`.  split = min(SLOTS, CB) (a
+ * percentage of CB until run 131, the history below): early
  * enough that the spine starts soon, late enough that it does not overtake stage 1 on the SMs it
  * leaves.  Measured (benchmarks/bench_overlap.py, H200, 16/32, run 40), us at 0/25/35/45 %:
  * 1x8K 289.4/248.8/237.1/245.9, 1x16K 557.8/465.0/454.5/477.1, 1x64K 2127/1773/1767/1850.
@@ -85,10 +86,26 @@
  * 1494.6/1533.7/1537.0/1561.2 (three CTAs per SM, 10/15/20/25 %: 209.0/201.5/213.2/211.7,
  * 409.6/411.5/416.4/421.3, 1622.9/1659.7/1672.6/1688.6); run 121, alternated, 15 against 25 %:
  * 1x8K 202.7, 202.8 / 204.0, 205.2; 1x16K 384.7, 384.3 / 397.3, 398.0; 1x64K 1565.3, 1533.3 /
- * 1581.4, 1566.4.
+ * 1581.4, 1566.4.  Run 128, after the spine's faster chunk schedule (run 127: the spine now waits for
+ * stage 1; the sweep's spine build was 3 % slower per chunk than the merged one, a refuted variant),
+ * stage 1's second part at three CTAs per SM, us at 10/15/20/25/30 %: 1x4K 101.8/103.9/
+ * 105.6/105.3/110.4, 1x8K 192.0/197.2/199.9/200.1/204.5, 1x16K 380.6/383.6/386.8/393.3/393.8, 1x64K
+ * 1470.7/1493.6/1494.0/1519.6/1522.8 (at two CTAs per SM: 1x8K 204.0/199.1/196.1/198.5/202.3, 1x64K
+ * 1514.7/1493.3/1494.1/1515.7/1517.8); run 129, alternated, three at 10 % against two at 15 %:
+ * 1x4K 99.1, 98.7 / 106.1; 1x8K 192.8, 193.0 / 199.7; 1x16K 380.0, 380.4 / 376.8; 1x64K 1483.2,
+ * 1492.0 / 1502.5.  Run 130 (three CTAs per SM, us at 2/5/7/10 %) read as a step in slots, not in
+ * percent: 1x4K (65 slots) 99.4/99.1/98.8/99.6 at 1/3/4/6 slots; 1x8K 182.2/181.4 at 2/6 slots,
+ * 190.8/192.1 at 9/12; 1x16K 344.9 at 5 slots, 370.3/378.6/379.6 at 12/17/25; 1x64K 1454.9 at 20
+ * slots, 1469.6-1474.5 at 51-102 (four CTAs per SM: 1x4K 108, 1x8K 194-195, 1x16K 375-381, no
+ * better).  Run 131, by slot, two passes, 1x64K: 1455.0, 1446.7 / 1437.7, 1440.3 / 1446.2, 1445.1 /
+ * 1447.8, 1446.7 at 1/2/3/4 slots (1749 serial); at 8/16 heads 1x8K and 1x16K are level from 2 to
+ * 32 slots (180.3-182.3, 345.7-349.3 us).  Run 132 (16/32, serial / 2 / 4 slots): 1x1K 39.2/38.9/
+ * 39.1, 1x1536 55.0/51.1/49.8, 1x2K 68.3/59.2/59.0, 1x4K 122.8/99.5/99.0, 1x8K 230.1/182.0/178.7,
+ * 1x16K 443.1/350.8/348.1: four slots, the same at every length (+0.5 % at 1x64K against two);
+ * run 133's table at four: 1x8K 179.2 us, 1x64K 1439.6 (193.0 / 1486.4 at 10 %, run 129).
  * Deadlock-free because the producer never waits on the spine and the spine's CTAs leave at
  * least half of the device's SMs (queried) to it. */
-#define GDN_OVERLAP_SPLIT_PCT 15
+#define GDN_OVERLAP_SPLIT_SLOTS 4
 /* fewer chunk slots: the serial plan.  At 16/32, split 35 %, serial -> overlap (run 79, stage 1
  * at four CTAs per SM): 1x1K (17 slots) 46.5 -> 50.6 us, 1x1536 (25) 65.5 -> 63.9, 1x2K (33)
  * 82.3 -> 72.3, 1x3K (49) 116.0 -> 100.4 (run 42, three CTAs per SM: 16 slots, 1x1K 50.7 -> 48.3). */

@@ -831,7 +831,7 @@ cdef int64_t _overlap_split(int64_t T, int64_t N, int64_t Hv, int sms) noexcept 
     cdef int64_t cb = _chunk_slots(T, N)
     if not _overlap_fits(N, Hv, sms) or cb < GDN_OVERLAP_MIN_SLOTS:
         return 0
-    return cb * GDN_OVERLAP_SPLIT_PCT // 100
+    return min(cb, GDN_OVERLAP_SPLIT_SLOTS)
 
 
 cdef int64_t _plan_split(const gdn_problem_t *p, int n_launches, int sms) noexcept nogil:

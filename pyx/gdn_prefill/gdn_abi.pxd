@@ -45,7 +45,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_MAX_RANK
         GDN_MAX_SEQUENCES
         GDN_ORDER_MAX_SEQS
-        GDN_OVERLAP_SPLIT_PCT
+        GDN_OVERLAP_SPLIT_SLOTS
         GDN_OVERLAP_MIN_SLOTS
         GDN_NO_OVERLAP
         GDN_DTYPE_BF16
