@@ -88,9 +88,11 @@ Three builds (VARIANTS; the launcher picks per call, plan.spine_rs_build):
   16K + 15 x 1K, spine 374 solo against 538 dual): its grid has Hv blocks more, and the longest
   sequence's 2 Hv blocks run it one chain per CTA, solo-style, when the wave model on the lengths
   every CTA reads says so (_dual_block, _lead_solo), else half of them run it dual and half exit.
+  Beyond ORDER_MAX_SEQS sequences all of them run dual, in index order: no CTA reads more than
+  a fixed number of lengths, so the call's cost stays linear in N.
 Every build places the sequences longest first in its grid (_longest_first: stage 1's ranking,
-the workspace's `order`; beyond ORDER_MAX_SEQS sequences the longest first, the rest in index
-order): blocks start in index order, and varlen16's
+the workspace's `order`; beyond ORDER_MAX_SEQS sequences index order): blocks start in index
+order, and varlen16's
 8.5K-token sequence, 14th of 16, started its chain in the last wave (run 92: varlen16 859 ->
 698-710 us with the dual build).
 
@@ -391,7 +393,7 @@ def _batch(cu_seqlens: cute.Tensor):
     arg = Int32(0)
     total = Int32(0)
     busy = Int32(0)
-    for i in cutlass.range(lane, N, 32, unroll=4):      # 4 loads in flight (N in the thousands)
+    for i in cutlass.range(lane, N, 32, unroll=4):      # 4 loads in flight (N <= ORDER_MAX_SEQS)
         c = (cu_seqlens[i + 1] - cu_seqlens[i] + (CHUNK - 1)) // CHUNK
         total = total + c
         if c > 0:
@@ -415,16 +417,13 @@ def _batch(cu_seqlens: cute.Tensor):
 
 
 @cute.jit
-def _longest_first(r: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor, batch=None) -> Int32:
-    """The sequence of rank r when the N sequences are ordered longest first (equal lengths by
-    index): order[r], which stage 1's first CTA wrote (recompute_wu._rank_longest_first) for N <=
-    ORDER_MAX_SEQS; beyond, the longest first and the rest in index order.  Blocks start roughly in
-    index order, so a long sequence placed late in a batch would start its chain in the last wave
-    and end the call alone (plan.grid_spine_rs; run 92).  Until run 109 each spine CTA ranked up to
-    32 sequences itself (one warp's lanes) and placed only the longest first beyond: a wave model of
-    the dual build on batches of 48-128 mixed lengths gave the full order -6 % spine on average,
-    -20 % at worst (session 16's notes).  batch: _batch(cu_seqlens) when the caller has it already
-    (one scan of cu_seqlens, not two, beyond the cap)."""
+def _longest_first(r: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor) -> Int32:
+    """The sequence of rank r: order[r], the longest-first ranking (equal lengths by index) that
+    stage 1's first CTA wrote (recompute_wu._rank_longest_first) for N <= ORDER_MAX_SEQS; beyond,
+    index order.  Blocks start roughly in index order, so a long sequence placed late in a batch
+    would start its chain in the last wave and end the call alone (plan.grid_spine_rs).  O(1) per
+    CTA at any N: no CTA scans cu_seqlens beyond the cap (a scan per CTA made the call's cost grow
+    as N^2: docs/PERFORMANCE.md, many sequences)."""
     N = cu_seqlens.shape[0] - 1
     n = r
     if N <= ORDER_MAX_SEQS:
@@ -432,16 +431,6 @@ def _longest_first(r: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor, batch=
         # wgmma behind them: C7520)
         # (clamped: a spine launched on a workspace stage 1 never wrote stays inside cu_seqlens)
         n = cute.arch.make_warp_uniform(cutlass.min(cutlass.max(order[r], Int32(0)), N - 1))
-    else:
-        longest = Int32(0)
-        if cutlass.const_expr(batch is None):
-            longest, _, _, _ = _batch(cu_seqlens)
-        else:
-            longest = batch[0]
-        if r == 0:
-            n = longest
-        elif r <= longest:
-            n = r - 1
     return n
 
 
@@ -459,9 +448,11 @@ def _dual_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor, order: cute.Tenso
     work = Int32(1)
     n = Int32(0)
     if bx < 2 * Hv:
-        batch = _batch(cu_seqlens)
-        n = _longest_first(Int32(0), cu_seqlens, order, batch)
-        if _lead_solo(batch, Hv) != 0:
+        n = _longest_first(Int32(0), cu_seqlens, order)
+        lead_solo = Int32(0)
+        if cu_seqlens.shape[0] - 1 <= ORDER_MAX_SEQS:    # beyond, all dual: no scan of cu_seqlens
+            lead_solo = _lead_solo(_batch(cu_seqlens), Hv)
+        if lead_solo != 0:
             hv = bx // 2
             col0 = (bx % 2) * VB
             active = Int32(1)
