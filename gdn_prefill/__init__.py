@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .errors import (GdnAliasError, GdnArgumentError, GdnDeviceError, GdnDtypeError, GdnError,
-                     GdnLaunchError, GdnLayoutError, GdnShapeError, GdnSpineError)
+                     GdnLaunchError, GdnLayoutError, GdnShapeError, GdnSpineError, GdnTypeError)
 
 __version__ = "0.1.0"
 
@@ -24,6 +24,7 @@ __all__ = [  # a literal list, so that type checkers see the lazy names as expor
     "prefill", "explain", "workspace_bytes", "workspace_layout", "compiled_variants",
     "chunk_gated_delta_rule", "GdnError", "GdnDtypeError", "GdnShapeError", "GdnLayoutError",
     "GdnAliasError", "GdnDeviceError", "GdnSpineError", "GdnArgumentError", "GdnLaunchError",
+    "GdnTypeError",
 ]
 
 

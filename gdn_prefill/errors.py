@@ -14,6 +14,11 @@ class GdnDtypeError(GdnError, TypeError):
     """A tensor has the wrong element type."""
 
 
+class GdnTypeError(GdnError, TypeError):
+    """An argument is not of the kind it must be: a dense torch tensor, a real number, a bool, a
+    string, a stream (the message names the argument and what it got)."""
+
+
 class GdnShapeError(GdnError, ValueError):
     """A tensor has the wrong rank or extent, or tensors disagree on a dimension."""
 

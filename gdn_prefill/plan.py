@@ -119,14 +119,14 @@ def grid_spine_rs(T, N, Hv, dual=False):
     return (N * Hv * (HEAD_DIM_V // RS_SPINE_VBLOCK), 1, 1)
 
 
-def spine_rs_build(T, N, Hv, sm_count=SM_COUNT):
+def spine_rs_build(T, N, Hv, sm_count=SM_COUNT, overlap=False):
     """The spine_rs_o build the fused plan runs for T tokens, N sequences and Hv heads on sm_count
     SMs: "pair" (the two CTAs of a head as a cluster that multicasts Tu, K, q and P) wherever the
-    overlap plan runs, else "dual" (one CTA per head, two chains per SM) where its waves of chunks
-    cost less than the "solo" build's (one CTA per 64 state columns): the one Python copy of the
-    launcher's rule (_ext.pyx, _rs_build; gdn_abi.h has the measurements; with
-    GDN_PREFILL_OVERLAP=0 the launcher's serial plan runs solo or dual where this says pair)."""
-    if overlap_split(T, N, Hv, sm_count) is not None:
+    overlap plan runs (overlap: the launcher's opt-in, GDN_PREFILL_OVERLAP=1), else "dual" (one CTA
+    per head, two chains per SM) where its waves of chunks cost less than the "solo" build's (one
+    CTA per 64 state columns): the one Python copy of the launcher's rule (_ext.pyx, _rs_build;
+    gdn_abi.h has the measurements)."""
+    if overlap and overlap_split(T, N, Hv, sm_count) is not None:
         return "pair"
     dual_waves, solo_waves = -(-N * Hv // sm_count), -(-N * Hv * RS_SPINE_PAIR // sm_count)
     return "dual" if dual_waves * RS_DUAL_WAVE_NS < solo_waves * RS_SOLO_WAVE_NS else "solo"
@@ -136,7 +136,10 @@ def dual_lead_solo(lengths, Hv, sm_count=SM_COUNT):
     """True where the dual build runs the longest of these sequences one chain per CTA on 2 Hv SMs
     (the rest dual on the others) rather than all of them dual: the one Python copy of the rule its
     kernel evaluates on cu_seqlens (spine_rs._lead_solo; constants in gdn_abi.h).  For reports
-    (bench_spine --rs-skew) and tests; the launcher never needs it."""
+    (bench_spine --rs-skew) and tests; the launcher never needs it.  Beyond ORDER_MAX_SEQS
+    sequences the kernel reads no lengths and runs them all dual."""
+    if len(lengths) > ORDER_MAX_SEQS:
+        return False
     chunks = [-(-n // CHUNK) for n in lengths]
     lead, total, busy = max(chunks), sum(chunks), sum(1 for c in chunks if c > 0)
     all_dual = max(lead * RS_DUAL_WAVE_NS + RS_CTA_NS,

@@ -210,11 +210,10 @@ def test_main_job_without_gpu(monkeypatch, capsys):
     assert "spines: scalar: runs; wgmma: runs" in out and "auto runs 'wgmma'" in out
     import gdn_prefill
     from gdn_prefill import plan
-    assert plan.spine_rs_build(8192, 1, 32) == "pair"     # the overlap plan runs the pair build
-    assert "spine_rs_o_pair_kv" in out and str(plan.grid_spine_rs(8192, 1, 32)) in out
+    assert plan.spine_rs_build(8192, 1, 32) == "solo"     # the serial plan (the overlap plan is opt-in)
+    assert "spine_rs_o_kv" in out and str(plan.grid_spine_rs(8192, 1, 32)) in out
     assert f"workspace: {gdn_prefill.workspace_bytes(8192, 1, 32, fused=True):,} bytes" in out   # the plan's
-    split = plan.overlap_split(8192, 1, 32, plan.SM_COUNT)
-    assert f"stage 1 overlapped with the spine: runs: recompute_wu's chunk slots [0, {split})" in out
+    assert "stage 1 overlapped with the spine: off by default" in out
     # the oracle check, with its error printed
     assert "reference.recurrent vs reference.chunked" in out and "-> OK" in out and "rel err o = " in out
 

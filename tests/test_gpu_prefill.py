@@ -161,9 +161,10 @@ def test_wg2_forms_run_the_two_warpgroup_build(form):
     assert four_kernel_spine_build(inp) == f"spine_wgmma_wg2_{inp['state_layout']}"
     T_list, Hk, Hv, mk, _ = FORMS["varlen_mix"]
     small = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
-    # 7 sequences, 4 heads: the overlap plan runs, with the pair build
-    assert plan.spine_rs_build(sum(T_list), len(T_list), Hv, sms) == "pair"
-    assert spine_build(small, "wgmma") == "spine_rs_o_pair_kv"
+    # 7 sequences, 4 heads: where the opt-in overlap plan would run the pair build, the serial plan's solo
+    assert plan.spine_rs_build(sum(T_list), len(T_list), Hv, sms) == "solo"
+    assert plan.spine_rs_build(sum(T_list), len(T_list), Hv, sms, overlap=True) == "pair"
+    assert spine_build(small, "wgmma") == "spine_rs_o_kv"
     assert four_kernel_spine_build(small) == "spine_wgmma_kv"
 
 

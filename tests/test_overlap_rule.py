@@ -54,7 +54,9 @@ def test_explain_reports_the_overlap():
     args, kw = _meta_problem([8192], 16, 32)
     p = gdn_prefill.explain(*args, **kw)
     assert p["fused_output"] == "runs"
-    assert p["overlap_split"] == SLOTS and p["overlap"].startswith("runs")
+    # the rule would split here, but the plan is opt-in (GDN_PREFILL_OVERLAP=1): explain says why not
+    assert p["overlap_split"] is None and p["overlap"] == _ext.OVERLAP_OFF
+    assert "hang" in p["overlap"] and "GDN_PREFILL_OVERLAP=1" in p["overlap"]
     args, kw = _meta_problem([4096] * 8, 16, 32)
     p = gdn_prefill.explain(*args, **kw)
     assert p["overlap_split"] is None and "512 CTAs" in p["overlap"], p["overlap"]
@@ -75,19 +77,28 @@ def test_workspace_has_one_ready_flag_per_slot_and_head():
 
 @pytest.mark.skipif(not any(v.startswith("spine_rs_o_") for v in gdn_prefill.compiled_variants()),
                     reason="fused spine not built")
-def test_overlap_can_be_disabled_by_the_environment(tmp_path):
-    """GDN_PREFILL_OVERLAP=0 (read at import): the serial plan, and explain() says why.  (Run
-    outside the source tree, so the subprocess imports the installed package, not ./gdn_prefill.)"""
+@pytest.mark.parametrize("env, want", [
+    (None, "None | " + _ext.OVERLAP_OFF),
+    ("0", "None | " + _ext.OVERLAP_OFF),
+    ("1", f"{SLOTS} | runs: recompute_wu's chunk slots [0, {SLOTS})"),
+])
+def test_overlap_is_opt_in(tmp_path, env, want):
+    """The overlap plan runs only with GDN_PREFILL_OVERLAP=1 (read at import); otherwise the serial
+    plan, and explain() says why.  (Run outside the source tree, so the subprocess imports the
+    installed package, not ./gdn_prefill.)"""
     code = ("import torch, gdn_prefill; m = dict(device='meta'); "
             "q = torch.empty(8192, 16, 128, dtype=torch.bfloat16, **m); "
             "v = torch.empty(8192, 32, 128, dtype=torch.bfloat16, **m); g = torch.empty(8192, 32, **m); "
             "cu = torch.tensor([0, 8192], dtype=torch.int32).to('meta'); "
             "p = gdn_prefill.explain(q, q, v, g, g, v, cu_seqlens=cu, check_device=False); "
             "print(p['overlap_split'], '|', p['overlap'])")
+    environ = {k: v for k, v in os.environ.items() if k != "GDN_PREFILL_OVERLAP"}
+    if env is not None:
+        environ["GDN_PREFILL_OVERLAP"] = env
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "GDN_PREFILL_OVERLAP": "0"}, cwd=tmp_path)
+                         env=environ, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "None | disabled by GDN_PREFILL_OVERLAP=0", run.stdout
+    assert run.stdout.strip().startswith(want), run.stdout
 
 
 def test_chain_rate_beside_part2(repo_script):

@@ -16,6 +16,8 @@ from libc.math cimport isfinite
 from gdn_prefill.gdn_abi cimport *
 
 import logging
+import numbers as _numbers
+import operator as _operator
 import os
 
 from gdn_prefill import errors as _errors
@@ -184,6 +186,49 @@ cdef int _no_overlap(const gdn_tensor_t *a, const char *an, const gdn_tensor_t *
     return GDN_OK
 
 
+cdef int _no_self_overlap(const gdn_tensor_t *t, const char *name, char *msg) noexcept nogil:
+    """An output's elements must be distinct memory (CTAs write them concurrently): with the modes
+    of extent > 1 sorted by stride, each stride must step past everything the smaller ones span.
+    Sufficient and, for the layouts the kernels take (last dim contiguous), exact."""
+    cdef int order[GDN_MAX_RANK]
+    cdef int i, j, m = 0, tmp
+    cdef int64_t span = 0
+    for i in range(t.rank):
+        if t.shape[i] > 1:
+            order[m] = i
+            m += 1
+    for i in range(1, m):                          # insertion sort by stride (at most 4 modes)
+        j = i
+        while j > 0 and t.stride[order[j - 1]] > t.stride[order[j]]:
+            tmp = order[j - 1]
+            order[j - 1] = order[j]
+            order[j] = tmp
+            j -= 1
+    for i in range(m):
+        if t.stride[order[i]] <= span:
+            snprintf(msg, MSG_CAP, "%s: dim %d (stride %lld) overlaps the elements of the smaller strides "
+                     "(they span %lld elements); an output's elements must not share memory",
+                     name, order[i], <long long>t.stride[order[i]], <long long>(span + 1))
+            return GDN_ERR_LAYOUT
+        span += (t.shape[order[i]] - 1) * t.stride[order[i]]
+    return GDN_OK
+
+
+cdef int _grid_fits(int64_t T, int64_t N, int64_t Hv, char *msg) noexcept nogil:
+    """Every launch of every plan fits CUDA's grid limits: grid.y (the unfused spines' and fwd_o's
+    heads) <= 65,535, grid.x (recompute_wu's chunk slots x heads, the fused spine's 64-column
+    blocks) <= 2^31 - 1 (plan.py's grid functions)."""
+    cdef int64_t blocks = max(_chunk_slots(T, N), (N + 1) * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK)) * Hv
+    if Hv > 65535:
+        snprintf(msg, MSG_CAP, "v: %lld value heads exceed the 65,535 a launch's grid.y can hold", <long long>Hv)
+        return GDN_ERR_SHAPE
+    if blocks > 0x7fffffff:
+        snprintf(msg, MSG_CAP, "v: %lld value heads x %lld chunk slots need %lld blocks; a launch's grid.x holds "
+                 "at most 2^31 - 1", <long long>Hv, <long long>_chunk_slots(T, N), <long long>blocks)
+        return GDN_ERR_SHAPE
+    return GDN_OK
+
+
 cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept nogil:
     """Every rule of DESIGN.md §2 that does not depend on the spine."""
     cdef int rc
@@ -270,6 +315,8 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
         snprintf(msg, MSG_CAP, "v: %lld value heads is not a positive multiple of the %lld key heads of q/k",
                  <long long>Hv, <long long>Hk)
         return GDN_ERR_SHAPE
+    rc = _grid_fits(T, N, Hv, msg)
+    if rc: return rc
     rc = _dim(&p.out, "out", 0, T, "tokens, as in v", msg)
     if rc: return rc
     rc = _dim(&p.out, "out", 1, Hv, "value heads, as in v", msg)
@@ -332,6 +379,12 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
             snprintf(msg, MSG_CAP, "state: slot and head strides (%lld, %lld) must be multiples of 4 elements "
                      "(16-byte aligned blocks)", <long long>p.state.stride[0], <long long>p.state.stride[1])
             return GDN_ERR_LAYOUT
+    # outputs: no element shares memory with another (expand()ed or overlapping strides)
+    rc = _no_self_overlap(&p.out, "out", msg)
+    if rc: return rc
+    if p.state.rank != 0:
+        rc = _no_self_overlap(&p.state, "state", msg)
+        if rc: return rc
     # aliasing: out and the in-place state must not share memory with anything read
     rc = _no_overlap(&p.out, "out", &p.q, "q", msg)
     if rc: return rc
@@ -716,6 +769,24 @@ cdef int64_t _call_workspace_bytes(const gdn_problem_t *problem, int spine, int 
     return _plan_workspace_bytes(T, N, Hv, n == 2)
 
 
+cdef int _workspace_apart(const gdn_problem_t *p, uintptr_t lo, uintptr_t hi, char *msg) noexcept nogil:
+    """The workspace [lo, hi) shares no byte with a tensor of the call (the kernels write it while
+    they read the inputs and write out and the state)."""
+    cdef const gdn_tensor_t *ts[9]
+    cdef const char *names[9]
+    cdef uintptr_t tlo, thi
+    cdef int i
+    ts[:] = [&p.q, &p.k, &p.v, &p.g, &p.beta, &p.out, &p.state, &p.cu_seqlens, &p.state_indices]
+    names[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seqlens", b"state_indices"]
+    for i in range(9):
+        _extent(ts[i], &tlo, &thi)
+        if tlo < thi and lo < hi and tlo < hi and lo < thi:
+            snprintf(msg, MSG_CAP, "workspace: overlaps the memory of %s; the workspace must be memory of its own",
+                     names[i])
+            return GDN_ERR_ALIAS
+    return GDN_OK
+
+
 cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_bytes, bint fused,
                          char *msg) noexcept nogil:
     """Carve the workspace of the plan that runs (fused: the fused-output plan) after checking it."""
@@ -728,6 +799,9 @@ cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_by
     if (<uintptr_t>workspace) % GDN_WORKSPACE_ALIGN_BYTES != 0:
         snprintf(msg, MSG_CAP, "workspace: data pointer is not %d-byte aligned", GDN_WORKSPACE_ALIGN_BYTES)
         return GDN_ERR_LAYOUT
+    cdef int rc = _workspace_apart(p, <uintptr_t>workspace, <uintptr_t>workspace + <uintptr_t>workspace_bytes, msg)
+    if rc:
+        return rc
     _carve(p, <char *>workspace, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], fused)
     # the serial plan: recompute_wu over every chunk slot, nothing published through `ready`
     p.slot_begin = 0
@@ -782,8 +856,20 @@ cdef int _launch(const gdn_problem_t *p, const int *ids, int n, cudaStream_t str
 # library-owned stream of the highest priority (so the spine's CTAs are placed as soon as the
 # first part drains), the second part on the caller's stream; fork and join are events, so the
 # caller's stream orders everything after the call behind both, and a CUDA graph captures it.
-# Deadlock-freedom: the second part never waits for the spine, and the spine's CTAs (one per SM)
-# leave at least half of the SMs (queried: a MIG slice has fewer) to it.
+#
+# Off by default (GDN_PREFILL_OVERLAP=1 opts in): the spine's CTAs wait for CTAs of another
+# kernel on another stream, which the hardware does not promise to schedule beside them.  Within
+# one process that calls prefill from one stream, the spine leaves half of the SMs to that kernel
+# and it runs; but other streams' kernels (two-batch overlap, async scheduling), kernels queued
+# behind ours with programmatic dependent launch, or other processes under MPS may hold those
+# SMs, and a spine that waits on SMs while holding SMs can hang the GPU (issue 32: 3 hangs in 10
+# runs of two streams).  The one safe rule, that a CTA waits only on lower-indexed CTAs of its
+# own grid, is the fused single kernel's (docs/DESIGN.md).
+
+OVERLAP_OFF = ("off by default: its spine waits for a kernel on another stream, which the GPU does not "
+               "promise to schedule beside it when other streams or processes hold SMs (a hang under "
+               "concurrent streams); GDN_PREFILL_OVERLAP=1 opts in for a process that calls prefill from "
+               "one stream alone")
 
 cdef extern from "pthread.h" nogil:
     ctypedef struct pthread_mutex_t:
@@ -804,10 +890,11 @@ cdef cudaEvent_t _side_join[MAX_DEVICES]
 memset(_side_state, 0, sizeof(_side_state))
 
 
-# GDN_PREFILL_OVERLAP=0 (read once, at import) runs the serial plan everywhere: for deployments
-# where the queried SM count overstates the SMs a process gets (MPS with an active-thread
-# percentage, green contexts), on which the deadlock guard's count would be wrong.
-cdef bint _overlap_enabled = os.environ.get("GDN_PREFILL_OVERLAP", "1") != "0"
+# GDN_PREFILL_OVERLAP=1 (read once, at import) opts in to the overlap plan (see above: only for a
+# process that owns the GPU and calls prefill from one stream; never under MPS with an
+# active-thread percentage or green contexts, where the queried SM count overstates the SMs a
+# process gets and the deadlock guard's count would be wrong).
+cdef bint _overlap_enabled = os.environ.get("GDN_PREFILL_OVERLAP", "0") == "1"
 
 
 cdef int _sm_count() noexcept nogil:
@@ -840,6 +927,11 @@ cdef int64_t _plan_split(const gdn_problem_t *p, int n_launches, int sms) noexce
     if n_launches != 2 or not _overlap_enabled:
         return 0
     return _overlap_split(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], sms)
+
+
+def _overlap_opt_in():
+    """Test hook: whether this process opted in to the overlap plan (GDN_PREFILL_OVERLAP=1)."""
+    return bool(_overlap_enabled)
 
 
 def _overlap_split_rule(int64_t T, int64_t N, int64_t Hv, int sms):
@@ -895,6 +987,7 @@ cdef int _launch_overlap(const gdn_problem_t *p, const int *ids, int64_t split, 
     cdef cudaStream_t side
     cdef cudaEvent_t fork, join
     cdef int rc, step = 0
+    cdef bint joined
     if _dry_run or not _side_get(stream, &side, &fork, &join):
         return _launch(p, ids, 2, stream, msg)
     rc = _load_modules(msg)
@@ -909,9 +1002,13 @@ cdef int _launch_overlap(const gdn_problem_t *p, const int *ids, int64_t split, 
     rc = cudaMemsetAsync(p.ready.data, 0, p.ready.shape[0] * p.ready.shape[1] * 4, stream)
     if rc == 0:
         step = 1
+        # record and wait under the lock: the events are the device's, shared by every caller, and
+        # another thread's record between them would fork this call from that thread's stream
+        pthread_mutex_lock(&_side_lock)
         rc = cudaEventRecord(fork, stream)
-    if rc == 0:
-        rc = cudaStreamWaitEvent(side, fork, 0)
+        if rc == 0:
+            rc = cudaStreamWaitEvent(side, fork, 0)
+        pthread_mutex_unlock(&_side_lock)
     if rc == 0:
         step = 2
         rc = gdn_launch_variant(ids[0], &a, side)
@@ -923,9 +1020,11 @@ cdef int _launch_overlap(const gdn_problem_t *p, const int *ids, int64_t split, 
         rc = gdn_launch_variant(ids[1], &a, side)
     if step >= 2:
         # join even after a failed launch, so the caller's stream stays ordered behind the side stream
-        if cudaEventRecord(join, side) != 0 or cudaStreamWaitEvent(stream, join, 0) != 0:
-            if rc == 0:
-                rc = <int>cudaGetLastError()
+        pthread_mutex_lock(&_side_lock)
+        joined = cudaEventRecord(join, side) == 0 and cudaStreamWaitEvent(stream, join, 0) == 0
+        pthread_mutex_unlock(&_side_lock)
+        if not joined and rc == 0:
+            rc = <int>cudaGetLastError()
     if rc != 0:
         snprintf(msg, MSG_CAP, "CUDA error in the overlap plan (%s): %s", _OVERLAP_STEPS[step],
                  cudaGetErrorString(<cudaError_t>rc))
@@ -1016,6 +1115,7 @@ cdef enum:
     DL_UINT = 1
     DL_FLOAT = 2
     DL_BFLOAT = 4
+    DL_CPU = 1
     DL_CUDA = 2
     DTYPE_U8 = 100          # uint8 (the workspace): no GDN_DTYPE_*, _dtype_name() calls it unsupported
 
@@ -1069,17 +1169,41 @@ cdef inline int _dl_dtype(gdn_dl_dtype_t t) noexcept nogil:
     return 0
 
 
-cdef int _fill(gdn_tensor_t *t, object x, str name) except -3:
-    """Fill t from tensor x (None: rank 0, absent).  Returns the CUDA device index of x, -2 for a
-    tensor elsewhere (CPU, meta), -1 for None.  torch tensors go through the DLPack table; other
-    types (subclasses included) and tensors DLPack cannot describe (meta) through attributes:
-    the same fields either way (tests/test_dlpack.py compares them)."""
+cdef enum:
+    DEV_NONE = -1           # _fill's device codes besides a CUDA index (>= 0): no tensor,
+    DEV_CPU = -2            # a CPU tensor,
+    DEV_META = -3           # a meta tensor,
+    DEV_OTHER = -4          # any other device
+    FILL_ERROR = -100       # (an exception was raised)
+
+
+cdef object _not_a_tensor(object x, str name):
+    """The GdnTypeError for an argument that must be a dense torch tensor."""
+    if x is None:
+        return _errors.GdnTypeError(f"{name}: a tensor is required, got None")
+    if not isinstance(x, _torch.Tensor):
+        return _errors.GdnTypeError(f"{name}: must be a torch.Tensor, got {type(x).__module__}.{type(x).__qualname__}"
+                                    if type(x).__module__ != "builtins" else
+                                    f"{name}: must be a torch.Tensor, got {type(x).__qualname__}")
+    if x.layout != _torch.strided:
+        return _errors.GdnTypeError(f"{name}: must be a dense (strided) tensor, got layout {x.layout}")
+    if x.is_quantized:
+        return _errors.GdnTypeError(f"{name}: quantized tensors are not supported (dtype {x.dtype})")
+    return None
+
+
+cdef int _fill(gdn_tensor_t *t, object x, str name, bint required=False) except FILL_ERROR:
+    """Fill t from tensor x (None: rank 0, absent; required: a GdnTypeError).  Returns the CUDA device
+    index of x, or a DEV_* code.  torch tensors go through the DLPack table; other tensor types
+    (subclasses included) and tensors DLPack cannot describe (meta) through attributes: the same
+    fields either way (tests/test_dlpack.py compares them).  Anything but a dense torch tensor
+    raises GdnTypeError naming the argument."""
     cdef int i, rank
     cdef int64_t st
     cdef gdn_dl_tensor_t d
     memset(t, 0, sizeof(gdn_tensor_t))
-    if x is None:
-        return -1
+    if x is None and not required:
+        return DEV_NONE
     if _torch is None:
         _torch_init()
     if _dl_on and _dl != NULL and type(x) is _dl_type:
@@ -1094,8 +1218,13 @@ cdef int _fill(gdn_tensor_t *t, object x, str name) except -3:
                 t.shape[i] = d.shape[i]
                 t.stride[i] = d.strides[i] if d.strides != NULL else st
                 st *= d.shape[i]
-            return d.device.device_id if d.device.device_type == DL_CUDA else -2
+            if d.device.device_type == DL_CUDA:
+                return d.device.device_id
+            return DEV_CPU if d.device.device_type == DL_CPU else DEV_OTHER
         PyErr_Clear()
+    err = _not_a_tensor(x, name)
+    if err is not None:
+        raise err
     rank = x.dim()
     if rank < 1 or rank > GDN_MAX_RANK:
         raise _errors.GdnShapeError(f"{name}: must have 1 to {GDN_MAX_RANK} dims, got {rank}")
@@ -1107,22 +1236,32 @@ cdef int _fill(gdn_tensor_t *t, object x, str name) except -3:
     for i in range(rank):
         t.shape[i] = shape[i]
         t.stride[i] = stride[i]
-    i = x.get_device()
-    return i if i >= 0 else -2
+    dev = x.device
+    if dev.type == "cuda":
+        return dev.index if dev.index is not None else 0
+    return DEV_CPU if dev.type == "cpu" else (DEV_META if dev.type == "meta" else DEV_OTHER)
 
 
 def _tensor_view(x):
     """Test hook: (data, shape, stride, dtype code, device) as _fill reads x."""
     cdef gdn_tensor_t t
     cdef int dev = _fill(&t, x, "x"), i
+    if dev < 0:
+        dev = -2 if dev != DEV_NONE else -1       # the hook's contract: -2 for any non-CUDA device
     return (<uintptr_t>t.data, tuple(t.shape[i] for i in range(t.rank)),
             tuple(t.stride[i] for i in range(t.rank)), t.dtype, dev)
 
 
-cdef int _device_error(int dev, object x, str name, int index, str first) except -1:
-    if dev < 0:
+cdef enum:
+    DEVICES_ANY = 0         # _build's device rule: none (explain(check_device=False), the fake op)
+    DEVICES_ONE = 1         # every tensor on one device of any kind (explain: planning on CPU / meta)
+    DEVICES_CUDA = 2        # every tensor on one CUDA device (prefill)
+
+
+cdef int _device_error(int dev, object x, str name, object first_x, str first, int rule) except -1:
+    if rule == DEVICES_CUDA and dev < 0:
         raise _errors.GdnDeviceError(f"{name}: must be a CUDA tensor, got device {x.device}")
-    raise _errors.GdnDeviceError(f"{name}: is on cuda:{dev} but {first} is on cuda:{index}; "
+    raise _errors.GdnDeviceError(f"{name}: is on {x.device} but {first} is on {first_x.device}; "
                                  "all tensors must be on one device")
 
 
@@ -1134,45 +1273,93 @@ cdef const char *_TENSOR_NAMES[10]
 _TENSOR_NAMES[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seqlens", b"state_indices", b"workspace"]
 
 
-cdef inline int _take(gdn_tensor_t *t, object x, str name, int k, bint check_device, int *index,
-                      int *first) except -1:
-    """_fill, then the device rule: every tensor on one CUDA device (index[0] = -1 until the first
-    tensor, first[0] = that tensor's position in _TENSOR_NAMES)."""
-    cdef int dev = _fill(t, x, name)
-    if not check_device or dev == -1:
+cdef inline int _take(gdn_tensor_t *t, object x, str name, int k, int rule, bint required, int *index,
+                      int *first, list seen) except -1:
+    """_fill, then the device rule (DEVICES_*; index[0] = DEV_NONE until the first tensor, first[0] =
+    that tensor's position in _TENSOR_NAMES, seen[0] the tensor)."""
+    cdef int dev = _fill(t, x, name, required)
+    if rule == DEVICES_ANY or dev == DEV_NONE:
         return 0
-    if dev < 0 or (index[0] >= 0 and dev != index[0]):
-        _device_error(dev, x, name, index[0], _TENSOR_NAMES[first[0]].decode() if index[0] >= 0 else "")
-    if index[0] < 0:
+    if (rule == DEVICES_CUDA and dev < 0) or (index[0] != DEV_NONE and dev != index[0]):
+        _device_error(dev, x, name, seen[0], _TENSOR_NAMES[first[0]].decode(), rule)
+    if index[0] == DEV_NONE:
         index[0] = dev
         first[0] = k
+        seen[0] = x
     return 0
 
 
 cdef int _build(gdn_problem_t *p, q, k, v, g, beta, out, state, cu_seqlens, state_indices,
-                scale, bint use_qk_l2norm, bint check_device=False, gdn_tensor_t *ws=NULL,
-                workspace=None) except -3:
-    """Fill p (and ws from workspace, if given) from the tensors; with check_device, every tensor
-    must be on one CUDA device, whose index is returned (else -1)."""
-    cdef int index = -1, first = 0
+                scale, use_qk_l2norm, int rule=DEVICES_ANY, gdn_tensor_t *ws=NULL,
+                workspace=None) except -100:
+    """Fill p (and ws from workspace, if given) from the arguments, checking their types (the
+    library's GdnTypeError, naming the argument) and the device rule (DEVICES_*); returns the
+    device code of the first tensor (a CUDA index, or DEV_*)."""
+    cdef int index = DEV_NONE, first = 0
+    seen = [None]
     memset(p, 0, sizeof(gdn_problem_t))
-    _take(&p.q, q, "q", 0, check_device, &index, &first)
-    _take(&p.k, k, "k", 1, check_device, &index, &first)
-    _take(&p.v, v, "v", 2, check_device, &index, &first)
-    _take(&p.g, g, "g", 3, check_device, &index, &first)
-    _take(&p.beta, beta, "beta", 4, check_device, &index, &first)
-    _take(&p.out, out, "out", 5, check_device, &index, &first)
-    _take(&p.state, state, "state", 6, check_device, &index, &first)
-    _take(&p.cu_seqlens, cu_seqlens, "cu_seqlens", 7, check_device, &index, &first)
-    _take(&p.state_indices, state_indices, "state_indices", 8, check_device, &index, &first)
+    _take(&p.q, q, "q", 0, rule, True, &index, &first, seen)
+    _take(&p.k, k, "k", 1, rule, True, &index, &first, seen)
+    _take(&p.v, v, "v", 2, rule, True, &index, &first, seen)
+    _take(&p.g, g, "g", 3, rule, True, &index, &first, seen)
+    _take(&p.beta, beta, "beta", 4, rule, True, &index, &first, seen)
+    _take(&p.out, out, "out", 5, rule, True, &index, &first, seen)
+    _take(&p.state, state, "state", 6, rule, False, &index, &first, seen)
+    _take(&p.cu_seqlens, cu_seqlens, "cu_seqlens", 7, rule, True, &index, &first, seen)
+    _take(&p.state_indices, state_indices, "state_indices", 8, rule, False, &index, &first, seen)
     if ws != NULL:
-        _take(ws, workspace, "workspace", 9, check_device, &index, &first)
-    p.scale = <float>(scale if scale is not None else GDN_HEAD_DIM_K ** -0.5)
-    p.use_qk_l2norm = 1 if use_qk_l2norm else 0
+        _take(ws, workspace, "workspace", 9, rule, False, &index, &first, seen)
+    p.scale = _scale(scale)
+    p.use_qk_l2norm = 1 if _flag(use_qk_l2norm, "use_qk_l2norm") else 0
     return index
 
 
-cdef int _codes(str spine, str state_layout, int *spine_code, int *layout_code) except -1:
+cdef float _scale(object scale) except? -1.0:
+    """scale: None (K^-1/2) or a real number (not a bool); finiteness is _validate's rule."""
+    if scale is None:
+        return GDN_HEAD_DIM_K ** -0.5
+    if type(scale) is float or type(scale) is int:
+        return <float>scale
+    if isinstance(scale, bool) or not isinstance(scale, _numbers.Real):
+        raise _errors.GdnTypeError(f"scale: must be a real number or None, got {type(scale).__qualname__}")
+    return <float>float(scale)
+
+
+cdef bint _flag(object x, str name) except -1:
+    """A bool argument: True / False, or an integer-like 0 / 1 (numpy.bool_, numpy ints)."""
+    if x is True:
+        return True
+    if x is False:
+        return False
+    try:
+        i = _operator.index(x)
+    except TypeError:
+        i = None
+    if i is None or (i != 0 and i != 1):
+        raise _errors.GdnTypeError(f"{name}: must be a bool, got {type(x).__qualname__}"
+                                   + (f" {x!r}" if i is not None else ""))
+    return i == 1
+
+
+cdef object _stream_handle(object stream):
+    """The raw handle of prefill()'s `stream`: a torch.cuda.Stream (or anything with .cuda_stream)
+    or an int handle."""
+    if type(stream) is int:
+        return stream
+    h = getattr(stream, "cuda_stream", None)
+    if type(h) is int:
+        return h
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return int(stream)
+    raise _errors.GdnTypeError(f"stream: must be a torch.cuda.Stream, a raw stream handle (int) or None, "
+                               f"got {type(stream).__qualname__}")
+
+
+cdef int _codes(object spine, object state_layout, int *spine_code, int *layout_code) except -1:
+    if type(spine) is not str:
+        raise _errors.GdnTypeError(f"spine: must be a str, got {type(spine).__qualname__}")
+    if type(state_layout) is not str:
+        raise _errors.GdnTypeError(f"state_layout: must be a str, got {type(state_layout).__qualname__}")
     if spine not in SPINES:
         raise _errors.GdnArgumentError(f"spine: must be one of {sorted(SPINES)}, got {spine!r}")
     if state_layout not in STATE_LAYOUTS:
@@ -1228,8 +1415,31 @@ cdef bint _compact(const gdn_tensor_t *t) noexcept nogil:
     return True
 
 
+cdef object _whole_sequence(object q):
+    """cu_seqlens = [0, T] for a call without one, made on q's device by a kernel: no host-to-device
+    copy, graph-capturable (q's type and rank checked first, so a bad q is named as such)."""
+    cdef gdn_tensor_t t
+    _fill(&t, q, "q", True)
+    return _torch.arange(0, 2 * t.shape[0], max(t.shape[0], 1), dtype=_torch.int32, device=q.device)[:2]
+
+
+cdef object _own_workspace(int64_t need, object stream, void *sp, int device):
+    """The workspace prefill() allocates when the caller gives none.  torch's caching allocator
+    orders a block's reuse on the stream current at allocation; when `stream` names another one,
+    the block is allocated under that stream, so no other stream's work gets the bytes before
+    this call's kernels are done with them."""
+    cdef void *cur = NULL
+    if stream is not None:
+        _stream_of(device, &cur)
+    if stream is None or cur == sp:
+        return _torch.empty(max(need, 1), dtype=_torch.uint8, device=_torch.device("cuda", device))
+    s = stream if isinstance(stream, _torch.cuda.Stream) else _torch.cuda.ExternalStream(<uintptr_t>sp, device=device)
+    with _torch.cuda.stream(s):
+        return _torch.empty(max(need, 1), dtype=_torch.uint8, device=_torch.device("cuda", device))
+
+
 def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
-            str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto",
+            state_layout="kv", scale=None, use_qk_l2norm=False, spine="auto",
             stream=None, workspace=None):
     """Run the Gated DeltaNet chunked prefill; writes `out` and updates `state` in place.
 
@@ -1251,26 +1461,23 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     torch = _torch if _torch is not None else _torch_init()
     _codes(spine, state_layout, &spine_code, &layout_code)
     if cu_seqlens is None:
-        # [0, T] made on the device by a kernel: no host-to-device copy, graph-capturable.
-        cu_seqlens = torch.arange(0, 2 * q.shape[0], max(q.shape[0], 1), dtype=torch.int32, device=q.device)[:2]
-    device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm, True,
-                    &ws, workspace)
+        cu_seqlens = _whole_sequence(q)
+    device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
+                    DEVICES_CUDA, &ws, workspace)
+    if stream is not None:
+        sp = <void *><uintptr_t>_stream_handle(stream)
+    else:
+        _stream_of(device, &sp)
     if workspace is None:
         # the plan's own bytes (the fused plan needs a fifth of the unfused one's at 64K tokens)
         with nogil:
             need = _call_workspace_bytes(&p, spine_code, layout_code)
-        workspace = torch.empty(max(need, 1), dtype=torch.uint8, device=q.device)
+        workspace = _own_workspace(need, stream, sp, device)
         _fill(&ws, workspace, "workspace")
     if ws.dtype != DTYPE_U8 or not _compact(&ws):
         raise _errors.GdnArgumentError("workspace: must be a contiguous uint8 CUDA tensor")
     for i in range(ws.rank):
         ws_bytes *= ws.shape[i]
-    if device < 0:                          # no tensor at all: validation below names q
-        device = 0
-    if stream is not None:
-        sp = <void *><uintptr_t>(stream.cuda_stream if hasattr(stream, "cuda_stream") else int(stream))
-    else:
-        _stream_of(device, &sp)
     # the launches go to the current CUDA device: switch only when the tensors live elsewhere
     # (torch's device context manager costs ~2.4 us per call on the H200, run 9)
     if cudaGetDevice(&cur) != 0:
@@ -1315,12 +1522,13 @@ def _spine_grid(int chosen, T, N, Hv, int warpgroups=0, bint fused=False, str na
 
 
 def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
-            str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto",
+            state_layout="kv", scale=None, use_qk_l2norm=False, spine="auto",
             stream=None, workspace=None, bint check_device=True):
     """The plan prefill() would run, without launching anything.
 
-    Takes prefill's arguments (tensors may live on any device, even "meta", when
-    check_device=False).  Returns a dict: "spines" maps each spine to "runs" or the
+    Takes prefill's arguments and applies every rule prefill() applies that does not need the GPU
+    itself: the tensors may live on the CPU or be "meta" tensors, but on one device (any device
+    each with check_device=False), and a given workspace must fit the plan.  Returns a dict: "spines" maps each spine to "runs" or the
     guard that rejects it; "chosen" the spine "auto" (or the requested one) runs;
     "kernels" the builds with grid, block and shared-memory bytes (two when the output is
     fused into the spine, else three); "fused_output" is "runs" or the reason the unfused plan
@@ -1329,16 +1537,22 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     "overlap_split" that slot, else None) or the reason the serial plan runs; "workspace_bytes".
     Raises the same errors prefill() raises.
     """
-    cdef gdn_problem_t p
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s, n = 0, sms
+    cdef gdn_problem_t p, pw
+    cdef gdn_tensor_t ws
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s, n = 0, sms, i
+    cdef int64_t ws_bytes = 1
     cdef int ids[3]
     cdef char msg[MSG_CAP]
     cdef char why[MSG_CAP]
-    import torch
+    if _torch is None:
+        _torch_init()
     _codes(spine, state_layout, &spine_code, &layout_code)
     if cu_seqlens is None:
-        cu_seqlens = torch.empty(2, dtype=torch.int32, device=q.device)
-    _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm)
+        cu_seqlens = _whole_sequence(q)
+    _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
+           DEVICES_ONE if check_device else DEVICES_ANY, &ws, workspace)
+    if stream is not None:
+        _stream_handle(stream)
     rc = _validate(&p, layout_code, msg)
     if rc != GDN_OK:
         _raise(rc, msg)
@@ -1357,6 +1571,16 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     if rc != GDN_OK:
         _raise(rc, msg)
     fused = "runs" if _fused_guard(&p, chosen, layout_code, sms, why) == GDN_OK else why.decode()
+    if workspace is not None:
+        # prefill()'s workspace rules, on a copy (size for this plan, alignment, no shared bytes)
+        if ws.dtype != DTYPE_U8 or not _compact(&ws):
+            raise _errors.GdnArgumentError("workspace: must be a contiguous uint8 CUDA tensor")
+        for i in range(ws.rank):
+            ws_bytes *= ws.shape[i]
+        pw = p
+        rc = _bind_workspace(&pw, ws.data, ws_bytes, n == 2, msg)
+        if rc != GDN_OK:
+            _raise(rc, msg)
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
     cb = _plan.chunk_slots(T, N)
     split = _plan_split(&p, n, sms)
@@ -1366,13 +1590,13 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
                    "the serial plan)")
     elif n != 2:
         overlap = "only the fused-output plan overlaps stage 1 with the spine"
-    elif not _overlap_enabled:
-        overlap = "disabled by GDN_PREFILL_OVERLAP=0"
     elif cb < GDN_OVERLAP_MIN_SLOTS:
         overlap = f"{cb} chunk slots: fewer than GDN_OVERLAP_MIN_SLOTS = {GDN_OVERLAP_MIN_SLOTS}"
-    else:
+    elif not _overlap_fits(N, Hv, sms):
         overlap = (f"the spine's {_rs_ctas(N, Hv)} CTAs would hold more than "
                    f"half of the {sms} SMs that stage 1 needs beside it")
+    else:
+        overlap = OVERLAP_OFF
     spine_name = SPINE_NAMES[chosen]
     grids = (_plan.grid_recompute_wu(T, N, Hv),
              _spine_grid(chosen, T, N, Hv, 0, n == 2, gdn_variant_name(ids[1]).decode() if ids[1] >= 0 else ""),
