@@ -9,10 +9,21 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import _ext
-from .errors import GdnArgumentError, GdnShapeError
+from .errors import GdnArgumentError, GdnDtypeError, GdnError, GdnShapeError, GdnTypeError
 
 if TYPE_CHECKING:
     from torch import Tensor
+
+
+_RANKS = (("q", 4), ("k", 4), ("v", 4), ("g", 3), ("beta", 3))
+
+
+def _renamed(err: GdnError) -> GdnError:
+    """prefill()'s error for the state it was given, named as this layer's argument."""
+    msg = str(err)
+    if msg.startswith("state:"):
+        return type(err)("initial_state:" + msg[len("state:"):])
+    return err
 
 
 def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: Optional[float] = None,
@@ -24,7 +35,8 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Ten
     q, k [B, T, Hk, K]; v [B, T, Hv, V]; g, beta [B, T, Hv]; with cu_seqlens, B must
     be 1 and the sequences are packed along T.  initial_state [N, Hv, K, V] fp32
     (N = B, or len(cu_seqlens) - 1).  Returns o [B, T, Hv, V] (dtype of v) and the
-    final state [N, Hv, K, V] fp32 when output_final_state, else None.
+    final state [N, Hv, K, V] fp32 when output_final_state, else None.  Every rejection is a
+    GdnError subclass naming the argument, raised before anything is launched.
     """
     import torch
 
@@ -33,25 +45,42 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Ten
             raise GdnArgumentError(f"{name}: not an argument of chunk_gated_delta_rule")
     if unused.get("head_first"):
         raise GdnArgumentError("head_first: only head_first=False ([B, T, H, D]) is supported")
-    if q.dim() != 4:
-        raise GdnShapeError(f"q: must be [B, T, H, K], got {q.dim()} dims")
+    args: dict[str, object] = dict(q=q, k=k, v=v, g=g, beta=beta)
+    for name, rank in _RANKS:
+        t = args[name]
+        if not isinstance(t, torch.Tensor):
+            raise GdnTypeError(f"{name}: must be a torch.Tensor, got {type(t).__qualname__}")
+        if t.dim() != rank:
+            raise GdnShapeError(f"{name}: must have {rank} dims ({'[B, T, H, D]' if rank == 4 else '[B, T, H]'}), "
+                                f"got {t.dim()}")
+    for name, opt in (("initial_state", initial_state), ("cu_seqlens", cu_seqlens)):
+        if opt is not None and not isinstance(opt, torch.Tensor):
+            raise GdnTypeError(f"{name}: must be a torch.Tensor or None, got {type(opt).__qualname__}")
+    for name, flag in (("output_final_state", output_final_state),
+                       ("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)):
+        if not isinstance(flag, bool) and not (isinstance(flag, int) and flag in (0, 1)):
+            raise GdnTypeError(f"{name}: must be a bool, got {type(flag).__qualname__}")
     B, T = q.shape[0], q.shape[1]
     if cu_seqlens is not None:
         if B != 1:
             raise GdnShapeError(f"q: batch size must be 1 with cu_seqlens, got {B}")
+        if cu_seqlens.dim() != 1:
+            raise GdnShapeError(f"cu_seqlens: must have 1 dim, got {cu_seqlens.dim()}")
         if cu_seqlens.dtype != torch.int32:
+            if cu_seqlens.dtype not in (torch.int64, torch.int16, torch.uint8, torch.int8):
+                raise GdnDtypeError(f"cu_seqlens: dtype must be an integer type, got {cu_seqlens.dtype}")
             cu_seqlens = cu_seqlens.to(torch.int32)
         N = cu_seqlens.shape[0] - 1
     else:
         # B equal-length sequences: offsets made on the device, no host copy.
-        cu_seqlens = torch.arange(0, (B + 1) * T, T, dtype=torch.int32, device=q.device)
+        cu_seqlens = torch.arange(0, (B + 1) * T, max(T, 1), dtype=torch.int32, device=q.device)[:B + 1]
         N = B
     Hv = v.shape[2]
 
     def flat(x: Tensor) -> Tensor:  # [B, T, ...] -> [B*T, ...], a view when possible
         return x.flatten(0, 1)
 
-    out = torch.empty_like(v)
+    out = torch.empty_like(v, memory_format=torch.contiguous_format)
     state = None
     if initial_state is not None or output_final_state:
         if initial_state is None:
@@ -60,7 +89,12 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Ten
             # FLA leaves initial_state untouched: the kernel updates a copy in place.
             state = initial_state.to(torch.float32, copy=True)
     if g.dtype != torch.float32:
+        if not g.dtype.is_floating_point:
+            raise GdnDtypeError(f"g: dtype must be a floating-point type (read as float32), got {g.dtype}")
         g = g.float()  # an exact upcast; the kernels read fp32 log-decay
-    _ext.prefill(flat(q), flat(k), flat(v), flat(g), flat(beta), flat(out), state, cu_seqlens=cu_seqlens,
-                 scale=scale, use_qk_l2norm=use_qk_l2norm_in_kernel, spine=spine)
+    try:
+        _ext.prefill(flat(q), flat(k), flat(v), flat(g), flat(beta), flat(out), state, cu_seqlens=cu_seqlens,
+                     scale=scale, use_qk_l2norm=use_qk_l2norm_in_kernel, spine=spine)
+    except GdnError as err:
+        raise _renamed(err) from None
     return out, (state if output_final_state else None)

@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from . import _ext
+from .errors import GdnDeviceError, GdnTypeError
 
 __all__ = ["prefill_op", "OP_NAME"]
 
@@ -62,6 +63,7 @@ def _concrete(x: Optional[Tensor]) -> bool:
 # Each distinct storage gets its own (fake) base address, _SPACING bytes apart: 256-byte
 # aligned like a CUDA allocation, and far enough apart that unrelated tensors never overlap.
 _SPACING = 1 << 40
+_NAMES = ("q", "k", "v", "g", "beta", "out", "state", "cu_seqlens", "state_indices", "workspace")
 
 
 def _storage_key(x: Tensor) -> object:
@@ -102,6 +104,13 @@ def _prefill_fake(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out:
                   state_indices: Optional[Tensor], state_layout: str, scale: Optional[float],
                   use_qk_l2norm: bool, spine: str, workspace: Optional[Tensor]) -> None:
     tensors = (q, k, v, g, beta, out, state, cu_seqlens, state_indices)
+    # The dispatcher also lands here for a real call with one meta tensor among CUDA ones (the Meta
+    # key wins): prefill()'s one-device rule, or that call would return having written nothing.
+    devices = [(name, x.device) for name, x in zip(_NAMES, (*tensors, workspace)) if x is not None]
+    for name, dev in devices[1:]:
+        if dev != devices[0][1]:
+            raise GdnDeviceError(f"{name}: is on {dev} but {devices[0][0]} is on {devices[0][1]}; "
+                                 "all tensors must be on one device")
     if not all(_concrete(x) for x in tensors):
         return None  # symbolic shapes: the run-time call validates
     from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -120,6 +129,22 @@ def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Te
                state_indices: Optional[Tensor] = None, state_layout: str = "kv", scale: Optional[float] = None,
                use_qk_l2norm: bool = False, spine: str = "auto", workspace: Optional[Tensor] = None) -> None:
     """``torch.ops.gdn_prefill.prefill`` with prefill()'s signature (no ``stream``: the
-    current stream is used).  Writes ``out`` and updates ``state`` in place; returns None."""
+    current stream is used).  Writes ``out`` and updates ``state`` in place; returns None.
+    Arguments of the wrong type raise GdnTypeError naming the argument (the operator's own
+    schema check would raise torch's RuntimeError)."""
+    for name, x, required in (("q", q, True), ("k", k, True), ("v", v, True), ("g", g, True),
+                              ("beta", beta, True), ("out", out, True), ("state", state, False),
+                              ("cu_seqlens", cu_seqlens, False), ("state_indices", state_indices, False),
+                              ("workspace", workspace, False)):
+        if not isinstance(x, Tensor) and (required or x is not None):
+            raise GdnTypeError(f"{name}: must be a torch.Tensor{'' if required else ' or None'}, "
+                               f"got {type(x).__qualname__}")
+    for name, opt in (("state_layout", state_layout), ("spine", spine)):
+        if not isinstance(opt, str):
+            raise GdnTypeError(f"{name}: must be a str, got {type(opt).__qualname__}")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
+        raise GdnTypeError(f"scale: must be a real number or None, got {type(scale).__qualname__}")
+    if not isinstance(use_qk_l2norm, bool):
+        raise GdnTypeError(f"use_qk_l2norm: must be a bool, got {type(use_qk_l2norm).__qualname__}")
     torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu_seqlens, state_indices, state_layout,
                                   scale, use_qk_l2norm, spine, workspace)
