@@ -1,0 +1,103 @@
+"""The cost of one prefill() against the number of sequences N (issue 32: it must grow linearly).
+
+    python benchmarks/bench_many_seqs.py [--ns 1K,16K,128K,1M] [--tokens 4] [--heads 2/4]
+                                         [--spines wgmma,scalar] [--reps 5] [--md PATH] [--json PATH]
+
+N sequences of --tokens tokens each (T = tokens x N), Hk/Hv 2/4, bf16, no state (a state pool
+for a million sequences would be 256 GB; the scalar plan, whose workspace holds h per chunk slot,
+stops at 128K), pre-normed q and k; plus each N at the largest row's T
+(T / N tokens per sequence), so a row can be compared with N = 1K at the same T.  Timed with CUDA
+events around one eager call after two warm-up calls (the warm-up includes the first call's
+module load); median of --reps.  Target (issue 32): N = 128K sequences of 4 tokens <= 1 ms and
+within 2x of N = 1K at the same T.  Needs a Hopper GPU; without one it says so and exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import statistics
+import sys
+
+
+def _count(s: str) -> int:
+    s = s.upper()
+    return int(s[:-1]) * 1024 * (1024 if s.endswith("M") else 1) if s[-1] in "KM" else int(s)
+
+
+def time_call(N: int, T: int, hk: int, hv: int, spine: str, reps: int) -> float:
+    """Median microseconds of one prefill() of N sequences over T tokens (lengths as even as T / N
+    allows), eager, after two warm-up calls."""
+    import torch
+
+    import gdn_prefill
+    dev = "cuda"
+    gen = torch.Generator(device=dev).manual_seed(N)
+    q = torch.nn.functional.normalize(torch.randn(T, hk, 128, device=dev, generator=gen), dim=-1).bfloat16()
+    k = torch.nn.functional.normalize(torch.randn(T, hk, 128, device=dev, generator=gen), dim=-1).bfloat16()
+    v = torch.randn(T, hv, 128, device=dev, generator=gen).bfloat16()
+    g = -torch.rand(T, hv, device=dev, generator=gen) * 0.1
+    beta = torch.rand(T, hv, device=dev, generator=gen)
+    out = torch.empty_like(v)
+    cu = (torch.arange(N + 1, device=dev, dtype=torch.int64) * T // N).to(torch.int32)
+    # the plan's own workspace, allocated by prefill() (cached by torch after the warm-up)
+    call = lambda: gdn_prefill.prefill(q, k, v, g, beta, out, None, cu_seqlens=cu, spine=spine)  # noqa: E731
+    call()
+    call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        call()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0)
+    del q, k, v, g, beta, out
+    torch.cuda.empty_cache()
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ns", default="1K,16K,128K,1M")
+    ap.add_argument("--tokens", type=int, default=4)
+    ap.add_argument("--heads", default="2/4")
+    ap.add_argument("--spines", default="wgmma,scalar")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--md")
+    ap.add_argument("--json")
+    a = ap.parse_args(argv)
+    import torch
+    if not (torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] == 9):
+        print("bench_many_seqs: no Hopper GPU visible; nothing to time")
+        return 0
+    hk, hv = (int(x) for x in a.heads.split("/"))
+    ns = [_count(x) for x in a.ns.split(",")]
+    t_big = max(ns) * a.tokens
+    rows = []
+    for spine in a.spines.split(","):
+        for N in ns:
+            for T in sorted({N * a.tokens, t_big}):
+                if spine == "scalar" and (N * a.tokens != T or N > 128 * 1024):
+                    continue      # the scalar plan: the issue's rows only (its h at 1M sequences: 136 GB)
+                us = time_call(N, T, hk, hv, spine, a.reps)
+                rows.append(dict(spine=spine, N=N, T=T, us=round(us, 1)))
+                print(rows[-1], flush=True)
+    head = (f"prefill() against N, Hk/Hv {a.heads}, no state, eager, median of {a.reps}; "
+            f"{torch.cuda.get_device_name(0)}, {datetime.date.today()}")
+    md = [head, "", "| spine | N | T | tokens / seq | us | us / sequence |", "|---|---|---|---|---|---|"]
+    md += [f"| {r['spine']} | {r['N']:,} | {r['T']:,} | {r['T'] // r['N']} | {r['us']:,.1f} | "
+           f"{r['us'] / r['N']:.4f} |" for r in rows]
+    print("\n".join(md))
+    if a.md:
+        with open(a.md, "w") as f:
+            f.write("\n".join(md) + "\n")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(dict(head=head, rows=rows), f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
