@@ -25,9 +25,10 @@ def _count(s: str) -> int:
     return int(s[:-1]) * 1024 * (1024 if s.endswith("M") else 1) if s[-1] in "KM" else int(s)
 
 
-def time_call(N: int, T: int, hk: int, hv: int, spine: str, reps: int) -> float:
+def time_call(N: int, T: int, hk: int, hv: int, spine: str, reps: int, stages=None) -> float:
     """Median microseconds of one prefill() of N sequences over T tokens (lengths as even as T / N
-    allows), eager, after two warm-up calls."""
+    allows), eager, after two warm-up calls; stages ("recompute_wu" or "spine"): that launch of the
+    fused plan alone, through the stage hook (the spine reads what the warm-up's stage 1 wrote)."""
     import torch
 
     import gdn_prefill
@@ -42,6 +43,13 @@ def time_call(N: int, T: int, hk: int, hv: int, spine: str, reps: int) -> float:
     cu = (torch.arange(N + 1, device=dev, dtype=torch.int64) * T // N).to(torch.int32)
     # the plan's own workspace, allocated by prefill() (cached by torch after the warm-up)
     call = lambda: gdn_prefill.prefill(q, k, v, g, beta, out, None, cu_seqlens=cu, spine=spine)  # noqa: E731
+    if stages:
+        from gdn_prefill import _ext
+        ws = torch.empty(gdn_prefill.workspace_bytes(T, N, hv, fused=True), dtype=torch.uint8, device=dev)
+        _ext._launch_stages(("recompute_wu", "spine"), q, k, v, g, beta, out, None, cu_seqlens=cu, spine=spine,
+                            workspace=ws, fused=1, overlap_split=0)
+        call = lambda: _ext._launch_stages((stages,), q, k, v, g, beta, out, None, cu_seqlens=cu,  # noqa: E731
+                                           spine=spine, workspace=ws, fused=1)
     call()
     call()
     torch.cuda.synchronize()
@@ -65,6 +73,8 @@ def main(argv=None) -> int:
     ap.add_argument("--heads", default="2/4")
     ap.add_argument("--spines", default="wgmma,scalar")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--stages", action="store_true",
+                    help="also time the fused plan's two launches alone (recompute_wu, spine) at T = tokens x N")
     ap.add_argument("--md")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
@@ -84,6 +94,11 @@ def main(argv=None) -> int:
                 us = time_call(N, T, hk, hv, spine, a.reps)
                 rows.append(dict(spine=spine, N=N, T=T, us=round(us, 1)))
                 print(rows[-1], flush=True)
+                if a.stages and spine == "wgmma" and T == N * a.tokens:
+                    for st in ("recompute_wu", "spine"):
+                        us = time_call(N, T, hk, hv, spine, a.reps, st)
+                        rows.append(dict(spine=f"wgmma: {st} alone", N=N, T=T, us=round(us, 1)))
+                        print(rows[-1], flush=True)
     head = (f"prefill() against N, Hk/Hv {a.heads}, no state, eager, median of {a.reps}; "
             f"{torch.cuda.get_device_name(0)}, {datetime.date.today()}")
     md = [head, "", "| spine | N | T | tokens / seq | us | us / sequence |", "|---|---|---|---|---|---|"]

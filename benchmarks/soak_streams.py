@@ -113,6 +113,7 @@ def worker(mode: str, iters: int, lens, hk: int, hv: int, seed: int) -> int:
     else:
         counts = [0] * nlanes
         errors = []
+        plock = threading.Lock()      # one heartbeat line per print (threads' prints interleave)
 
         def run(j):
             lane = lanes[j]
@@ -122,7 +123,8 @@ def worker(mode: str, iters: int, lens, hk: int, hv: int, seed: int) -> int:
                     lane.stream.synchronize()
                     with torch.cuda.stream(lane.stream):
                         counts[j] += lane.check()
-                    print(f"iter {j}:{i} mismatches {sum(counts)}", flush=True)
+                    with plock:
+                        print(f"iter {j}:{i} mismatches {sum(counts)}", flush=True)
             except Exception as e:      # reported by the driver as a failed run
                 errors.append(repr(e))
         threads = [threading.Thread(target=run, args=(j,)) for j in range(nlanes)]
