@@ -13,9 +13,9 @@ Every implementation runs in this one process, on the same inputs, one after ano
 ``gdn:<spine>`` (gdn_prefill.prefill with ``spine=<spine>``, one row per spine compiled
 into the build; ``gdn:wgmma`` fuses the output into the spine where the inputs allow it,
 ``gdn:wgmma-4k`` runs the same spine in the unfused plan, spine then fwd_o,
-through the stage hook, so each table shows what the fusion gains, and ``gdn:wgmma-serial`` the
-fused plan without the overlap plan (stage 1 wholly before the spine; the same row as
-``gdn:wgmma`` where the overlap rule does not apply), so it shows what the overlap gains), ``fla`` (fla.ops.gated_delta_rule.chunk_gated_delta_rule) and
+through the stage hook, so each table shows what the fusion gains, and ``gdn:wgmma-overlap`` the
+fused plan as the opt-in overlap plan (GDN_PREFILL_OVERLAP=1: stage 1 split around the spine where
+its rule applies; the same row as ``gdn:wgmma`` elsewhere), so it shows what the opt-in gains), ``fla`` (fla.ops.gated_delta_rule.chunk_gated_delta_rule) and
 ``flashinfer`` (flashinfer.gdn_prefill.chunk_gated_delta_rule, skipped when it does
 not import).  Inputs are bf16 q/k/v, fp32 g (log decay) and beta, a dense fp32 initial
 state that every implementation reads and whose final value it writes, K = V = 128,
@@ -600,7 +600,7 @@ def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
         import gdn_prefill
         if "wgmma" in spines and "spine_rs_o_kv" in gdn_prefill.compiled_variants():
             names.append("gdn:wgmma-4k")
-            names.append("gdn:wgmma-serial")
+            names.append("gdn:wgmma-overlap")
     except Exception:
         pass
     try:
@@ -636,10 +636,10 @@ def _filter_kwargs(fn, kw: dict) -> dict:
     return {k: v for k, v in kw.items() if k in params}
 
 
-def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws) -> str:
+def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, split: int = 0) -> str:
     """One gdn call of `impl` ("gdn:<spine>" -> prefill(spine=<spine>); "gdn:wgmma-4k" -> the
-    unfused plan with the wgmma spine, "gdn:wgmma-serial" -> the fused plan without the overlap,
-    both through the stage hook); returns what ran."""
+    unfused plan with the wgmma spine, "gdn:wgmma-overlap" -> the fused plan split at chunk slot
+    `split` (0: serial), both through the stage hook); returns what ran."""
     import gdn_prefill
     spine = impl.split(":", 1)[1]
     if spine == "wgmma-4k":
@@ -647,10 +647,10 @@ def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws) -> str:
         _ext._launch_stages(("recompute_wu", "spine", "fwd_o"), s.q, s.k, s.v, s.g, s.beta, out,
                             state, cu_seqlens=cu32, spine="wgmma", use_qk_l2norm=use_l2, workspace=ws, fused=0)
         return spine
-    if spine == "wgmma-serial":
+    if spine == "wgmma-overlap":
         from gdn_prefill import _ext
         _ext._launch_stages(("recompute_wu", "spine"), s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32,
-                            spine="wgmma", use_qk_l2norm=use_l2, workspace=ws, fused=1, overlap_split=0)
+                            spine="wgmma", use_qk_l2norm=use_l2, workspace=ws, fused=1, overlap_split=split)
         return spine
     return gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, spine=spine,
                                use_qk_l2norm=use_l2, workspace=ws)
@@ -664,10 +664,15 @@ def _calls(impl: str, case: Case, sets: list, cu: dict, use_l2: bool) -> tuple[l
         spine = impl.split(":", 1)[1]
         ws = torch.empty(max(gdn_prefill.workspace_bytes(case.T, case.N, case.Hv), 1), dtype=torch.uint8,
                          device="cuda")
+        split = 0
+        if spine == "wgmma-overlap":
+            from gdn_prefill import _ext
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            split = _ext._overlap_split_rule(case.T, case.N, case.Hv, sms) or 0
 
         def mk(s):
             def call():
-                return _gdn_call(impl, s, s.out, s.state, cu["cu32"], use_l2, ws)
+                return _gdn_call(impl, s, s.out, s.state, cu["cu32"], use_l2, ws, split)
             return call
         calls = [mk(s) for s in sets]
         ran = calls[0]()
