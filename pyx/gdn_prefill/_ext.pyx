@@ -1273,44 +1273,39 @@ cdef const char *_TENSOR_NAMES[10]
 _TENSOR_NAMES[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seqlens", b"state_indices", b"workspace"]
 
 
-cdef inline int _take(gdn_tensor_t *t, object x, str name, int k, int rule, bint required, int *index,
-                      int *first, list seen) except -1:
-    """_fill, then the device rule (DEVICES_*; index[0] = DEV_NONE until the first tensor, first[0] =
-    that tensor's position in _TENSOR_NAMES, seen[0] the tensor)."""
-    cdef int dev = _fill(t, x, name, required)
-    if rule == DEVICES_ANY or dev == DEV_NONE:
-        return 0
-    if (rule == DEVICES_CUDA and dev < 0) or (index[0] != DEV_NONE and dev != index[0]):
-        _device_error(dev, x, name, seen[0], _TENSOR_NAMES[first[0]].decode(), rule)
-    if index[0] == DEV_NONE:
-        index[0] = dev
-        first[0] = k
-        seen[0] = x
-    return 0
-
-
 cdef int _build(gdn_problem_t *p, q, k, v, g, beta, out, state, cu_seqlens, state_indices,
                 scale, use_qk_l2norm, int rule=DEVICES_ANY, gdn_tensor_t *ws=NULL,
                 workspace=None) except -100:
     """Fill p (and ws from workspace, if given) from the arguments, checking their types (the
-    library's GdnTypeError, naming the argument) and the device rule (DEVICES_*); returns the
-    device code of the first tensor (a CUDA index, or DEV_*)."""
-    cdef int index = DEV_NONE, first = 0
-    seen = [None]
+    library's GdnTypeError, naming the argument), then the device rule (DEVICES_*): an argument of
+    the wrong kind is named as such whatever the devices of the others.  Returns the device code
+    of the first tensor (a CUDA index, or DEV_*; DEV_NONE under DEVICES_ANY)."""
+    cdef int dev[10]
+    cdef int index = DEV_NONE, first = 0, i
     memset(p, 0, sizeof(gdn_problem_t))
-    _take(&p.q, q, "q", 0, rule, True, &index, &first, seen)
-    _take(&p.k, k, "k", 1, rule, True, &index, &first, seen)
-    _take(&p.v, v, "v", 2, rule, True, &index, &first, seen)
-    _take(&p.g, g, "g", 3, rule, True, &index, &first, seen)
-    _take(&p.beta, beta, "beta", 4, rule, True, &index, &first, seen)
-    _take(&p.out, out, "out", 5, rule, True, &index, &first, seen)
-    _take(&p.state, state, "state", 6, rule, False, &index, &first, seen)
-    _take(&p.cu_seqlens, cu_seqlens, "cu_seqlens", 7, rule, True, &index, &first, seen)
-    _take(&p.state_indices, state_indices, "state_indices", 8, rule, False, &index, &first, seen)
-    if ws != NULL:
-        _take(ws, workspace, "workspace", 9, rule, False, &index, &first, seen)
+    dev[0] = _fill(&p.q, q, "q", True)
+    dev[1] = _fill(&p.k, k, "k", True)
+    dev[2] = _fill(&p.v, v, "v", True)
+    dev[3] = _fill(&p.g, g, "g", True)
+    dev[4] = _fill(&p.beta, beta, "beta", True)
+    dev[5] = _fill(&p.out, out, "out", True)
+    dev[6] = _fill(&p.state, state, "state")
+    dev[7] = _fill(&p.cu_seqlens, cu_seqlens, "cu_seqlens", True)
+    dev[8] = _fill(&p.state_indices, state_indices, "state_indices")
+    dev[9] = _fill(ws, workspace, "workspace") if ws != NULL else DEV_NONE
     p.scale = _scale(scale)
     p.use_qk_l2norm = 1 if _flag(use_qk_l2norm, "use_qk_l2norm") else 0
+    if rule == DEVICES_ANY:
+        return DEV_NONE
+    for i in range(10):
+        if dev[i] == DEV_NONE:
+            continue
+        if (rule == DEVICES_CUDA and dev[i] < 0) or (index != DEV_NONE and dev[i] != index):
+            xs = (q, k, v, g, beta, out, state, cu_seqlens, state_indices, workspace)
+            _device_error(dev[i], xs[i], _TENSOR_NAMES[i].decode(), xs[first], _TENSOR_NAMES[first].decode(), rule)
+        if index == DEV_NONE:
+            index = dev[i]
+            first = i
     return index
 
 
@@ -1460,13 +1455,13 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     cdef int64_t ws_bytes = 1, need = 0
     torch = _torch if _torch is not None else _torch_init()
     _codes(spine, state_layout, &spine_code, &layout_code)
+    if stream is not None:      # its type, like every argument's, before the device rule
+        sp = <void *><uintptr_t>_stream_handle(stream)
     if cu_seqlens is None:
         cu_seqlens = _whole_sequence(q)
     device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
                     DEVICES_CUDA, &ws, workspace)
-    if stream is not None:
-        sp = <void *><uintptr_t>_stream_handle(stream)
-    else:
+    if stream is None:
         _stream_of(device, &sp)
     if workspace is None:
         # the plan's own bytes (the fused plan needs a fifth of the unfused one's at 64K tokens)
@@ -1547,12 +1542,12 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     if _torch is None:
         _torch_init()
     _codes(spine, state_layout, &spine_code, &layout_code)
+    if stream is not None:
+        _stream_handle(stream)
     if cu_seqlens is None:
         cu_seqlens = _whole_sequence(q)
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
            DEVICES_ONE if check_device else DEVICES_ANY, &ws, workspace)
-    if stream is not None:
-        _stream_handle(stream)
     rc = _validate(&p, layout_code, msg)
     if rc != GDN_OK:
         _raise(rc, msg)
