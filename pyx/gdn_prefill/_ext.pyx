@@ -1518,7 +1518,7 @@ def _spine_grid(int chosen, T, N, Hv, int warpgroups=0, bint fused=False, str na
 
 def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
             state_layout="kv", scale=None, use_qk_l2norm=False, spine="auto",
-            stream=None, workspace=None, bint check_device=True):
+            stream=None, workspace=None, check_device=True):
     """The plan prefill() would run, without launching anything.
 
     Takes prefill's arguments and applies every rule prefill() applies that does not need the GPU
@@ -1544,6 +1544,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     _codes(spine, state_layout, &spine_code, &layout_code)
     if stream is not None:
         _stream_handle(stream)
+    check_device = _flag(check_device, "check_device")
     if cu_seqlens is None:
         cu_seqlens = _whole_sequence(q)
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
