@@ -26,6 +26,11 @@ def _renamed(err: GdnError) -> GdnError:
     return err
 
 
+def _numpy_bool(x: object) -> bool:
+    """numpy.bool_ (prefill()'s flags take it; it has no __index__ since numpy 2)."""
+    return type(x).__module__ == "numpy" and getattr(x, "ndim", None) == 0 and getattr(x, "dtype", None) == bool
+
+
 def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, scale: Optional[float] = None,
                            initial_state: Optional[Tensor] = None, output_final_state: bool = False,
                            cu_seqlens: Optional[Tensor] = None, use_qk_l2norm_in_kernel: bool = False, *,
@@ -58,7 +63,7 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Ten
             raise GdnTypeError(f"{name}: must be a torch.Tensor or None, got {type(opt).__qualname__}")
     for name, flag in (("output_final_state", output_final_state),
                        ("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)):
-        if not isinstance(flag, bool) and not (isinstance(flag, int) and flag in (0, 1)):
+        if not isinstance(flag, bool) and not (isinstance(flag, int) and flag in (0, 1)) and not _numpy_bool(flag):
             raise GdnTypeError(f"{name}: must be a bool, got {type(flag).__qualname__}")
     B, T = q.shape[0], q.shape[1]
     if cu_seqlens is not None:

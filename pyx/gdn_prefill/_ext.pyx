@@ -1330,6 +1330,8 @@ cdef bint _flag(object x, str name) except -1:
         i = _operator.index(x)
     except TypeError:
         i = None
+        if type(x).__module__ == "numpy" and getattr(x, "ndim", None) == 0 and getattr(x, "dtype", None) == bool:
+            return bool(x)      # numpy.bool_: no __index__ since numpy 2
     if i is None or (i != 0 and i != 1):
         raise _errors.GdnTypeError(f"{name}: must be a bool, got {type(x).__qualname__}"
                                    + (f" {x!r}" if i is not None else ""))
