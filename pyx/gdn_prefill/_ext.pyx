@@ -342,7 +342,8 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
             rc = _dim(&p.state_indices, "state_indices", 0, N, "one slot per sequence, N = len(cu_seqlens) - 1", msg)
             if rc: return rc
         else:
-            rc = _dim(&p.state, "state", 0, N, "one state per sequence without state_indices", msg)
+            rc = _dim(&p.state, "state", 0, N, "one state per sequence without state_indices, N = len(cu_seqlens) - 1",
+                      msg)
             if rc: return rc
         if p.state.shape[0] > 0x7fffffff:
             snprintf(msg, MSG_CAP, "state: %lld slots exceed the int32 index range", <long long>p.state.shape[0])
