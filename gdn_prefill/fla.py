@@ -26,6 +26,17 @@ def _renamed(err: GdnError) -> GdnError:
     return err
 
 
+def _kind_error(name: str, t: Tensor) -> Optional[GdnError]:
+    """prefill()'s rule for a tensor's kind, applied before this layer reshapes or copies it."""
+    import torch
+
+    if t.layout != torch.strided:
+        return GdnTypeError(f"{name}: must be a dense (strided) tensor, got layout {t.layout}")
+    if t.is_quantized:
+        return GdnTypeError(f"{name}: quantized tensors are not supported (dtype {t.dtype})")
+    return None
+
+
 def _numpy_bool(x: object) -> bool:
     """numpy.bool_ (prefill()'s flags take it; it has no __index__ since numpy 2)."""
     return type(x).__module__ == "numpy" and getattr(x, "ndim", None) == 0 and getattr(x, "dtype", None) == bool
@@ -55,12 +66,18 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Ten
         t = args[name]
         if not isinstance(t, torch.Tensor):
             raise GdnTypeError(f"{name}: must be a torch.Tensor, got {type(t).__qualname__}")
+        err = _kind_error(name, t)
+        if err is not None:
+            raise err
         if t.dim() != rank:
             raise GdnShapeError(f"{name}: must have {rank} dims ({'[B, T, H, D]' if rank == 4 else '[B, T, H]'}), "
                                 f"got {t.dim()}")
     for name, opt in (("initial_state", initial_state), ("cu_seqlens", cu_seqlens)):
         if opt is not None and not isinstance(opt, torch.Tensor):
             raise GdnTypeError(f"{name}: must be a torch.Tensor or None, got {type(opt).__qualname__}")
+        err = None if opt is None else _kind_error(name, opt)
+        if err is not None:
+            raise err
     for name, flag in (("output_final_state", output_final_state),
                        ("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)):
         if not isinstance(flag, bool) and not (isinstance(flag, int) and flag in (0, 1)) and not _numpy_bool(flag):
