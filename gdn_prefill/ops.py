@@ -103,10 +103,17 @@ def _prefill_fake(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out:
                   state: Optional[Tensor], cu_seqlens: Optional[Tensor],
                   state_indices: Optional[Tensor], state_layout: str, scale: Optional[float],
                   use_qk_l2norm: bool, spine: str, workspace: Optional[Tensor]) -> None:
-    tensors = (q, k, v, g, beta, out, state, cu_seqlens, state_indices)
+    tensors = (q, k, v, g, beta, out, state, cu_seqlens, state_indices, workspace)
+    # prefill()'s order: each tensor's kind (a sparse one has no strides to make a view of), then
+    # the devices.
+    for name, x in zip(_NAMES, tensors):
+        if x is not None and (x.layout != torch.strided or x.is_quantized):
+            raise GdnTypeError(f"{name}: must be a dense (strided) tensor, got layout {x.layout}"
+                               if x.layout != torch.strided else
+                               f"{name}: quantized tensors are not supported (dtype {x.dtype})")
     # The dispatcher also lands here for a real call with one meta tensor among CUDA ones (the Meta
     # key wins): prefill()'s one-device rule, or that call would return having written nothing.
-    devices = [(name, x.device) for name, x in zip(_NAMES, (*tensors, workspace)) if x is not None]
+    devices = [(name, x.device) for name, x in zip(_NAMES, tensors) if x is not None]
     for name, dev in devices[1:]:
         if dev != devices[0][1]:
             raise GdnDeviceError(f"{name}: is on {dev} but {devices[0][0]} is on {devices[0][1]}; "
@@ -118,9 +125,10 @@ def _prefill_fake(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out:
         views = _meta_views(tensors)
         required = [x for x in views[:6] if x is not None]
         mq, mk, mv, mg, mb, mo = required
-        ms, mc, mi = views[6:]
+        ms, mc, mi, mw = views[6:]
+        # the workspace too: its size, dtype, alignment and no bytes shared with a tensor
         _ext.explain(mq, mk, mv, mg, mb, mo, ms, cu_seqlens=mc, state_indices=mi, state_layout=state_layout,
-                     scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine, check_device=False)
+                     scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine, workspace=mw, check_device=False)
     return None
 
 
