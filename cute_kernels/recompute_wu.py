@@ -91,7 +91,7 @@ Launch range: one launch covers chunk slots [slot_begin, slot_end) (plan.grid_re
 the serial plan all of them).  In the overlap plan the slots >= ready_from run beside the fused
 spine, which waits for them: their CTA publishes ready[slot, hv] = 1 after its last store is
 complete (_publish: bulk wait, proxy fence, CTA barrier, release store).  That launch (the
-plan's second part) asks for more dynamic shared memory than the kernel uses, so that two of
+plan's second part) asks for more dynamic shared memory than the kernel uses, so that three of
 its CTAs, not four, share an SM beside the spine (launch_smem_bytes).
 
 Assumptions the entry point's guards must enforce (nothing here checks them):

@@ -15,9 +15,10 @@
 # Python API runs (it is the same code), then launches on `stream` for the *current*
 # CUDA device (cudaSetDevice first); it never reads device memory nor synchronises, so
 # it can be captured in a CUDA graph, and it is safe to call from several threads.
-# With few sequences it runs the overlap plan (explain()["overlap"]; GDN_PREFILL_OVERLAP=0 in
-# the environment at import turns it off): part of the work goes
-# to a library-owned stream per device, forked from and joined back into `stream` by events,
+# With GDN_PREFILL_OVERLAP=1 in the environment at import (opt-in, for a process that calls
+# prefill from one stream alone: its spine waits for a kernel on another stream, which other
+# streams or processes can starve) and few sequences it runs the overlap plan
+# (explain()["overlap"]): part of the work goes to a library-owned stream per device, forked from and joined back into `stream` by events,
 # so work queued on `stream` after the call waits for all of it.  That stream is created by
 # the first such call; if the first one is inside a stream capture, the serial plan runs.
 # That stream is shared by every caller on the device: while one thread captures a graph,

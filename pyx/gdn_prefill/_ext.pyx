@@ -924,7 +924,7 @@ cdef int64_t _overlap_split(int64_t T, int64_t N, int64_t Hv, int sms) noexcept 
 
 cdef int64_t _plan_split(const gdn_problem_t *p, int n_launches, int sms) noexcept nogil:
     """The split the launcher uses for this (validated) problem: the rule for the fused plan
-    (n_launches == 2) unless GDN_PREFILL_OVERLAP=0; 0 for the serial plan."""
+    (n_launches == 2) when the process opted in (GDN_PREFILL_OVERLAP=1); 0 for the serial plan."""
     if n_launches != 2 or not _overlap_enabled:
         return 0
     return _overlap_split(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], sms)
