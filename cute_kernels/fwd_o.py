@@ -2,7 +2,7 @@
 
 One CTA per (chunk slot c, value head hv), FWD_O_THREADS = 256 threads = two
 warpgroups.  With slot c holding chunk i of sequence n (slots.chunk_of_slot), t0 = cu_seqlens[n]
-+ 64 i, L = min(CHUNK, cu_seqlens[n+1] - t0) and rows i, j in [0, L) of the chunk (DESIGN.md §1,
++ 64 i, L = min(CHUNK, cu_seqlens[n+1] - t0) and rows i, j in [0, L) of the chunk (docs/DESIGN.md §1,
 stage 3):
 
     out[t0+i, hv, :] = scale * ( exp(gcum_i) * (q̂_i . S)

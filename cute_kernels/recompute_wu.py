@@ -1,6 +1,6 @@
 """Stage 1 "recompute W/U": per (chunk slot, value head), everything the spine needs.
 
-For the L <= 64 tokens of one chunk slot c and one value head hv (DESIGN.md §1):
+For the L <= 64 tokens of one chunk slot c and one value head hv (docs/DESIGN.md §1):
 
     gcum_i = sum_{j<=i} g_j                                  (in-chunk, fp32)
     rq_i, rk_i = rsqrt(sum x^2 + 1e-6) of the q / k rows of key head hv // (Hv // Hk)

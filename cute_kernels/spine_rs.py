@@ -17,7 +17,7 @@ a_m = exp(gcum_m) rk_m, from the K tile it loads for G3 anyway and V read from t
     G3  S^T = g S^T + bf16(Vnew^T coef_j) K           M=64 v, N=128 k, K=64 j; B = K (MN-major)
     G4  O^T = c_i Y + bf16(Vnew^T) Pqk^T              M=64 v, N=64 i, K=64 j; B = pqk (K-major)
 
-with coef_j = exp(g_last - gcum_j) rk_j and c_i = scale rq_i exp(gcum_i) (DESIGN.md §1), so
+with coef_j = exp(g_last - gcum_j) rk_j and c_i = scale rq_i exp(gcum_i) (docs/DESIGN.md §1), so
 the state stays fp32 across chunks and the decay is an fp32 multiply, as in every spine.
 The chain of a chunk is G3(i-1) -> rS -> G1 -> Y -> G1b -> Vnew -> G3: three MMAs and register
 work, no fence, no barrier.  The cost: M = 64 state columns per warpgroup (the A operand's

@@ -1,6 +1,6 @@
 """Stage 2, the `scalar` spine: the chunk recurrence in fp32 FMA on CUDA cores.
 
-The baseline every tensor-core spine is measured against (DESIGN.md §1). One CTA
+The baseline every tensor-core spine is measured against (docs/DESIGN.md §1). One CTA
 of SCALAR_SPINE_THREADS (128) threads owns one (sequence n, value head hv, V block
 vb) and walks the sequence's chunks in order, holding the state block
 S[k, v], k in [0, 128), v in [vb*32, vb*32 + 32), in fp32 for the whole sequence.

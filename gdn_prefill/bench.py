@@ -44,7 +44,7 @@ the GPU is slower than the host; the GPU time of the same call is printed beside
 
 FLOP count (per token, per value head; matmuls only, 2 FLOP per multiply-add,
 dense tiles, chunk C = 64).  Per chunk of C tokens and one value head, the chunked
-algorithm (DESIGN.md §1) does
+algorithm (docs/DESIGN.md §1) does
     stage 1   K K^T (C.C.K)   T = (I + A)^-1 (~C^3/6 mul-adds)   W = T.(K)  (C.C.K)   U = T.(V)  (C.C.V)
     stage 2   W S  (C.K.V)    K^T Vnew  (K.C.V)
     stage 3   Q S  (C.K.V)    Q K^T  (C.C.K)    (Q K^T o decay) Vnew  (C.C.V)
@@ -54,7 +54,7 @@ so, dividing by C,
 
 Hk does not appear: every product is done per value head (as FLA, FlashInfer and our
 kernels do).  K = V = 128, C = 64: 181,589 FLOP per token and value head, i.e.
-5.81 MFLOP/token for Hv = 32 (DESIGN.md §4: ~5.8), 11.6 for Hv = 64, 1.45 for Hv = 8.
+5.81 MFLOP/token for Hv = 32 (docs/DESIGN.md §4: ~5.8), 11.6 for Hv = 64, 1.45 for Hv = 8.
 Elementwise work (gates, exp, l2norm) is not counted.  A sequence's last partial
 chunk is counted by its tokens only.
 

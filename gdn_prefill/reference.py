@@ -1,10 +1,10 @@
-"""The fp64 oracle for the Gated DeltaNet prefill (DESIGN.md §1), in pure torch.
+"""The fp64 oracle for the Gated DeltaNet prefill (docs/DESIGN.md §1), in pure torch.
 
 Every kernel is judged against this module, so it is written for clarity, not speed,
 and it imports nothing but torch (no DSL, no extension).  All arithmetic is float64,
 on torch's default device (the CPU; GPU tests wrap large checks in `with torch.device("cuda")`).
 
-Inputs are in the library's packed form (DESIGN.md §2):
+Inputs are in the library's packed form (docs/DESIGN.md §2):
 
     q, k  [T, Hk, K]      v  [T, Hv, V]      g, beta  [T, Hv]
     cu_seqlens  [N+1]      (None: one sequence of T tokens)
@@ -356,7 +356,7 @@ def _run_chunked(p: _Problem, keep: bool):
 
 def chunked(q, k, v, g, beta, *, cu_seqlens=None, state=None, state_indices=None,
             state_layout="kv", scale=None, use_qk_l2norm=False):
-    """The chunked algorithm of DESIGN.md §1 (C = 64) in float64.  Returns ``(o, new_state)``,
+    """The chunked algorithm of docs/DESIGN.md §1 (C = 64) in float64.  Returns ``(o, new_state)``,
     equal to :func:`recurrent` up to float64 rounding."""
     p = _prepare(q, k, v, g, beta, cu_seqlens, state, state_indices, state_layout, scale,
                  use_qk_l2norm)

@@ -16,7 +16,7 @@ from gdn_prefill import bench
 
 
 def _chunk_matmul_flops(C, K, V):
-    """Per chunk and value head, every product of DESIGN.md §1 written out (2 FLOP per multiply-add)."""
+    """Per chunk and value head, every product of docs/DESIGN.md §1 written out (2 FLOP per multiply-add)."""
     mm = lambda m, n, k: 2 * m * n * k  # noqa: E731
     stage1 = mm(C, C, K) + C ** 3 / 3 + mm(C, K, C) + mm(C, V, C)       # KK^T, (I+A)^-1, W, U
     stage2 = mm(C, V, K) + mm(K, V, C)                                  # W S, K^T Vnew
@@ -30,7 +30,7 @@ def test_flops_per_token_matches_the_stages(Hv):
 
 
 def test_flops_known_values():
-    # DESIGN.md §4: ~5.8 MFLOP per token for Hk=16, Hv=32, K=V=128 (Hk does not enter)
+    # docs/DESIGN.md §4: ~5.8 MFLOP per token for Hk=16, Hv=32, K=V=128 (Hk does not enter)
     assert bench.flops_per_token(32) == pytest.approx(32 * (98304 + 81920 + 4096 / 3))
     assert bench.flops_per_token(32) == pytest.approx(5.81e6, rel=1e-3)
     assert bench.flops_per_token(64) == pytest.approx(2 * bench.flops_per_token(32))
@@ -43,7 +43,7 @@ def test_flops_known_values():
 
 
 def test_hbm_bytes_known_values():
-    # Hk=16, Hv=32: q,k 2*16*128*2 + v 32*128*2 + g,beta 32*8 + o 32*128*2 = 24,832 B/token (DESIGN: ~24.8 KB)
+    # Hk=16, Hv=32: q,k 2*16*128*2 + v 32*128*2 + g,beta 32*8 + o 32*128*2 = 24,832 B/token (docs/DESIGN.md §4: ~24.8 KB)
     per_tok = 2 * 16 * 128 * 2 + 32 * 128 * 2 + 32 * 8 + 32 * 128 * 2
     assert per_tok == 24832
     state = 2 * 1 * 32 * 128 * 128 * 4

@@ -1,4 +1,4 @@
-"""The prefill on a Hopper GPU against the fp64 oracle, for every input form of DESIGN.md §2.
+"""The prefill on a Hopper GPU against the fp64 oracle, for every input form of docs/DESIGN.md §2.
 
 Each test draws fresh random inputs, poisons `out` with NaN, runs one spine, and checks
 every element: rows of live sequences must be finite and within the bound of the oracle,

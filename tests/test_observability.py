@@ -1,4 +1,4 @@
-"""Every spine selection is observable on the "gdn_prefill" logger (DESIGN.md §2, §5).
+"""Every spine selection is observable on the "gdn_prefill" logger (docs/DESIGN.md §2, §5).
 
 - a requested spine that a guard rejects: WARNING naming the guard, then GdnSpineError
   (prefill, and explain / the torch op's trace-time check, which run the same guards);

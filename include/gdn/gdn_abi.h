@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 /* ---- tile constants ---------------------------------------------------- */
-#define GDN_CHUNK 64                 /* tokens per chunk (C in DESIGN.md §1)        */
+#define GDN_CHUNK 64                 /* tokens per chunk (C in docs/DESIGN.md §1) */
 #define GDN_HEAD_DIM_K 128           /* K: the only key head dim compiled           */
 #define GDN_HEAD_DIM_V 128           /* V: the only value head dim compiled         */
 #define GDN_SCALAR_SPINE_VBLOCK 32   /* V columns of the state owned by one CTA     */

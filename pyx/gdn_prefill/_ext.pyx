@@ -230,7 +230,7 @@ cdef int _grid_fits(int64_t T, int64_t N, int64_t Hv, char *msg) noexcept nogil:
 
 
 cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept nogil:
-    """Every rule of DESIGN.md §2 that does not depend on the spine."""
+    """Every rule of docs/DESIGN.md §2 that does not depend on the spine."""
     cdef int rc
     cdef int64_t T, Hk, Hv, N
     if state_layout != GDN_STATE_KV and state_layout != GDN_STATE_VK:
