@@ -85,10 +85,11 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         print("bench_overlap: no Hopper GPU visible; nothing to time.")
         return 0
+    from gdn_prefill import _ext
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
     for B, T in shapes:
-        if not plan.overlap_fits(B, hv, sms):
+        if not _ext._overlap_fits_rule(B, hv, sms):
             print(f"{B}x{T}: the spine's CTAs would hold more than half of the SMs (deadlock guard); skipped")
             continue
         build = -1 if a.build == "rule" else plan.RS_BUILDS.index(a.build)

@@ -202,7 +202,8 @@ def rs_skew(json_path=None, md_path=None, cases=None) -> None:
         lens = lens or varlen_lengths()
         solo, dual = (time_spine(len(lens), max(lens), 32, 16, "wgmma-o", 15, rs_build=b, lengths=lens)
                       for b in (0, 2))
-        rule = plan.spine_rs_build(sum(lens), len(lens), 32, sms)     # the launcher's rule (Python copy)
+        from gdn_prefill import _ext
+        rule = _ext._spine_rs_build(sum(lens), len(lens), 32, sms)    # the launcher's rule
         lead = "solo-style" if plan.dual_lead_solo(lens, 32, sms) else "dual"   # the kernel's own pick
         rows += [dict(solo, case=name), dict(dual, case=name, dual_longest=lead)]
         lines.append(f"| {name} | {len(lens)} | {sum(lens)} | {rule} | {lead} | {solo['us']:.1f} | {dual['us']:.1f} | "

@@ -34,8 +34,6 @@ SLEEP_CYCLES = 900_000          # torch.cuda._sleep: ~0.5 ms at the H200's ~1.8 
 
 
 def _inputs(lens, hk, hv, seed):
-    import torch
-
     from gdn_prefill import reference as ref
     return ref.make_inputs(lens, hk, hv, seed=seed, device="cuda", l2norm_inputs=True, state="dense")
 

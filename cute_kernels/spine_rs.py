@@ -67,7 +67,7 @@ loop went from 745 to 670 SASS instructions, G1's wait -> G1b's issue from 221 t
 Measured (run 27, H200, Hv = 32, the W / U form): 1.30 us/chunk at B=1 T=4K (spine_la_o 1.35),
 5.96 at B=8 (spine_wgmma_o_wg2 7.77); the whole prefill 2-19 % faster at every benchmarked shape.
 
-Three builds (VARIANTS; the launcher picks per call, plan.spine_rs_build):
+Three builds (VARIANTS; the launcher picks per call, pyx/gdn_prefill/plan.pxi _rs_build):
 - solo: the above, one CTA per 64 state columns (two per head), one chain per SM.
 - pair: the two CTAs of a head (adjacent in the grid) form a cluster: each loader TMA-loads half
   of the Tu, K, q and P tiles and multicasts it to both CTAs, and a slot is refilled only when the
@@ -884,7 +884,7 @@ def CLUSTER(layout: str, pair: bool = False, dual: bool = False) -> int:  # noqa
     return plan.RS_SPINE_PAIR if pair else 1
 
 
-# Three builds, picked per call by the launcher (plan.spine_rs_build, gdn_abi.h has the
+# Three builds, picked per call by the launcher (plan.pxi _rs_build, gdn_abi.h has the
 # measurements): pair in the overlap plan (the multicast halves the L2 reads it shares with stage
 # 1), solo or dual in the serial plan by a wave model (two chains per SM once the heads fill the SMs).
 VARIANTS: dict[str, dict] = {

@@ -4,7 +4,7 @@ One CTA owns (sequence n, value head hv, V-block vb): the state columns
 [vb*VB*WG, (vb+1)*VB*WG) of S (K x V, fp32), WG = warpgroups per CTA (`num_wg` in the
 code), a compile-time parameter of each variant (1: spine_wgmma_<layout>, 2:
 spine_wgmma_wg2_<layout>; 4 also compiles).  The launcher picks the build per call
-(plan.spine_wgmma_warpgroups): WG=1 has the shortest per-chunk chain (few CTAs: latency),
+(the launcher's _wgmma_warpgroups): WG=1 has the shortest per-chunk chain (few CTAs: latency),
 WG=2 halves the W/K L2 traffic and, built with `multicast`, its 2 CTAs of one (sequence,
 head) form a cluster in which each TMA-loads half of W and K and multicasts it to both
 (a quarter of the one-warpgroup traffic; many CTAs: throughput).

@@ -6,6 +6,12 @@ captured in a CUDA graph.  The DSL launch functions call these same functions
 with their dynamic shape values, so the kernels and the plan cannot disagree.
 Integer arithmetic is written with + and // so it works on Python ints and on
 the DSL's dynamic integers alike.
+
+The planning rules (which spine build, which plan) have one home, in C: the extension's
+pyx/gdn_prefill/plan.pxi and overlap.pxi; tests and benchmarks call them through its hooks
+(_ext._spine_wgmma_warpgroups, _spine_rs_build, _overlap_split_rule, _overlap_fits_rule).
+This module keeps the build-time constants and the grid functions, and dual_lead_solo: the
+host-side model of the rule the fused spine's kernel evaluates on the device, for reports.
 """
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ SM_COUNT = _C["GDN_SM_COUNT"]   # H100/H200 SXM; a fixed constant, the device is
 # that multicasts it.  WG=1 has the shortest per-chunk chain, WG=2 a quarter of the W/K L2
 # traffic.  Rule: WG=2 once the WG=1 grid would exceed GDN_WGMMA_WG1_MAX_CTAS (gdn_abi.h, where
 # the crossover measurements are recorded: WG=2 already wins at 256 CTAs, WG=1 at 128).  The
-# launcher (pyx/gdn_prefill/_ext.pyx, _wgmma_warpgroups) applies the same header constant in C.
+# launcher (pyx/gdn_prefill/plan.pxi, _wgmma_warpgroups) applies it.
 WGMMA_SPINE_WG1_MAX_CTAS = _C["GDN_WGMMA_WG1_MAX_CTAS"]
 
 
@@ -72,32 +78,8 @@ def grid_recompute_wu_slots(slot_begin, slot_end, Hv):
     return ((slot_end - slot_begin) * Hv, 1, 1)
 
 
-def overlap_split(T, N, Hv, sm_count):
-    """First chunk slot of the part of stage 1 that runs beside the fused spine, or None for the
-    serial plan.  The one Python copy of the launcher's rule (pyx/gdn_prefill/_ext.pyx,
-    _overlap_split; gdn_abi.h has the constants and why): the spine's N * Hv * (V / 64) CTAs (one
-    per SM) must leave at least half of the SMs to stage 1, which they wait for (else a deadlock
-    could starve it), and there must be enough chunk slots for the head start to pay."""
-    cb = chunk_slots(T, N)
-    if not overlap_fits(N, Hv, sm_count) or cb < _C["GDN_OVERLAP_MIN_SLOTS"]:
-        return None
-    return min(cb, _C["GDN_OVERLAP_SPLIT_SLOTS"])
-
-
-def overlap_fits(N, Hv, sm_count):
-    """The overlap plan's deadlock guard (_ext.pyx, _overlap_fits): the spine's CTAs leave at least
-    half of the SMs to the part of stage 1 they wait for."""
-    return 2 * N * Hv * (HEAD_DIM_V // RS_SPINE_VBLOCK) <= sm_count
-
-
 def grid_spine_scalar(T, N, Hv):
     return (N, Hv, HEAD_DIM_V // SCALAR_SPINE_VBLOCK)
-
-
-def spine_wgmma_warpgroups(N, Hv):
-    """Warpgroups per CTA of the wgmma spine build the launcher runs for N sequences, Hv heads."""
-    wg1_ctas = N * Hv * (HEAD_DIM_V // WGMMA_SPINE_VBLOCK)
-    return 2 if wg1_ctas > WGMMA_SPINE_WG1_MAX_CTAS else 1
 
 
 def grid_spine_wgmma(T, N, Hv, warpgroups=1):
@@ -117,19 +99,6 @@ def grid_spine_rs(T, N, Hv, dual=False):
     if dual:
         return ((N + 1) * Hv, 1, 1)
     return (N * Hv * (HEAD_DIM_V // RS_SPINE_VBLOCK), 1, 1)
-
-
-def spine_rs_build(T, N, Hv, sm_count=SM_COUNT, overlap=False):
-    """The spine_rs_o build the fused plan runs for T tokens, N sequences and Hv heads on sm_count
-    SMs: "pair" (the two CTAs of a head as a cluster that multicasts Tu, K, q and P) wherever the
-    overlap plan runs (overlap: the launcher's opt-in, GDN_PREFILL_OVERLAP=1), else "dual" (one CTA
-    per head, two chains per SM) where its waves of chunks cost less than the "solo" build's (one
-    CTA per 64 state columns): the one Python copy of the launcher's rule (_ext.pyx, _rs_build;
-    gdn_abi.h has the measurements)."""
-    if overlap and overlap_split(T, N, Hv, sm_count) is not None:
-        return "pair"
-    dual_waves, solo_waves = -(-N * Hv // sm_count), -(-N * Hv * RS_SPINE_PAIR // sm_count)
-    return "dual" if dual_waves * RS_DUAL_WAVE_NS < solo_waves * RS_SOLO_WAVE_NS else "solo"
 
 
 def dual_lead_solo(lengths, Hv, sm_count=SM_COUNT):

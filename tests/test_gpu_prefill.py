@@ -150,20 +150,21 @@ def four_kernel_spine_build(inp):
 def test_wg2_forms_run_the_two_warpgroup_build(form):
     """The many-sequence forms really exercise spine_wgmma_wg2_* in the unfused plan (the
     "wgmma-4k" rows) and the small ones WG=1; prefill() runs the fused plan's spine_rs_o for both
-    (the build plan.spine_rs_build names)."""
+    (the build _ext._spine_rs_build names)."""
+    from gdn_prefill import _ext
     if not spine_compiled("wgmma"):
         pytest.skip("wgmma spine not built")
     T_list, Hk, Hv, mk, _ = FORMS[form]
     inp = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    build = plan.spine_rs_build(sum(T_list), len(T_list), Hv, sms)
+    build = _ext._spine_rs_build(sum(T_list), len(T_list), Hv, sms)
     assert spine_build(inp, "wgmma") == f"spine_rs_o_{'' if build == 'solo' else build + '_'}{inp['state_layout']}"
     assert four_kernel_spine_build(inp) == f"spine_wgmma_wg2_{inp['state_layout']}"
     T_list, Hk, Hv, mk, _ = FORMS["varlen_mix"]
     small = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
     # 7 sequences, 4 heads: where the opt-in overlap plan would run the pair build, the serial plan's solo
-    assert plan.spine_rs_build(sum(T_list), len(T_list), Hv, sms) == "solo"
-    assert plan.spine_rs_build(sum(T_list), len(T_list), Hv, sms, overlap=True) == "pair"
+    assert _ext._spine_rs_build(sum(T_list), len(T_list), Hv, sms) == "solo"
+    assert _ext._spine_rs_build(sum(T_list), len(T_list), Hv, sms, overlap=True) == "pair"
     assert spine_build(small, "wgmma") == "spine_rs_o_kv"
     assert four_kernel_spine_build(small) == "spine_wgmma_kv"
 

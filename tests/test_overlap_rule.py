@@ -1,8 +1,8 @@
 """The overlap plan's rule (CPU): when stage 1 is split around the fused spine, and what explain() says.
 
-The launcher's C rule (_ext._overlap_split) and its Python copy (plan.overlap_split) must agree
-everywhere, in particular at the edges of the deadlock guard (the spine's CTAs may hold at most
-half of the SMs) and of GDN_OVERLAP_MIN_SLOTS.  tests/test_gpu_overlap.py runs the plan itself.
+The launcher's C rule (its one home, called through _ext._overlap_split_rule) against the rule
+as gdn_abi.h states it, on a grid and at the edges of the deadlock guard (the spine's CTAs may
+hold at most half of the SMs) and of GDN_OVERLAP_MIN_SLOTS.  tests/test_gpu_overlap.py runs the plan itself.
 """
 from __future__ import annotations
 
@@ -21,21 +21,24 @@ MIN = _abi.CONSTANTS["GDN_OVERLAP_MIN_SLOTS"]
 SLOTS = _abi.CONSTANTS["GDN_OVERLAP_SPLIT_SLOTS"]
 
 
-def test_c_and_python_rules_agree():
+def test_rule_as_the_header_states_it():
     Ts = [1, 64 * (MIN - 2), 64 * (MIN - 1), 64 * MIN, 1000, 8192, 65536]
     for T, N, Hv, sms in itertools.product(Ts, [1, 2, 3], [4, 16, 32, 33, 64], [16, 114, 128, 132]):
-        assert _ext._overlap_split_rule(T, N, Hv, sms) == plan.overlap_split(T, N, Hv, sms), (T, N, Hv, sms)
+        fits = 2 * N * Hv * 2 <= sms
+        want = min(plan.chunk_slots(T, N), SLOTS) if fits and plan.chunk_slots(T, N) >= MIN else None
+        assert _ext._overlap_split_rule(T, N, Hv, sms) == want, (T, N, Hv, sms)
+        assert _ext._overlap_fits_rule(N, Hv, sms) == fits
 
 
 def test_rule_edges():
     # one sequence of 64 (MIN - 1) tokens: MIN slots (the slot count includes one per sequence)
-    assert plan.overlap_split(64 * (MIN - 1), 1, 4, 132) == min(MIN, SLOTS)
-    assert plan.overlap_split(64 * (MIN - 2), 1, 4, 132) is None
+    assert _ext._overlap_split_rule(64 * (MIN - 1), 1, 4, 132) == min(MIN, SLOTS)
+    assert _ext._overlap_split_rule(64 * (MIN - 2), 1, 4, 132) is None
     # the deadlock guard: N * Hv * 2 spine CTAs <= SMs / 2
-    assert plan.overlap_split(8192, 1, 33, 132) == SLOTS     # 66 CTAs
-    assert plan.overlap_split(8192, 1, 34, 132) is None                                     # 68 CTAs
-    assert plan.overlap_split(8192, 1, 32, 114) is None      # an H100 PCIe: 64 CTAs > 57
-    assert plan.overlap_split(8192, 2, 32, 132) is None
+    assert _ext._overlap_split_rule(8192, 1, 33, 132) == SLOTS     # 66 CTAs
+    assert _ext._overlap_split_rule(8192, 1, 34, 132) is None                                     # 68 CTAs
+    assert _ext._overlap_split_rule(8192, 1, 32, 114) is None      # an H100 PCIe: 64 CTAs > 57
+    assert _ext._overlap_split_rule(8192, 2, 32, 132) is None
 
 
 def _meta_problem(lens, hk, hv):

@@ -97,7 +97,7 @@ def test_fused_plan_runs_the_register_state_spine_in_every_regime(n_seq, Hv, seq
     assert p["fused_output"] == "runs"
     k = spine_launch(p)
     T = n_seq * seq_len
-    assert plan.spine_rs_build(T, n_seq, Hv) == _ext._spine_rs_build(T, n_seq, Hv) == build
+    assert _ext._spine_rs_build(T, n_seq, Hv) == build
     assert k["name"] == (f"spine_rs_o_{layout}" if build == "solo" else f"spine_rs_o_{build}_{layout}")
     assert (build == "pair") == p["overlap"].startswith("runs")
     dual = build == "dual"
@@ -124,10 +124,12 @@ def test_threshold_edges(n_seq, Hv, wg):
 
 
 def test_launcher_rule_matches_plan():
-    """_ext's C rule (what launches) and plan.spine_wgmma_warpgroups (Python) are one rule."""
+    """_ext's C rule (what launches): 2 warpgroups once the 1-warpgroup grid, N * Hv * (V / VBLOCK)
+    CTAs, exceeds GDN_WGMMA_WG1_MAX_CTAS."""
     for n in list(range(1, 70)) + [128, 1000, 4096]:
         for hv in (1, 2, 3, 4, 8, 16, 32, 48, 64, 128):
-            assert _ext._spine_wgmma_warpgroups(n, hv) == plan.spine_wgmma_warpgroups(n, hv), (n, hv)
+            want = 2 if n * hv * (128 // plan.WGMMA_SPINE_VBLOCK) > plan.WGMMA_SPINE_WG1_MAX_CTAS else 1
+            assert _ext._spine_wgmma_warpgroups(n, hv) == want, (n, hv)
 
 
 def test_build_rule_c_and_python_copies_agree():
@@ -145,8 +147,10 @@ def test_build_rule_c_and_python_copies_agree():
                         -(-2 * N * Hv // sms) * _abi.CONSTANTS["GDN_RS_SOLO_WAVE_NS"]
                     want = ("pair" if opt_in and _ext._overlap_split_rule(T, N, Hv, sms) is not None
                             else "dual" if dual else "solo")
-                    assert plan.spine_rs_build(T, N, Hv, sms, opt_in) == _ext._spine_rs_build(T, N, Hv, sms) == want, \
-                        (T, N, Hv, sms)
+                    assert _ext._spine_rs_build(T, N, Hv, sms) == want, (T, N, Hv, sms)
+                    forced = ("pair" if _ext._overlap_split_rule(T, N, Hv, sms) is not None
+                              else "dual" if dual else "solo")
+                    assert _ext._spine_rs_build(T, N, Hv, sms, overlap=True) == forced, (T, N, Hv, sms)
 
 
 @pytest.mark.parametrize("lengths, solo_style", [
@@ -169,7 +173,7 @@ def test_build_hook_forces_each_build(n_seq, Hv):
     """The benchmark hook (_builds / _launch_stages with rs_build=0, 1 or 2) names the forced build,
     rs_build=-1 the rule's; other values are refused before anything runs."""
     args, st, cu = problem(n_seq, 1, Hv, state=True, fused=True)
-    build = plan.spine_rs_build(n_seq * 64, n_seq, Hv)
+    build = _ext._spine_rs_build(n_seq * 64, n_seq, Hv)
     rule = "spine_rs_o_kv" if build == "solo" else f"spine_rs_o_{build}_kv"
     assert _ext._builds(*args, st, cu_seqlens=cu, spine="wgmma", fused=1)[1] == rule
     for code, name in enumerate(("spine_rs_o_kv", "spine_rs_o_pair_kv", "spine_rs_o_dual_kv")):

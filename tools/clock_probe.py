@@ -19,7 +19,7 @@ if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
     sys.exit(0)
 
 import gdn_prefill  # noqa: E402
-from gdn_prefill import _ext, plan, reference as ref  # noqa: E402
+from gdn_prefill import _ext, reference as ref  # noqa: E402
 
 B, T, hk, hv = 1, 65536, 16, 32
 x = ref.make_inputs([T] * B, hk, hv, seed=0, device="cuda", state="dense", l2norm_inputs=True)
@@ -32,7 +32,7 @@ def call(stages, split=0):
 phases = [("recompute_wu alone", lambda: call(("recompute_wu",))),
           ("spine alone", lambda: call(("spine",))),
           ("serial", lambda: call(("recompute_wu", "spine"))),
-          ("overlap", lambda: call(("recompute_wu", "spine"), plan.overlap_split(B * T, B, hv, sms)))]
+          ("overlap", lambda: call(("recompute_wu", "spine"), _ext._overlap_split_rule(B * T, B, hv, sms)))]
 for _, f in phases:
     f()
 torch.cuda.synchronize()

@@ -1,0 +1,369 @@
+# The Python API: argument checks, prefill(), explain(), workspace_bytes / workspace_layout.
+# (Included by _ext.pyx: one module, one namespace; the order of the includes is the order of
+# definition.)
+
+cdef const char *_TENSOR_NAMES[10]
+_TENSOR_NAMES[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seqlens", b"state_indices", b"workspace"]
+
+
+cdef int _build(gdn_problem_t *p, q, k, v, g, beta, out, state, cu_seqlens, state_indices,
+                scale, use_qk_l2norm, int rule=DEVICES_ANY, gdn_tensor_t *ws=NULL,
+                workspace=None) except -100:
+    """Fill p (and ws from workspace, if given) from the arguments, checking their types (the
+    library's GdnTypeError, naming the argument), then the device rule (DEVICES_*): an argument of
+    the wrong kind is named as such whatever the devices of the others.  Returns the device code
+    of the first tensor (a CUDA index, or DEV_*; DEV_NONE under DEVICES_ANY)."""
+    cdef int dev[10]
+    cdef int index = DEV_NONE, first = 0, i
+    memset(p, 0, sizeof(gdn_problem_t))
+    dev[0] = _fill(&p.q, q, "q", True)
+    dev[1] = _fill(&p.k, k, "k", True)
+    dev[2] = _fill(&p.v, v, "v", True)
+    dev[3] = _fill(&p.g, g, "g", True)
+    dev[4] = _fill(&p.beta, beta, "beta", True)
+    dev[5] = _fill(&p.out, out, "out", True)
+    dev[6] = _fill(&p.state, state, "state")
+    dev[7] = _fill(&p.cu_seqlens, cu_seqlens, "cu_seqlens", True)
+    dev[8] = _fill(&p.state_indices, state_indices, "state_indices")
+    dev[9] = _fill(ws, workspace, "workspace") if ws != NULL else DEV_NONE
+    p.scale = _scale(scale)
+    p.use_qk_l2norm = 1 if _flag(use_qk_l2norm, "use_qk_l2norm") else 0
+    if rule == DEVICES_ANY:
+        return DEV_NONE
+    for i in range(10):
+        if dev[i] == DEV_NONE:
+            continue
+        if (rule == DEVICES_CUDA and dev[i] < 0) or (index != DEV_NONE and dev[i] != index):
+            xs = (q, k, v, g, beta, out, state, cu_seqlens, state_indices, workspace)
+            _device_error(dev[i], xs[i], _TENSOR_NAMES[i].decode(), xs[first], _TENSOR_NAMES[first].decode(), rule)
+        if index == DEV_NONE:
+            index = dev[i]
+            first = i
+    return index
+
+
+cdef float _scale(object scale) except? -1.0:
+    """scale: None (K^-1/2) or a real number (not a bool); finiteness is _validate's rule."""
+    if scale is None:
+        return GDN_HEAD_DIM_K ** -0.5
+    if type(scale) is float or type(scale) is int:
+        return <float>scale
+    if isinstance(scale, bool) or not isinstance(scale, _numbers.Real):
+        raise _errors.GdnTypeError(f"scale: must be a real number or None, got {type(scale).__qualname__}")
+    return <float>float(scale)
+
+
+cdef bint _flag(object x, str name) except -1:
+    """A bool argument: True / False, or an integer-like 0 / 1 (numpy.bool_, numpy ints)."""
+    if x is True:
+        return True
+    if x is False:
+        return False
+    try:
+        i = _operator.index(x)
+    except TypeError:
+        i = None
+        if type(x).__module__ == "numpy" and getattr(x, "ndim", None) == 0 and getattr(x, "dtype", None) == bool:
+            return bool(x)      # numpy.bool_: no __index__ since numpy 2
+    if i is None or (i != 0 and i != 1):
+        raise _errors.GdnTypeError(f"{name}: must be a bool, got {type(x).__qualname__}"
+                                   + (f" {x!r}" if i is not None else ""))
+    return i == 1
+
+
+cdef object _stream_handle(object stream):
+    """The raw handle of prefill()'s `stream`: a torch.cuda.Stream (or anything with .cuda_stream)
+    or an int handle."""
+    if type(stream) is int:
+        return stream
+    h = getattr(stream, "cuda_stream", None)
+    if type(h) is int:
+        return h
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return int(stream)
+    raise _errors.GdnTypeError(f"stream: must be a torch.cuda.Stream, a raw stream handle (int) or None, "
+                               f"got {type(stream).__qualname__}")
+
+
+cdef int _codes(object spine, object state_layout, int *spine_code, int *layout_code) except -1:
+    if type(spine) is not str:
+        raise _errors.GdnTypeError(f"spine: must be a str, got {type(spine).__qualname__}")
+    if type(state_layout) is not str:
+        raise _errors.GdnTypeError(f"state_layout: must be a str, got {type(state_layout).__qualname__}")
+    if spine not in SPINES:
+        raise _errors.GdnArgumentError(f"spine: must be one of {sorted(SPINES)}, got {spine!r}")
+    if state_layout not in STATE_LAYOUTS:
+        raise _errors.GdnArgumentError(f"state_layout: must be 'kv' or 'vk', got {state_layout!r}")
+    spine_code[0] = SPINES[spine]
+    layout_code[0] = STATE_LAYOUTS[state_layout]
+    return 0
+
+
+def workspace_bytes(int64_t T, int64_t N, int64_t Hv, fused=None):
+    """Bytes of device workspace a call with T tokens, N sequences and Hv value heads needs:
+    fused None, whichever plan it runs; True / False, the fused-output / unfused plan's
+    (explain()["workspace_bytes"] is the one a given call runs)."""
+    if fused is None:
+        return gdn_workspace_bytes(T, N, Hv)
+    return _plan_workspace_bytes(T, N, Hv, bool(fused))
+
+
+_SUMMARY = os.environ.get("GDN_PREFILL_LOG_CALLS", "") not in ("", "0")
+
+
+cdef int _stream_of(int device, void **sp) except -1:
+    """The current stream of `device`, as prefill() launches on it: torch's DLPack table
+    (current_work_stream) when torch has one, else torch's raw-stream query (the one Triton's
+    launcher uses, ~0.3 us; torch.cuda.current_stream(device) builds a Stream object: 3.6 us per
+    call on the H200, run 9)."""
+    if _torch is None:
+        _torch_init()
+    if _dl_on and _dl != NULL:
+        if _dl.current_work_stream(DL_CUDA, device, sp) != 0:
+            return -1       # torch has set the Python error
+        return 0
+    query = getattr(_torch._C, "_cuda_getCurrentRawStream", None)
+    sp[0] = <void *><uintptr_t>(query(device) if query is not None else _torch.cuda.current_stream(device).cuda_stream)
+    return 0
+
+
+def _current_raw_stream(int device):
+    """Test hook: _stream_of(device) as an integer handle."""
+    cdef void *sp = NULL
+    _stream_of(device, &sp)
+    return <uintptr_t>sp
+
+
+cdef bint _compact(const gdn_tensor_t *t) noexcept nogil:
+    """Row-major contiguous (strides of size-1 dims are free, as torch's is_contiguous())."""
+    cdef int i
+    cdef int64_t want = 1
+    for i in range(t.rank - 1, -1, -1):
+        if t.shape[i] != 1 and t.stride[i] != want:
+            return False
+        want *= t.shape[i]
+    return True
+
+
+cdef object _whole_sequence(object q):
+    """cu_seqlens = [0, T] for a call without one, made on q's device by a kernel: no host-to-device
+    copy, graph-capturable (q's type and rank checked first, so a bad q is named as such)."""
+    cdef gdn_tensor_t t
+    _fill(&t, q, "q", True)
+    return _torch.arange(0, 2 * t.shape[0], max(t.shape[0], 1), dtype=_torch.int32, device=q.device)[:2]
+
+
+cdef object _own_workspace(int64_t need, object stream, void *sp, int device):
+    """The workspace prefill() allocates when the caller gives none.  torch's caching allocator
+    orders a block's reuse on the stream current at allocation; when `stream` names another one,
+    the block is allocated under that stream, so no other stream's work gets the bytes before
+    this call's kernels are done with them."""
+    cdef void *cur = NULL
+    if stream is not None:
+        _stream_of(device, &cur)
+    if stream is None or cur == sp:
+        return _torch.empty(max(need, 1), dtype=_torch.uint8, device=_torch.device("cuda", device))
+    s = stream if isinstance(stream, _torch.cuda.Stream) else _torch.cuda.ExternalStream(<uintptr_t>sp, device=device)
+    with _torch.cuda.stream(s):
+        return _torch.empty(max(need, 1), dtype=_torch.uint8, device=_torch.device("cuda", device))
+
+
+def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
+            state_layout="kv", scale=None, use_qk_l2norm=False, spine="auto",
+            stream=None, workspace=None):
+    """Run the Gated DeltaNet chunked prefill; writes `out` and updates `state` in place.
+
+    q, k [T, Hk, 128] and v, out [T, Hv, 128] bf16 (last dim contiguous, other strides
+    free); g [T, Hv] fp32 log-decay and beta [T, Hv] fp32/bf16 with any strides;
+    cu_seqlens int32 [N+1] on the device (None: one sequence of T tokens); state fp32
+    [P, Hv, 128, 128] ("kv": S[k, v]; "vk": S[v, k]) read as the initial state and
+    overwritten with the final one (None: start from zero, no final state); with
+    state_indices int32 [N], sequence n uses slot state_indices[n] and -1 skips the
+    sequence entirely.  Returns the name of the spine that ran.
+    """
+    cdef gdn_problem_t p
+    cdef gdn_tensor_t ws
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, n, device, cur = -1, i
+    cdef int ids[3]
+    cdef char msg[MSG_CAP]
+    cdef void *sp = NULL
+    cdef int64_t ws_bytes = 1, need = 0
+    torch = _torch if _torch is not None else _torch_init()
+    _codes(spine, state_layout, &spine_code, &layout_code)
+    if stream is not None:      # its type, like every argument's, before the device rule
+        sp = <void *><uintptr_t>_stream_handle(stream)
+    if cu_seqlens is None:
+        cu_seqlens = _whole_sequence(q)
+    device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
+                    DEVICES_CUDA, &ws, workspace)
+    if stream is None:
+        _stream_of(device, &sp)
+    if workspace is None:
+        # the plan's own bytes (the fused plan needs a fifth of the unfused one's at 64K tokens)
+        with nogil:
+            need = _call_workspace_bytes(&p, spine_code, layout_code)
+        workspace = _own_workspace(need, stream, sp, device)
+        _fill(&ws, workspace, "workspace")
+    if ws.dtype != DTYPE_U8 or not _compact(&ws):
+        raise _errors.GdnArgumentError("workspace: must be a contiguous uint8 CUDA tensor")
+    for i in range(ws.rank):
+        ws_bytes *= ws.shape[i]
+    # the launches go to the current CUDA device: switch only when the tensors live elsewhere
+    # (torch's device context manager costs ~2.4 us per call on the H200, run 9)
+    if cudaGetDevice(&cur) != 0:
+        cudaGetLastError()
+        cur = -1
+    if cur == device:
+        with nogil:
+            rc = gdn_prefill_raw(&p, spine_code, layout_code, ws.data, ws_bytes, <cudaStream_t>sp, &chosen,
+                                 msg, MSG_CAP)
+    else:
+        with torch.cuda.device(device):
+            with nogil:
+                rc = gdn_prefill_raw(&p, spine_code, layout_code, ws.data, ws_bytes, <cudaStream_t>sp, &chosen,
+                                     msg, MSG_CAP)
+    if rc != GDN_OK:
+        if rc == GDN_ERR_SPINE:
+            _log.warning("gdn_prefill: %s", msg.decode())
+        _raise(rc, msg)
+    name = SPINE_NAMES[chosen]
+    if spine_code == GDN_SPINE_AUTO and chosen != GDN_SPINE_WGMMA and _log.isEnabledFor(logging.DEBUG):
+        if _spine_guard(&p, GDN_SPINE_WGMMA, layout_code, msg) != GDN_OK:
+            _log.debug("gdn_prefill: spine=auto ran %s; wgmma rejected: %s", name, msg.decode())
+    if _SUMMARY:
+        # the launches prefill() just made: two for the fused-output plan, its spine build is ids[1]
+        n = _select_ids(&p, chosen, layout_code, 0, -1, -1, _sm_count(), ids)
+        _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s grid(spine)=%s build=%s", name,
+                  p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.q.shape[1], p.v.shape[1], state_layout,
+                  _spine_grid(chosen, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], 0, n == 2,
+                              gdn_variant_name(ids[1]).decode()),
+                  gdn_variant_name(ids[1]).decode())
+    return name
+
+
+def _spine_grid(int chosen, T, N, Hv, int warpgroups=0, bint fused=False, str name=""):
+    """Grid of the spine build that runs (warpgroups 0: the launcher's rule for N, Hv; fused: the
+    fused plan's spine_rs_o build `name`)."""
+    if fused:
+        return _plan.grid_spine_rs(T, N, Hv, "_dual_" in name)
+    if chosen == GDN_SPINE_WGMMA:
+        return _plan.grid_spine_wgmma(T, N, Hv, warpgroups or _wgmma_warpgroups(N, Hv))
+    return _plan.grid_spine_scalar(T, N, Hv)
+
+
+def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
+            state_layout="kv", scale=None, use_qk_l2norm=False, spine="auto",
+            stream=None, workspace=None, check_device=True):
+    """The plan prefill() would run, without launching anything.
+
+    Takes prefill's arguments and applies every rule prefill() applies that does not need the GPU
+    itself: the tensors may live on the CPU or be "meta" tensors, but on one device (any device
+    each with check_device=False), and a given workspace must fit the plan.  Returns a dict: "spines" maps each spine to "runs" or the
+    guard that rejects it; "chosen" the spine "auto" (or the requested one) runs;
+    "kernels" the builds with grid, block and shared-memory bytes (two when the output is
+    fused into the spine, else three); "fused_output" is "runs" or the reason the unfused plan
+    runs instead; "overlap" is "runs: ..." when stage 1 is split around the spine (the
+    recompute_wu build then launches twice, over chunk slots [0, overlap_split) and the rest;
+    "overlap_split" that slot, else None) or the reason the serial plan runs; "workspace_bytes".
+    Raises the same errors prefill() raises.
+    """
+    cdef gdn_problem_t p, pw
+    cdef gdn_tensor_t ws
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s, n = 0, sms, i
+    cdef int64_t ws_bytes = 1
+    cdef int ids[3]
+    cdef char msg[MSG_CAP]
+    cdef char why[MSG_CAP]
+    if _torch is None:
+        _torch_init()
+    _codes(spine, state_layout, &spine_code, &layout_code)
+    if stream is not None:
+        _stream_handle(stream)
+    check_device = _flag(check_device, "check_device")
+    if cu_seqlens is None:
+        cu_seqlens = _whole_sequence(q)
+    _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
+           DEVICES_ONE if check_device else DEVICES_ANY, &ws, workspace)
+    rc = _validate(&p, layout_code, msg)
+    if rc != GDN_OK:
+        _raise(rc, msg)
+    spines = {}
+    for s in (GDN_SPINE_SCALAR, GDN_SPINE_WGMMA):
+        spines[SPINE_NAMES[s]] = "runs" if _spine_guard(&p, s, layout_code, why) == GDN_OK else why.decode()
+        if spines[SPINE_NAMES[s]] != "runs":
+            _log.debug("gdn_prefill: explain: spine %s rejected: %s", SPINE_NAMES[s], spines[SPINE_NAMES[s]])
+    rc = _choose(&p, spine_code, layout_code, &chosen, msg)
+    if rc != GDN_OK:
+        if rc == GDN_ERR_SPINE:
+            _log.warning("gdn_prefill: %s", msg.decode())
+        _raise(rc, msg)
+    sms = _sm_count() if check_device else GDN_SM_COUNT
+    rc = _stage_ids(&p, chosen, layout_code, sms, ids, &n, msg)
+    if rc != GDN_OK:
+        _raise(rc, msg)
+    fused = "runs" if _fused_guard(&p, chosen, layout_code, sms, why) == GDN_OK else why.decode()
+    if workspace is not None:
+        # prefill()'s workspace rules, on a copy (size for this plan, alignment, no shared bytes)
+        if ws.dtype != DTYPE_U8 or not _compact(&ws):
+            raise _errors.GdnArgumentError("workspace: must be a contiguous uint8 CUDA tensor")
+        for i in range(ws.rank):
+            ws_bytes *= ws.shape[i]
+        pw = p
+        rc = _bind_workspace(&pw, ws.data, ws_bytes, n == 2, msg)
+        if rc != GDN_OK:
+            _raise(rc, msg)
+    T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
+    cb = _plan.chunk_slots(T, N)
+    split = _plan_split(&p, n, sms)
+    if split > 0:
+        overlap = (f"runs: recompute_wu's chunk slots [0, {split}) first, then the spine beside slots "
+                   f"[{split}, {cb}) (library side stream; the first call inside a graph capture runs "
+                   "the serial plan)")
+    elif n != 2:
+        overlap = "only the fused-output plan overlaps stage 1 with the spine"
+    elif cb < GDN_OVERLAP_MIN_SLOTS:
+        overlap = f"{cb} chunk slots: fewer than GDN_OVERLAP_MIN_SLOTS = {GDN_OVERLAP_MIN_SLOTS}"
+    elif not _overlap_fits(N, Hv, sms):
+        overlap = (f"the spine's {_rs_ctas(N, Hv)} CTAs would hold more than "
+                   f"half of the {sms} SMs that stage 1 needs beside it")
+    else:
+        overlap = OVERLAP_OFF
+    spine_name = SPINE_NAMES[chosen]
+    grids = (_plan.grid_recompute_wu(T, N, Hv),
+             _spine_grid(chosen, T, N, Hv, 0, n == 2, gdn_variant_name(ids[1]).decode() if ids[1] >= 0 else ""),
+             _plan.grid_fwd_o(T, N, Hv))
+    kernels = [(gdn_variant_name(ids[i]).decode(), grids[i]) for i in range(n)]
+    from gdn_prefill import _manifest
+    return {
+        "spines": spines,
+        "chosen": spine_name,
+        "fused_output": fused,
+        "kernels": [dict(name=name, grid=tuple(int(x) for x in grid), **_manifest.launch_info(name))
+                    for name, grid in kernels],
+        "workspace_bytes": int(_plan_workspace_bytes(T, N, Hv, n == 2)),
+        "chunk_slots": int(cb),
+        "overlap": overlap,
+        "overlap_split": int(split) if split > 0 else None,
+    }
+
+
+def workspace_layout(int64_t T, int64_t N, int64_t Hv, bint fused=True):
+    """{name: (byte offset, shape, dtype name)} of one plan's workspace tensors (gdn_abi.h; fused:
+    the fused-output plan's gcum, rq, rk, ready, tu, pqk, order, else the unfused plan's gcum, rq,
+    rk, ready, w, u, vnew, h); shape is the storage's row-major shape: (Hv, T) for gcum, rq and rk,
+    which are stored head-major (the kernels index them [t, hv]), the logical shape for the others."""
+    cdef gdn_problem_t p
+    cdef char *base = <char *>GDN_WORKSPACE_ALIGN_BYTES  # any aligned non-NULL base: offsets only
+    _carve(&p, base, T, N, Hv, fused)
+    names = ("gcum", "rq", "rk", "ready", "w", "u", "vnew", "h", "pqk", "tu", "order")
+    cdef gdn_tensor_t *ts[11]
+    ts[:] = [&p.gcum, &p.rq, &p.rk, &p.ready, &p.w, &p.u, &p.vnew, &p.h, &p.pqk, &p.tu, &p.order]
+    out = {}
+    for i in range(len(names)):
+        if ts[i].data == NULL:
+            continue                                      # the other plan's
+        strides = [ts[i].stride[j] for j in range(ts[i].rank)]
+        order = sorted(range(ts[i].rank), key=lambda j: -strides[j])          # storage order
+        out[names[i]] = (<uintptr_t>ts[i].data - <uintptr_t>base, tuple(ts[i].shape[j] for j in order),
+                         _dtype_name(ts[i].dtype).decode())
+    return out

@@ -1,0 +1,199 @@
+# Plan and launch: the launches of one call, in order, and gdn_prefill_raw.
+# (Included by _ext.pyx: one module, one namespace; the order of the includes is the order of
+# definition.)
+
+# ----------------------------------------------------------------------------- plan + launch
+cdef int _prepare(gdn_problem_t *p, int spine, int state_layout, int *chosen, char *msg) noexcept nogil:
+    """Validate, derive the flags, switch a 'vk' pool to its logical S[k, v] view, choose the spine."""
+    cdef int rc = _validate(p, state_layout, msg)
+    cdef int64_t tmp
+    if rc:
+        return rc
+    p.has_state = 1 if p.state.rank != 0 else 0
+    p.use_state_indices = 1 if p.state_indices.rank != 0 else 0
+    if p.has_state and state_layout == GDN_STATE_VK:
+        tmp = p.state.stride[2]
+        p.state.stride[2] = p.state.stride[3]
+        p.state.stride[3] = tmp
+    if not p.has_state:
+        # Kernels still bind the tensors: give them a well-formed empty view.
+        p.state.rank = 4
+        p.state.dtype = GDN_DTYPE_F32
+        p.state.shape[0] = 0
+        p.state.shape[1] = p.v.shape[1]
+        p.state.shape[2] = GDN_HEAD_DIM_K
+        p.state.shape[3] = GDN_HEAD_DIM_V
+        p.state.stride[0] = 0
+        p.state.stride[1] = 0
+        p.state.stride[2] = GDN_HEAD_DIM_V if state_layout == GDN_STATE_KV else 1
+        p.state.stride[3] = 1 if state_layout == GDN_STATE_KV else GDN_HEAD_DIM_K
+    if not p.use_state_indices:
+        p.state_indices.rank = 1
+        p.state_indices.dtype = GDN_DTYPE_I32
+        p.state_indices.shape[0] = p.cu_seqlens.shape[0] - 1
+        p.state_indices.stride[0] = 1
+    if _device_major() != 9:
+        snprintf(msg, MSG_CAP, "device: the current CUDA device is not compute capability 9.x (Hopper); "
+                 "the kernels are compiled for sm_90a")
+        return GDN_ERR_ARGUMENT
+    return _choose(p, spine, state_layout, chosen, msg)
+
+
+cdef bint _row_aligned16(const gdn_tensor_t *t) noexcept nogil:
+    return (<uintptr_t>t.data) % 16 == 0 and t.stride[0] % 8 == 0 and t.stride[1] % 8 == 0
+
+
+cdef const gdn_tensor_t *_unaligned16(const gdn_problem_t *p) noexcept nogil:
+    """The first of q, k, v, out that cannot be moved in 16-byte vectors, or NULL."""
+    if not _row_aligned16(&p.q):
+        return &p.q
+    if not _row_aligned16(&p.k):
+        return &p.k
+    if not _row_aligned16(&p.v):
+        return &p.v
+    if not _row_aligned16(&p.out):
+        return &p.out
+    return NULL
+
+
+cdef const char *_row_name(const gdn_problem_t *p, const gdn_tensor_t *t) noexcept nogil:
+    return "q" if t == &p.q else ("k" if t == &p.k else ("v" if t == &p.v else "out"))
+
+
+cdef bint _aligned16(const gdn_problem_t *p) noexcept nogil:
+    """q, k, v and out can all be moved in 16-byte vectors (selects the _a16 stage builds and,
+    with the wgmma spine, the fused-output plan)."""
+    return _unaligned16(p) == NULL
+
+
+cdef int _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int warpgroups, int fused,
+                     int rs_build, int sms, int *ids) noexcept nogil:
+    """The build of each launch (-1 where it is not compiled in); returns the number of launches:
+    2 for the fused plan (recompute_wu with pqk, spine_rs_o), else 3 (recompute_wu, spine,
+    fwd_o).  The one place that picks the plan and the beta dtype, _a16 and
+    warpgroups builds: prefill, explain and the stage test hook all read their launches from here.
+    warpgroups 0 / fused -1 / rs_build -1: the rules; otherwise forced (test / benchmark hook only).
+    sms: the SM count of the overlap rule, which the build rule follows (_rs_build)."""
+    cdef int a16 = 1 if _aligned16(p) else 0
+    cdef int bbf16 = 1 if p.beta.dtype == GDN_DTYPE_BF16 else 0
+    cdef char why[MSG_CAP]
+    if fused < 0:
+        fused = 1 if _fused_guard(p, chosen, state_layout, sms, why) == GDN_OK else 0
+    if fused:
+        if rs_build < 0:
+            rs_build = _rs_build(p, sms)
+        ids[0] = _v_wu_pqk[bbf16] if a16 else -1
+        ids[1] = _v_spine_o[state_layout][rs_build] if a16 and chosen == GDN_SPINE_WGMMA else -1
+        return 2
+    if warpgroups == 0:
+        warpgroups = _spine_warpgroups(p, chosen)
+    ids[0] = _v_wu[bbf16][a16]
+    ids[1] = _spine_variant(p, chosen, state_layout, warpgroups)
+    ids[2] = _v_fwd_o[a16]
+    return 3
+
+
+cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int sms, int *ids, int *n,
+                    char *msg) noexcept nogil:
+    """The launches of one prefill, in order (n of them); every one must be compiled in."""
+    cdef int i
+    n[0] = _select_ids(p, chosen, state_layout, 0, -1, -1, sms, ids)
+    for i in range(n[0]):
+        if ids[i] < 0:
+            snprintf(msg, MSG_CAP, "build: stage %d of %d (%s) is not compiled into this build", i + 1, n[0],
+                     "recompute_wu" if i == 0 else ("spine" if i == 1 else "fwd_o"))
+            return GDN_ERR_UNKNOWN_VARIANT
+    return GDN_OK
+
+
+cdef int64_t _call_workspace_bytes(const gdn_problem_t *problem, int spine, int state_layout) noexcept nogil:
+    """Workspace bytes of the plan this call runs (gdn_prefill_raw's choice: the same validation
+    and plan rule on a copy); 1 where the call does not validate (gdn_prefill_raw then fails with
+    that error before it looks at the workspace)."""
+    cdef gdn_problem_t p = problem[0]
+    cdef char local[MSG_CAP]
+    cdef int chosen = 0, n = 0
+    cdef int ids[3]
+    cdef int64_t T = p.q.shape[0], N = p.cu_seqlens.shape[0] - 1, Hv = p.v.shape[1]
+    if (_prepare(&p, spine, state_layout, &chosen, local) != GDN_OK
+            or _stage_ids(&p, chosen, state_layout, _sm_count(), ids, &n, local) != GDN_OK):
+        return 1
+    return _plan_workspace_bytes(T, N, Hv, n == 2)
+
+
+cdef int _workspace_apart(const gdn_problem_t *p, uintptr_t lo, uintptr_t hi, char *msg) noexcept nogil:
+    """The workspace [lo, hi) shares no byte with a tensor of the call (the kernels write it while
+    they read the inputs and write out and the state)."""
+    cdef const gdn_tensor_t *ts[9]
+    cdef const char *names[9]
+    cdef uintptr_t tlo, thi
+    cdef int i
+    ts[:] = [&p.q, &p.k, &p.v, &p.g, &p.beta, &p.out, &p.state, &p.cu_seqlens, &p.state_indices]
+    names[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seqlens", b"state_indices"]
+    for i in range(9):
+        _extent(ts[i], &tlo, &thi)
+        if tlo < thi and lo < hi and tlo < hi and lo < thi:
+            snprintf(msg, MSG_CAP, "workspace: overlaps the memory of %s; the workspace must be memory of its own",
+                     names[i])
+            return GDN_ERR_ALIAS
+    return GDN_OK
+
+
+cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_bytes, bint fused,
+                         char *msg) noexcept nogil:
+    """Carve the workspace of the plan that runs (fused: the fused-output plan) after checking it."""
+    cdef int64_t need = _plan_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], fused)
+    if workspace == NULL or workspace_bytes < need:
+        snprintf(msg, MSG_CAP, "workspace: %lld bytes given, %lld needed by the %s plan (explain()[\"workspace_bytes\"]; "
+                 "gdn_workspace_bytes serves either plan)", <long long>workspace_bytes, <long long>need,
+                 b"fused-output" if fused else b"unfused")
+        return GDN_ERR_ARGUMENT
+    if (<uintptr_t>workspace) % GDN_WORKSPACE_ALIGN_BYTES != 0:
+        snprintf(msg, MSG_CAP, "workspace: data pointer is not %d-byte aligned", GDN_WORKSPACE_ALIGN_BYTES)
+        return GDN_ERR_LAYOUT
+    cdef int rc = _workspace_apart(p, <uintptr_t>workspace, <uintptr_t>workspace + <uintptr_t>workspace_bytes, msg)
+    if rc:
+        return rc
+    _carve(p, <char *>workspace, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], fused)
+    # the serial plan: recompute_wu over every chunk slot, nothing published through `ready`
+    p.slot_begin = 0
+    p.slot_end = <int32_t>p.ready.shape[0]
+    p.ready_from = GDN_NO_OVERLAP
+    return GDN_OK
+
+
+cdef int _load_modules(char *msg) noexcept nogil:
+    """Load every kernel module once (first call); GDN_ERR_LAUNCH and the CUDA error if that fails."""
+    cdef int rc = gdn_load_modules()
+    if rc != 0:
+        snprintf(msg, MSG_CAP, "CUDA error while loading the kernel modules: %s", cudaGetErrorString(<cudaError_t>rc))
+        return GDN_ERR_LAUNCH
+    return GDN_OK
+
+
+# Benchmark hook (tools/host_overhead.py): plan and validate as usual, then launch nothing, so the
+# host cost of everything but the launches can be timed on its own.
+cdef bint _dry_run = False
+
+
+def _host_dry_run(bint on):
+    """Benchmark hook: True skips every launch (and the overlap plan's stream work); returns on."""
+    global _dry_run
+    _dry_run = on
+    return on
+
+
+cdef int _launch(const gdn_problem_t *p, const int *ids, int n, cudaStream_t stream, char *msg) noexcept nogil:
+    cdef int i, rc
+    if _dry_run:
+        return GDN_OK
+    rc = _load_modules(msg)
+    if rc != GDN_OK:
+        return rc
+    for i in range(n):
+        rc = gdn_launch_variant(ids[i], p, stream)
+        if rc != 0:
+            snprintf(msg, MSG_CAP, "CUDA error launching %s: %s", gdn_variant_name(ids[i]),
+                     cudaGetErrorString(<cudaError_t>rc))
+            return GDN_ERR_LAUNCH
+    return GDN_OK

@@ -1,0 +1,331 @@
+# Every rule of docs/DESIGN.md §2 that does not depend on the spine (_validate and its helpers).
+# (Included by _ext.pyx: one module, one namespace; the order of the includes is the order of
+# definition.)
+
+# ----------------------------------------------------------------------------- guards
+cdef const char *_dtype_name(int d) noexcept nogil:
+    if d == GDN_DTYPE_BF16:
+        return "bfloat16"
+    if d == GDN_DTYPE_F16:
+        return "float16"
+    if d == GDN_DTYPE_F32:
+        return "float32"
+    if d == GDN_DTYPE_I32:
+        return "int32"
+    return "an unsupported dtype"
+
+
+cdef int64_t _elsize(int d) noexcept nogil:
+    return 2 if (d == GDN_DTYPE_BF16 or d == GDN_DTYPE_F16) else 4
+
+
+cdef int _need(const gdn_tensor_t *t, const char *name, int rank, char *msg) noexcept nogil:
+    if t.rank == 0:
+        snprintf(msg, MSG_CAP, "%s: a tensor is required", name)
+        return GDN_ERR_ARGUMENT
+    if t.rank != rank:
+        snprintf(msg, MSG_CAP, "%s: must have %d dims, got %d", name, rank, t.rank)
+        return GDN_ERR_SHAPE
+    return GDN_OK
+
+
+cdef int _dtype(const gdn_tensor_t *t, const char *name, int want, int alt, char *msg) noexcept nogil:
+    if t.dtype == want or (alt != 0 and t.dtype == alt):
+        return GDN_OK
+    if alt != 0:
+        snprintf(msg, MSG_CAP, "%s: dtype must be %s or %s, got %s", name, _dtype_name(want),
+                 _dtype_name(alt), _dtype_name(t.dtype))
+    else:
+        snprintf(msg, MSG_CAP, "%s: dtype must be %s, got %s", name, _dtype_name(want), _dtype_name(t.dtype))
+    return GDN_ERR_DTYPE
+
+
+cdef int _dim(const gdn_tensor_t *t, const char *name, int mode, int64_t want, const char *what,
+              char *msg) noexcept nogil:
+    if t.shape[mode] == want:
+        return GDN_OK
+    snprintf(msg, MSG_CAP, "%s: dim %d (%s) is %lld, expected %lld", name, mode, what,
+             <long long>t.shape[mode], <long long>want)
+    return GDN_ERR_SHAPE
+
+
+cdef int _layout(const gdn_tensor_t *t, const char *name, bint contiguous_last, char *msg) noexcept nogil:
+    """No negative strides, base aligned to the element size, last dim contiguous if asked."""
+    cdef int i
+    cdef int64_t es = _elsize(t.dtype)
+    for i in range(t.rank):
+        if t.stride[i] < 0:
+            snprintf(msg, MSG_CAP, "%s: stride of dim %d is %lld; negative strides are not supported",
+                     name, i, <long long>t.stride[i])
+            return GDN_ERR_LAYOUT
+    if contiguous_last and t.shape[t.rank - 1] > 1 and t.stride[t.rank - 1] != 1:
+        snprintf(msg, MSG_CAP, "%s: last dim has stride %lld; it must be contiguous (stride 1)",
+                 name, <long long>t.stride[t.rank - 1])
+        return GDN_ERR_LAYOUT
+    if (<uintptr_t>t.data) % es != 0:
+        snprintf(msg, MSG_CAP, "%s: data pointer is not aligned to its %lld-byte elements", name, <long long>es)
+        return GDN_ERR_LAYOUT
+    return GDN_OK
+
+
+cdef void _extent(const gdn_tensor_t *t, uintptr_t *lo, uintptr_t *hi) noexcept nogil:
+    """Byte range [lo, hi) the tensor may touch (empty if any extent is 0)."""
+    cdef int i
+    cdef int64_t last = 0
+    lo[0] = <uintptr_t>t.data
+    hi[0] = lo[0]
+    if t.data == NULL:
+        return
+    for i in range(t.rank):
+        if t.shape[i] == 0:
+            return
+        last += (t.shape[i] - 1) * t.stride[i]
+    hi[0] = lo[0] + <uintptr_t>((last + 1) * _elsize(t.dtype))
+
+
+cdef int _no_overlap(const gdn_tensor_t *a, const char *an, const gdn_tensor_t *b, const char *bn,
+                     char *msg) noexcept nogil:
+    cdef uintptr_t alo, ahi, blo, bhi
+    _extent(a, &alo, &ahi)
+    _extent(b, &blo, &bhi)
+    if alo < ahi and blo < bhi and alo < bhi and blo < ahi:
+        snprintf(msg, MSG_CAP, "%s: overlaps the memory of %s; outputs must not alias inputs", an, bn)
+        return GDN_ERR_ALIAS
+    return GDN_OK
+
+
+cdef int _no_self_overlap(const gdn_tensor_t *t, const char *name, char *msg) noexcept nogil:
+    """An output's elements must be distinct memory (CTAs write them concurrently): with the modes
+    of extent > 1 sorted by stride, each stride must step past everything the smaller ones span.
+    Sufficient and, for the layouts the kernels take (last dim contiguous), exact."""
+    cdef int order[GDN_MAX_RANK]
+    cdef int i, j, m = 0, tmp
+    cdef int64_t span = 0
+    for i in range(t.rank):
+        if t.shape[i] > 1:
+            order[m] = i
+            m += 1
+    for i in range(1, m):                          # insertion sort by stride (at most 4 modes)
+        j = i
+        while j > 0 and t.stride[order[j - 1]] > t.stride[order[j]]:
+            tmp = order[j - 1]
+            order[j - 1] = order[j]
+            order[j] = tmp
+            j -= 1
+    for i in range(m):
+        if t.stride[order[i]] <= span:
+            snprintf(msg, MSG_CAP, "%s: dim %d (stride %lld) overlaps the elements of the smaller strides "
+                     "(they span %lld elements); an output's elements must not share memory",
+                     name, order[i], <long long>t.stride[order[i]], <long long>(span + 1))
+            return GDN_ERR_LAYOUT
+        span += (t.shape[order[i]] - 1) * t.stride[order[i]]
+    return GDN_OK
+
+
+cdef int _grid_fits(int64_t T, int64_t N, int64_t Hv, char *msg) noexcept nogil:
+    """Every launch of every plan fits CUDA's grid limits: grid.y (the unfused spines' and fwd_o's
+    heads) <= 65,535, grid.x (recompute_wu's chunk slots x heads, the fused spine's 64-column
+    blocks) <= 2^31 - 1 (plan.py's grid functions)."""
+    cdef int64_t blocks = max(_chunk_slots(T, N), (N + 1) * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK)) * Hv
+    if Hv > 65535:
+        snprintf(msg, MSG_CAP, "v: %lld value heads exceed the 65,535 a launch's grid.y can hold", <long long>Hv)
+        return GDN_ERR_SHAPE
+    if blocks > 0x7fffffff:
+        snprintf(msg, MSG_CAP, "v: %lld value heads x %lld chunk slots need %lld blocks; a launch's grid.x holds "
+                 "at most 2^31 - 1", <long long>Hv, <long long>_chunk_slots(T, N), <long long>blocks)
+        return GDN_ERR_SHAPE
+    return GDN_OK
+
+
+cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept nogil:
+    """Every rule of docs/DESIGN.md §2 that does not depend on the spine."""
+    cdef int rc
+    cdef int64_t T, Hk, Hv, N
+    if state_layout != GDN_STATE_KV and state_layout != GDN_STATE_VK:
+        snprintf(msg, MSG_CAP, "state_layout: must be 'kv' or 'vk'")
+        return GDN_ERR_ARGUMENT
+    # presence and rank
+    rc = _need(&p.q, "q", 3, msg)
+    if rc: return rc
+    rc = _need(&p.k, "k", 3, msg)
+    if rc: return rc
+    rc = _need(&p.v, "v", 3, msg)
+    if rc: return rc
+    rc = _need(&p.g, "g", 2, msg)
+    if rc: return rc
+    rc = _need(&p.beta, "beta", 2, msg)
+    if rc: return rc
+    rc = _need(&p.out, "out", 3, msg)
+    if rc: return rc
+    rc = _need(&p.cu_seqlens, "cu_seqlens", 1, msg)
+    if rc: return rc
+    if p.state.rank != 0:
+        rc = _need(&p.state, "state", 4, msg)
+        if rc: return rc
+    if p.state_indices.rank != 0:
+        rc = _need(&p.state_indices, "state_indices", 1, msg)
+        if rc: return rc
+        if p.state.rank == 0:
+            snprintf(msg, MSG_CAP, "state_indices: given without a state pool to index")
+            return GDN_ERR_ARGUMENT
+    # dtypes
+    rc = _dtype(&p.q, "q", GDN_DTYPE_BF16, 0, msg)
+    if rc: return rc
+    rc = _dtype(&p.k, "k", GDN_DTYPE_BF16, 0, msg)
+    if rc: return rc
+    rc = _dtype(&p.v, "v", GDN_DTYPE_BF16, 0, msg)
+    if rc: return rc
+    rc = _dtype(&p.out, "out", GDN_DTYPE_BF16, 0, msg)
+    if rc: return rc
+    rc = _dtype(&p.g, "g", GDN_DTYPE_F32, 0, msg)
+    if rc: return rc
+    rc = _dtype(&p.beta, "beta", GDN_DTYPE_F32, GDN_DTYPE_BF16, msg)
+    if rc: return rc
+    rc = _dtype(&p.cu_seqlens, "cu_seqlens", GDN_DTYPE_I32, 0, msg)
+    if rc: return rc
+    if p.state.rank != 0:
+        rc = _dtype(&p.state, "state", GDN_DTYPE_F32, 0, msg)
+        if rc: return rc
+    if p.state_indices.rank != 0:
+        rc = _dtype(&p.state_indices, "state_indices", GDN_DTYPE_I32, 0, msg)
+        if rc: return rc
+    # shapes
+    T = p.q.shape[0]
+    Hk = p.q.shape[1]
+    Hv = p.v.shape[1]
+    N = p.cu_seqlens.shape[0] - 1
+    if T < 1:
+        snprintf(msg, MSG_CAP, "q: has %lld tokens; at least 1 is required", <long long>T)
+        return GDN_ERR_SHAPE
+    if T > 0x3fffffff:
+        snprintf(msg, MSG_CAP, "q: %lld tokens exceed the int32 index range of the kernels", <long long>T)
+        return GDN_ERR_SHAPE
+    if N < 1:
+        snprintf(msg, MSG_CAP, "cu_seqlens: must hold N+1 >= 2 offsets, got %lld", <long long>(N + 1))
+        return GDN_ERR_SHAPE
+    if N > GDN_MAX_SEQUENCES:
+        snprintf(msg, MSG_CAP, "cu_seqlens: %lld sequences exceed the %d a call can hold (the kernels' "
+                 "chunk-slot search over cu_seqlens)", <long long>N, <int>GDN_MAX_SEQUENCES)
+        return GDN_ERR_SHAPE
+    rc = _dim(&p.q, "q", 2, GDN_HEAD_DIM_K, "head dim K; the compiled tile is 128", msg)
+    if rc: return rc
+    rc = _dim(&p.k, "k", 0, T, "tokens, as in q", msg)
+    if rc: return rc
+    rc = _dim(&p.k, "k", 1, Hk, "key heads, as in q", msg)
+    if rc: return rc
+    rc = _dim(&p.k, "k", 2, GDN_HEAD_DIM_K, "head dim K; the compiled tile is 128", msg)
+    if rc: return rc
+    rc = _dim(&p.v, "v", 0, T, "tokens, as in q", msg)
+    if rc: return rc
+    rc = _dim(&p.v, "v", 2, GDN_HEAD_DIM_V, "head dim V; the compiled tile is 128", msg)
+    if rc: return rc
+    if Hk < 1 or Hv < 1 or Hv % Hk != 0:
+        snprintf(msg, MSG_CAP, "v: %lld value heads is not a positive multiple of the %lld key heads of q/k",
+                 <long long>Hv, <long long>Hk)
+        return GDN_ERR_SHAPE
+    rc = _grid_fits(T, N, Hv, msg)
+    if rc: return rc
+    rc = _dim(&p.out, "out", 0, T, "tokens, as in v", msg)
+    if rc: return rc
+    rc = _dim(&p.out, "out", 1, Hv, "value heads, as in v", msg)
+    if rc: return rc
+    rc = _dim(&p.out, "out", 2, GDN_HEAD_DIM_V, "head dim V, as in v", msg)
+    if rc: return rc
+    rc = _dim(&p.g, "g", 0, T, "tokens, as in q", msg)
+    if rc: return rc
+    rc = _dim(&p.g, "g", 1, Hv, "value heads, as in v", msg)
+    if rc: return rc
+    rc = _dim(&p.beta, "beta", 0, T, "tokens, as in q", msg)
+    if rc: return rc
+    rc = _dim(&p.beta, "beta", 1, Hv, "value heads, as in v", msg)
+    if rc: return rc
+    if p.state.rank != 0:
+        rc = _dim(&p.state, "state", 1, Hv, "value heads, as in v", msg)
+        if rc: return rc
+        rc = _dim(&p.state, "state", 2, GDN_HEAD_DIM_K, "head dim; 128", msg)
+        if rc: return rc
+        rc = _dim(&p.state, "state", 3, GDN_HEAD_DIM_V, "head dim; 128", msg)
+        if rc: return rc
+        if p.state_indices.rank != 0:
+            rc = _dim(&p.state_indices, "state_indices", 0, N, "one slot per sequence, N = len(cu_seqlens) - 1", msg)
+            if rc: return rc
+        else:
+            rc = _dim(&p.state, "state", 0, N, "one state per sequence without state_indices, N = len(cu_seqlens) - 1",
+                      msg)
+            if rc: return rc
+        if p.state.shape[0] > 0x7fffffff:
+            snprintf(msg, MSG_CAP, "state: %lld slots exceed the int32 index range", <long long>p.state.shape[0])
+            return GDN_ERR_SHAPE
+    # layouts
+    rc = _layout(&p.q, "q", True, msg)
+    if rc: return rc
+    rc = _layout(&p.k, "k", True, msg)
+    if rc: return rc
+    rc = _layout(&p.v, "v", True, msg)
+    if rc: return rc
+    rc = _layout(&p.out, "out", True, msg)
+    if rc: return rc
+    rc = _layout(&p.g, "g", False, msg)  # any strides: g/beta may be interleaved
+    if rc: return rc
+    rc = _layout(&p.beta, "beta", False, msg)
+    if rc: return rc
+    rc = _layout(&p.cu_seqlens, "cu_seqlens", True, msg)
+    if rc: return rc
+    if p.state_indices.rank != 0:
+        rc = _layout(&p.state_indices, "state_indices", True, msg)
+        if rc: return rc
+    if p.state.rank != 0:
+        rc = _layout(&p.state, "state", True, msg)
+        if rc: return rc
+        if p.state.stride[2] != GDN_HEAD_DIM_V:
+            snprintf(msg, MSG_CAP, "state: dim 2 has stride %lld; each head's 128x128 block must be "
+                     "contiguous (stride 128)", <long long>p.state.stride[2])
+            return GDN_ERR_LAYOUT
+        if (<uintptr_t>p.state.data) % GDN_TMA_ALIGN_BYTES != 0:
+            snprintf(msg, MSG_CAP, "state: data pointer is not 16-byte aligned")
+            return GDN_ERR_LAYOUT
+        if p.state.stride[0] % 4 != 0 or p.state.stride[1] % 4 != 0:
+            snprintf(msg, MSG_CAP, "state: slot and head strides (%lld, %lld) must be multiples of 4 elements "
+                     "(16-byte aligned blocks)", <long long>p.state.stride[0], <long long>p.state.stride[1])
+            return GDN_ERR_LAYOUT
+    # outputs: no element shares memory with another (expand()ed or overlapping strides)
+    rc = _no_self_overlap(&p.out, "out", msg)
+    if rc: return rc
+    if p.state.rank != 0:
+        rc = _no_self_overlap(&p.state, "state", msg)
+        if rc: return rc
+    # aliasing: out and the in-place state must not share memory with anything read
+    rc = _no_overlap(&p.out, "out", &p.q, "q", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.k, "k", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.v, "v", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.g, "g", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.beta, "beta", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.cu_seqlens, "cu_seqlens", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.state, "state", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.state_indices, "state_indices", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.q, "q", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.k, "k", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.v, "v", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.g, "g", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.beta, "beta", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.cu_seqlens, "cu_seqlens", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.state_indices, "state_indices", msg)
+    if rc: return rc
+    if not isfinite(p.scale):
+        snprintf(msg, MSG_CAP, "scale: must be finite")
+        return GDN_ERR_ARGUMENT
+    return GDN_OK
