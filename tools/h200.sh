@@ -19,7 +19,7 @@
 set -u
 aot=build/aot
 if [ "${1:-}" = "--aot" ]; then aot=$2; shift 2; fi
-[ $# -gt 0 ] || { sed -n 2,20p "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n "2,/^set -u/p" "$0" | grep "^#"; exit 2; }
 t0=$SECONDS
 source "$(dirname "$0")/device_lib.sh"
 if ls .whl/*.whl >/dev/null 2>&1; then
