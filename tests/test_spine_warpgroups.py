@@ -132,9 +132,9 @@ def test_launcher_rule_matches_plan():
             assert _ext._spine_wgmma_warpgroups(n, hv) == want, (n, hv)
 
 
-def test_build_rule_c_and_python_copies_agree():
-    """_ext._rs_build (the launcher) and plan.spine_rs_build (Python) on a grid of T, N, Hv and SM
-    counts: the pair exactly where the overlap plan runs (opt-in: the rule splits and
+def test_build_rule_as_the_header_states_it():
+    """The launcher's build rule (_rs_build, its one home, through _ext._spine_rs_build) on a grid
+    of T, N, Hv and SM counts: the pair exactly where the overlap plan runs (opt-in: the rule splits and
     GDN_PREFILL_OVERLAP=1), else the dual where its waves (N * Hv
     CTAs) at GDN_RS_DUAL_WAVE_NS cost less than the solo build's (2 N * Hv CTAs) at
     GDN_RS_SOLO_WAVE_NS, else solo."""
