@@ -1,15 +1,14 @@
 """fp32 products on the tensor cores: warp-level mma.sync m16n8k8 in three TF32 passes.
 
 Stage 1's inverse (recompute_wu, phases 3.2 and 3.3) multiplies small fp32 blocks that live in
-shared memory.  On CUDA cores every FMA needed its operands from shared memory (LDS.128 of a row,
-broadcast LDS of the other factor): ncu (run 103, 8x4K) counted 1,821 of stage 1's 3,935
-shared-memory wavefronts per CTA in those two phases, with the L1/shared data path 88.6 % busy,
-its apparent bound.  One m16n8k8 tile reads its A fragment once (4 conflict-free LDS.32) and its
-B fragment once (2 LDS.32) per 8-deep k-step and does 1,024 multiply-adds on the tensor core.
-Measured (run 104, 8x4K): the two phases 1,821 -> 647 wavefronts per CTA (stage 1: 3,935 ->
-2,763), but stage 1 only 366.3 -> 350.0 us (-4.5 %; predicted -15 to -30 % if the shared-memory
-data path were the bound): stage 1 is bound by the latency of its serial phases at 32 warps per
-SM, not by that path.  Numerics against the fp64 oracle unchanged to four digits.
+shared memory.  On CUDA cores every FMA needs its operands from shared memory (LDS.128 of a row,
+broadcast LDS of the other factor): those two phases then issue nearly half of stage 1's
+shared-memory wavefronts.  One m16n8k8 tile reads its A fragment once (4 conflict-free LDS.32)
+and its B fragment once (2 LDS.32) per 8-deep k-step and does 1,024 multiply-adds on the tensor
+core: a third of the CUDA-core form's wavefronts.  Stage 1 gains only a few percent from it,
+being bound by the latency of its serial phases at 32 warps per SM, not by the shared-memory data
+path (docs/PERFORMANCE.md, stage 1).  Its errors against the fp64 oracle match the CUDA-core
+form's to four digits.
 
 TF32 keeps 10 of fp32's 23 mantissa bits, so each operand is split x = hi + lo and a product is
 hi*hi + hi*lo + lo*hi (lo*lo, ~2^-20 of the product, dropped).  hi = x with its low 13 bits
@@ -76,9 +75,8 @@ def tile_16x8(acc: cute.Tensor, sa: cute.Tensor, a_r: Int32, a_c: Int32, sb: cut
     0 * x, so the sum is the same.  The k-steps are unrolled to kk_max by hand, each under a
     warp-uniform bound check (stage 1's four calls: 12 k-step bodies): as a dynamic loop its
     unrolling was ptxas's choice (18 bodies with remainder paths in the fused build, 11 inside a
-    loop over items), and the hand-unrolled form made the fused build's stage 1 2,312 -> 2,128 SASS
-    instructions and the whole prefill faster (run 125, alternated: 8x4K -1.5 %, 32x2K -1.0 %,
-    1x8K -2.4 %)."""
+    loop over items); unrolled by hand, stage 1 has fewer SASS instructions and the whole prefill
+    is faster (docs/PERFORMANCE.md, stage 1)."""
     g = lane // 4
     t = lane % 4
     for kk in cutlass.range_constexpr(kk_max):

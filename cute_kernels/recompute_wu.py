@@ -33,9 +33,8 @@ two warpgroups (WG0 = threads 0..127, WG1 = 128..255):
            i.e. the block-triangular inverse [[P,0],[Q,R]]^-1 = [[P^-1,0],[-R^-1 Q P^-1,R^-1]].
            Steps 1-2 touch only their warpgroup's pair of blocks, so they are ordered by a warp
            sync and warpgroup barriers, and only step 3 (all 256 threads, both pairs) by CTA
-           barriers (8 CTA barriers per CTA instead of 11: run 57, stage 1 -0.6 to -1.7 %); steps
-           2 and 3 skip the k-steps that are exact zeros of the triangular factors (run 17, then
-           on CUDA cores: -9 to -12 %).
+           barriers (8 CTA barriers per CTA instead of 11); steps 2 and 3 skip the k-steps that
+           are exact zeros of the triangular factors (docs/PERFORMANCE.md, stage 1).
            Then Tw = Tm diag(beta exp(gcum) rk) and Tu = Tm diag(beta) are ROUNDED TO BF16
            into swizzled smem: they are the A operands of the next products (the one
            rounding of Tm; FLA rounds its inverse to the input dtype the same way).
@@ -53,23 +52,23 @@ G = K K^T (same B operand) and folds
     P_ij = select(j <= i, QK_ij * scale rq_i * rk_j * exp(gcum_i - gcum_j), 0)
 (the exp shared with A), rounds P to bf16 (as fwd_o rounds its P), stages it with stmatrix in
 the Tw slot once both warpgroups' Q K^T have read the q tile there (one more CTA barrier; P
-stored from registers instead was 13-18 % slower, run 16) and stores rows i < L to
+stored from registers is slower: docs/PERFORMANCE.md, refuted) and stores rows i < L to
 pqk[t0 + i, hv, :] (16-byte vectors) right after the phase-2 barrier.  And the kernel ends after
 phase 3.4 with Tu alone (no Tw, no V load, no phase 4): rows i < L of Tu -> tu[t0 + i, hv, :],
 from which the fused spine forms Vnew = Tu (V - diag(exp(gcum) rk) K S) itself (spine_rs.py).
-That drops the V load, both W / U products and 24 of the 32 KB stored per chunk and head (run
-86, ncu, 8x4K: 485 -> 378 us).
+That drops the V load, both W / U products and 24 of the 32 KB stored per chunk and head
+(docs/PERFORMANCE.md, stage 1).
 
 Aligned variants (*_a16: q, k, v with 16-byte aligned bases and token/head strides that
 are multiples of 8 elements, declared by fake_args(aligned=True) and chosen at trace time
 from the tensor types, a compile-time branch of the same kernel): warp 0 loads the k tile into
 the swizzled K tile and the q tile (the pqk build always, else only when use_qk_l2norm) into the
-Tw/Tu region, free until phase 3.4, by TMA (two 64-column boxes each, one mbarrier; run 118:
--0.8 to -1.6 % per batched prefill against 8 cp.async per thread); phase 3.5: WG1's cp.async of
+Tw/Tu region, free until phase 3.4, by TMA (two 64-column boxes each, one mbarrier; faster
+than 8 cp.async per thread: docs/PERFORMANCE.md, stage 1); phase 3.5: WG1's cp.async of
 the v rows into the V tile.  A box moves all 64 rows: once it has landed, each thread zeroes its
 16-byte vectors of rows >= L.  The g scan of phase 1a runs while the tiles are in flight; then,
 with use_qk_l2norm, the 16 threads of a row group finish their eight sums of squares by one
-reduce-scatter -> rq, rk (_row_norms; run 117: -2.4 to -5.5 % per prefill).  The plain variants
+reduce-scatter -> rq, rk (_row_norms; docs/PERFORMANCE.md, stage 1).  The plain variants
 (2-byte alignment) keep the element loads described above.
 
 Rows >= L (past the sequence end inside a partial chunk) are zero in smem (never read from
@@ -129,22 +128,16 @@ assert C == 64 and DK == 128 and DV == 128 and NTHREADS == 2 * WG, \
 NWARPS = NTHREADS // 32           # 8
 # Four CTAs (32 warps) per SM: a launch bound (ptxas then keeps <= 64 registers per thread) and
 # <= 55 KB of shared memory each (the V tile shares the A / Tm region, the solve scratch the Tu
-# slot).  A CTA's phases are serial (dependent loads, the barrier-separated steps of the inverse):
-# at two per SM (run 14) they left the SM idle (24 % occupancy, 33 % issue); at three (runs 15-68)
-# a third of the stall samples were in the load prologue and a third at CTA barriers (run 68).
+# slot).  A CTA's phases are serial (dependent loads, the barrier-separated steps of the inverse),
+# so more CTAs per SM hide each other's load and barrier waits: at fewer the SM sits idle or
+# stalled (docs/PERFORMANCE.md, stage 1).
 CTAS_PER_SM = 4
 # ... except beside the fused spine: the overlap plan's second part (the launch that publishes ready
-# flags) runs at two, held there by the dynamic shared memory it asks for (launch_smem_bytes).  It
+# flags) runs at three, held there by the dynamic shared memory it asks for (launch_smem_bytes).  It
 # runs on the SMs the spine leaves, and its loads and stores slow the spine's chain (the call's
-# critical path) the more, the faster it goes: at four, run 75, best split 1x8K 246 / 1x64K 1958 us
-# against 236 / 1749 at three; with the cheaper TF32 split (run 110) three made 1x8K 214 -> 221 and
-# 1x64K 1611 -> 1712, the chain beside it 1.60 -> 1.69 us per chunk (run 111); two, with a longer
-# split (25 % of the slots), 205.9 / 1548.3 (run 113); after run 118 three were still slower
-# (1x16K 410-421 us against 386 at two, run 120).  With the spine's faster chunk schedule (run 127:
-# -6 % per chunk) the spine waits for stage 1 again, and three win (run 128 sweep, best split each:
-# 1x4K 101.8 / 103.1 us, 1x8K 192.0 / 196.1, 1x16K 380.6 / 378.8, 1x64K 1470.7 / 1493.3 at three
-# (10 %) / two (15-25 %)); four again no better at the short splits (run 130, 2-10 %: 1x4K 108 us
-# against 99, 1x8K 194-195 against 181-182, 1x16K 375-381 against 345-380).
+# critical path) the more, the faster it goes.  The best count is a balance of the two kernels'
+# rates: with the current chunk schedule the spine waits for stage 1, and three beat two; four are
+# worse wherever tried (docs/PERFORMANCE.md, the overlap plan's split).
 OVERLAP_CTAS_PER_SM = 3
 SM_SMEM_BYTES = 228 * 1024        # shared memory per H100 / H200 SM
 CTA_SMEM_RESERVED = 1024          # per CTA: the driver's reserved 1 KB (the cubin's .nv.reservedSmem,
@@ -193,8 +186,8 @@ assert CTAS_PER_SM * (_smem_bytes(True, True) + CTA_SMEM_RESERVED) <= SM_SMEM_BY
 
 def ctas_per_sm(smem_bytes: int) -> int:
     """CTAs of this kernel one SM holds at a launch's dynamic shared memory (registers allow four:
-    the launch bound).  ncu's occupancy limit agrees: 52.22 KB -> 4 (runs 76-78), 57.34 KB -> 4
-    (4 x 58 KB is exactly 228 KB; run 77), 67.58 KB -> 3 (run 78), 72.70 KB -> 3 (run 76)."""
+    the launch bound).  ncu's occupancy limit agrees: 52.22 KB -> 4, 57.34 KB -> 4
+    (4 x 58 KB is exactly 228 KB), 67.58 KB -> 3, 72.70 KB -> 3."""
     return min(CTAS_PER_SM, SM_SMEM_BYTES // (smem_bytes + CTA_SMEM_RESERVED))
 
 
@@ -311,7 +304,7 @@ def recompute_wu_kernel(
     bx, _, _ = cute.arch.block_idx()
     # plan.grid_recompute_wu_slots: the value head runs fastest.  Both divisions by runtime head
     # counts use divisors the launch precomputes (a multiply and a shift each, where ptxas emulated
-    # three divisions at ~17 instructions per thread; run 112 measured no effect of this alone)
+    # three divisions at ~17 instructions per thread; not measurable in time on its own)
     cr, hv = divmod(bx, div_hv)
     slot = slot_begin + cr            # the chunk slot (`c` is reused below as a column index)
     lane = tidx % 32
@@ -373,8 +366,8 @@ def recompute_wu_kernel(
             # after a CTA barrier that publishes the mbarrier's initialisation (every thread waits on
             # it next).  A TMA box moves the whole 64-row window: rows >= L of a partial chunk (the
             # next sequence's, or zero-filled past T) are zeroed below once it has landed.  Issued
-            # before phase 1a so the loads are in flight during the g scan.  (Before run 118: 8
-            # cp.async per thread with their 64-bit addresses, ~110 warp instructions per warp.)
+            # before phase 1a so the loads are in flight during the g scan.  (One TMA issue replaces
+            # 8 cp.async per thread with their 64-bit addresses, ~110 warp instructions per warp.)
             need_q = Int32(1) if cutlass.const_expr(with_pqk) else use_qk_l2norm
             cute.arch.sync_threads()
             if warp == 0:
@@ -597,8 +590,8 @@ def recompute_wu_kernel(
         #     X_p = A_{2p+1,2p} D_{2p} -> scratch rows 16p..16p+15 (D lower triangular: k-steps >= wl);
         #     T_{2p+1,2p} = -D_{2p+1} X_p -> sA.  Each warpgroup reads and writes only its pair's
         #     blocks and scratch rows: warpgroup barriers between its steps, the CTA barrier only
-        #     before 3.3 reads both pairs.  (On CUDA cores, one LDS per two FMAs: 694 of stage 1's
-        #     3,935 shared-memory wavefronts per CTA, run 103.)
+        #     before 3.3 reads both pairs.  (Tensor cores rather than CUDA cores, where every two
+        #     FMAs need an LDS: mma_tf32.)
         wl = (tidx % WG) // 32
         lo = 2 * BLK * wg                  # first row/column of block 2p
         hi = lo + BLK                      # first row/column of block 2p+1

@@ -1,6 +1,6 @@
 """The fused spine with the state in registers (builds spine_rs_o_<layout>): spine="wgmma".
 
-The fused plan's spine in every regime (it replaced spine_la_o and spine_wgmma_o_wg2, run 27):
+The fused plan's spine in every regime:
 O = rowscale * Q S + Pqk Vnew, no h, no vnew, the same contract as every spine.  The state is
 carried transposed, S^T (V x K), in the accumulators of one warpgroup, so that every MMA of a
 chunk takes its A operand straight from registers and the chunk-to-chunk chain never goes
@@ -22,23 +22,19 @@ the state stays fp32 across chunks and the decay is an fp32 multiply, as in ever
 The chain of a chunk is G3(i-1) -> rS -> G1 -> Y -> G1b -> Vnew -> G3: three MMAs and register
 work, no fence, no barrier.  The cost: M = 64 state columns per warpgroup (the A operand's
 rows), so one (sequence, head) is 2 CTAs, not 4 (64 CTAs for one sequence at Hv = 32).
-Why Tu and not W, U (run 86, branch fused-tform, H200, 16/32, graph): stage 1 loses its V load
-and both W / U products and writes 8 KB per chunk and head instead of 32 (ncu, 8x4K: 485 ->
-378 us); the spine reads Tu (8 KB) for W (16 KB) and V for U, and its chain gains G1b (B=1 T=4K
-1.25 -> 1.38 us/chunk; B=8 5.54 -> 5.53): the whole prefill 8x4K 834 -> 726 us, 32x2K 1747 ->
-1490, varlen16 931 -> 821, 1x1K 45.5 -> 42.8, the overlap plan's 1x8K / 1x64K level (231 /
-1755 -> 238 / 1797 median in that call, within those shapes' call-to-call spread).  Rounding:
+Why Tu and not W, U: stage 1 loses its V load and both W / U products and writes 8 KB per chunk
+and head instead of 32; the spine reads Tu (8 KB) for W (16 KB) and V for U, and its chain gains
+G1b.  The batched rows gain 12-15 %, the one-sequence rows stay level (docs/PERFORMANCE.md,
+fused against unfused).  Rounding:
 Y is rounded to bf16 once where W S and U were rounded apart, and Tu as W and U were.
 
-Run 12 (branch spine-rs) measured the unfused form of this idea at 2.25 us/chunk (B=1):
-it also staged bf16(S) (16 KB) per chunk for fwd_o, issued its TMA loads and stores from the
-warpgroup itself and met in a CTA barrier every chunk.  Here a loader warp (warp 4) owns every
+The chain's warpgroup issues no TMA copy and meets no CTA barrier: a loader warp (warp 4) owns every
 TMA load and computes each chunk's coefficient table (coef_j, c_i, a_m, exp(g_last)) into shared
 memory beside the tiles, and a store warp (warp 5) owns the output's stores: each consumer warp
 hands its part of the staged output over by an mbarrier (ostaged) and learns that the buffer is
-free again by another (ofree), so no warp of the chain waits for another one or for a store.
-(Run 45: with the warpgroup's named barrier and warp 0's bulk wait in the epilogue instead,
-1.143 -> 1.097 us/chunk at B=1 T=64K, 1.767 -> 1.591 at T=1K.)
+free again by another (ofree), so no warp of the chain waits for another one or for a store
+(a store warp rather than a named barrier and a bulk wait in the epilogue: docs/PERFORMANCE.md,
+the fused spine).
 
 Per chunk i (slot s = i % NSLOT of a TMA ring: Tu, V (64 v columns), K, q, pqk tiles of chunk i
 and its coefficient table; full[s] completes on the TMA bytes and the loader's 32 table
@@ -55,17 +51,14 @@ store of that chunk has read the buffer):
 Nothing is in flight across the loop's back edge, the epilogue reads no register a wgmma wrote
 without a wait, and no wgmma of the loop is under a branch: otherwise ptxas serialises every wgmma (C7515:
 loop-carried accumulators are moved while a group is in flight; a wgmma inside `if i > 0`) or
-waits for G1 there (C7517), run 25.  So chunk 0 runs a G4 of its own on zeros, whose result G2
+waits for G1 there (C7517).  So chunk 0 runs a G4 of its own on zeros, whose result G2
 overwrites.  tests/test_sass.py pins the five waits per chunk (LE 1 four times, then LE 0).
 Why G4 waits a chunk: the pipe runs a warpgroup's MMAs in order, so a G4 issued after G3 kept the
 chunk's last wait (and the next chunk's G1) behind its 4 k-steps; behind G1 it runs while the
 CUDA cores form Y^T.  Why Y^T has no select: a partial chunk's V rows >= L are zeroed with its K
 rows and a_m = 0 there, so Y^T's columns m >= L are 0 - 0 * 0; a select per element (the load of
-a_m inside it) had made each element predicated code converted on its own.  The chunk
-loop went from 745 to 670 SASS instructions, G1's wait -> G1b's issue from 221 to 66, G3's wait
--> the loop's end from 49 to 1 (pair build).
-Measured (run 27, H200, Hv = 32, the W / U form): 1.30 us/chunk at B=1 T=4K (spine_la_o 1.35),
-5.96 at B=8 (spine_wgmma_o_wg2 7.77); the whole prefill 2-19 % faster at every benchmarked shape.
+a_m inside it) makes each element predicated code converted on its own.  Both shorten the
+chunk loop and the chain's exposed stretches (docs/PERFORMANCE.md, the fused spine).
 
 Three builds (VARIANTS; the launcher picks per call, pyx/gdn_prefill/plan.pxi _rs_build):
 - solo: the above, one CTA per 64 state columns (two per head), one chain per SM.
@@ -73,28 +66,26 @@ Three builds (VARIANTS; the launcher picks per call, pyx/gdn_prefill/plan.pxi _r
   of the Tu, K, q and P tiles and multicasts it to both CTAs, and a slot is refilled only when the
   consumer warps of both CTAs have released it (empty[s] counts the peer's 4 warps too,
   _empty_arrivals).  The overlap plan runs it: there the spine shares the L2 with stage 1's second
-  part (run 51: 1x64K 1834 -> 1768 us against solo, 1x8K and 1x4K level); alone with few CTAs its
-  lockstep costs more than it saves (B=1 T=1K 1.59 -> 1.81 us/chunk).
+  part and the halved L2 reads pay; alone with few CTAs its lockstep costs more than it saves
+  (docs/PERFORMANCE.md, solo, pair, dual).
 - dual: one CTA per head with two consumer warpgroups, each the chain of 64 state columns, a
   V tile and output buffers of its own, the Tu, K, q and P tiles and the table loaded once for
   both; warpgroup 2 holds the load and store warps (384 threads; setmaxnreg moves registers from
   it to the chains, DUAL_CHAIN_REGS).  One chain leaves the SM's tensor and issue slots idle most
-  of a chunk; two chains on one SM advance a chunk each in ~2.2 us where one alone takes ~1.4 (run
-  91, --rs-crossover), so with more heads than SMs the dual moves a head's chunk in 2.2 SM-us
-  instead of 2.8: spine 8x4K 357 (run 86) -> 296 us (run 91, ncu), prefill 8x4K 727 -> 661, 32x2K
-  1470 -> 1340 (run 92, same call).  The serial plan picks solo or dual by a wave model (gdn_abi.h
-  GDN_RS_*_WAVE_NS).
-  Where one sequence's chain is the call's critical path the dual's slower chain loses (run 96:
-  16K + 15 x 1K, spine 374 solo against 538 dual): its grid has Hv blocks more, and the longest
+  of a chunk; two chains on one SM advance a chunk each in ~2.2 us where one alone takes ~1.4,
+  so with more heads than SMs the dual moves a head's chunk in 2.2 SM-us instead of 2.8
+  (docs/PERFORMANCE.md, solo, pair, dual).  The serial plan picks solo or dual by a wave model
+  (gdn_abi.h GDN_RS_*_WAVE_NS).
+  Where one sequence's chain is the call's critical path the dual's slower chain loses
+  (docs/PERFORMANCE.md, the lead rule): its grid has Hv blocks more, and the longest
   sequence's 2 Hv blocks run it one chain per CTA, solo-style, when the wave model on the lengths
   every CTA reads says so (_dual_block, _lead_solo), else half of them run it dual and half exit.
   Beyond ORDER_MAX_SEQS sequences all of them run dual, in index order: no CTA reads more than
   a fixed number of lengths, so the call's cost stays linear in N.
 Every build places the sequences longest first in its grid (_longest_first: stage 1's ranking,
 the workspace's `order`; beyond ORDER_MAX_SEQS sequences index order): blocks start in index
-order, and varlen16's
-8.5K-token sequence, 14th of 16, started its chain in the last wave (run 92: varlen16 859 ->
-698-710 us with the dual build).
+order, so a long sequence late in the list would start its chain in the last wave and end the
+call alone (docs/PERFORMANCE.md, longest first).
 
 Overlap plan (pyx/gdn_prefill/_ext.pyx, _launch_overlap): when few sequences leave most SMs idle
 beside this spine, recompute_wu's chunk slots >= ready_from run concurrently with it and publish
@@ -141,7 +132,7 @@ ORDER_MAX_SEQS = plan.ORDER_MAX_SEQS   # _longest_first: stage 1 ranked the sequ
 # one holds at 192 threads (226-234; 224 without spills), the I/O warpgroup the rest.  The increase
 # can only take what the decrease gave back to the CTA's own pool, which the launch sized at 168
 # per thread (64 K / 384, rounded down to 8): 2 x (224 - 168) = 168 - 56.  Ask for more and the
-# chains' increase spins forever (run 90: 232 / 48 hung the GPU); 232 / 40 leaves the load warp
+# chains' increase spins forever (232 / 48 hangs the GPU); 232 / 40 leaves the load warp
 # spilling.
 _DUAL_LAUNCH_REGS = 64 * 1024 // (128 * (DUAL_WG + 1)) // 8 * 8
 DUAL_CHAIN_REGS = 224
@@ -193,7 +184,7 @@ def _empty_arrivals(cz: int, nwg=1):
     in the pair build lane 0 of each of the peer CTA's four consumer warps (its wgmma reads of the
     tiles this CTA's loader multicasts into it are complete).  With lane 0 of each warp arriving
     alone, after a warp barrier that ptxas drops in converged code, compute-sanitizer's racecheck
-    found the loader's next table writes unordered after the other lanes' reads (runs 68-71)."""
+    found the loader's next table writes unordered after the other lanes' reads."""
     return nwg * 4 * 32 + 4 * (cz - 1)
 
 
@@ -473,7 +464,8 @@ def _lead_solo(batch, Hv: Int32) -> Int32:
     time + CTA_NS.  All dual: max(the longest's CTA, all CTAs' cost x Hv / sms).  The longest
     solo-style on 2 Hv SMs, the rest dual on the others: max(its CTA at the solo wave time, the
     rest's cost x Hv / (sms - 2 Hv)).  sms is the H100 / H200 count (GDN_SM_COUNT), not queried.
-    Without CTA_NS the model split 8K + 31 x 512 (8-chunk CTAs) and lost 4 % (run 97).
+    Without CTA_NS the model splits 8K + 31 x 512 (8-chunk CTAs) and loses (docs/PERFORMANCE.md,
+    the lead rule).
     batch: _batch(cu_seqlens)."""
     _, lead, total, busy = batch
     sms = Float32(plan.SM_COUNT)

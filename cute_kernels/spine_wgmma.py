@@ -40,13 +40,13 @@ Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
     kernel (barriers initialised before any peer traffic; nobody exits while a peer
     may still arrive).
   * The chunk-to-chunk chain is kept to what the recurrence needs, because with one
-    warp per scheduler every instruction on it is exposed (ncu, run 9: the per-row
-    coefficients read from smem, 16 LDS per thread per chunk, held 28 % of the stall
-    samples).  So: each thread computes the coefficients of its own two accumulator
+    warp per scheduler every instruction on it is exposed (the per-row coefficients read
+    from smem, 16 LDS per thread per chunk, take 28 % of the stall samples under ncu).
+    So: each thread computes the coefficients of its own two accumulator
     rows in registers, from its rows' gcum / rk: in the latency build copied into the
     stage with the chunk's tiles (cp.async by warp 0, completing on the full mbarrier)
-    and read with 5 LDS under wgmma 1 (_rows_in_smem, run 65: 1.00 -> 0.92 us/chunk at
-    B=1), in the throughput build loaded into registers one chunk ahead; U comes in by ldmatrix
+    and read with 5 LDS under wgmma 1 (_rows_in_smem), in the throughput build loaded into
+    registers one chunk ahead; U comes in by ldmatrix
     (2 instructions); h[c] and vnew leave by TMA stores issued by one warp per
     warpgroup (h during wgmma 1, vnew during wgmma 2), not by thread stores.
   * Per warpgroup (index g = warp // 4, thread ltid = tid % 128): its accumulators,
@@ -73,7 +73,7 @@ Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
     chunk; warpgroup g zeroes rows L + g, L + g + WG, ...).
   * Accumulator element coordinates come from partitioning identity tensors with
     the tiled MMAs (never hand-derived).
-  * ptxas pitfalls (ptxas -v, run 14): touching accumulator registers while a wgmma group is
+  * ptxas pitfalls (ptxas -v): touching accumulator registers while a wgmma group is
     in flight makes ptxas insert a wait for every group (C7517) or serialise all wgmma (C7514,
     C7520), so the decay of S and all zeroing happen outside those windows; a SASS test checks
     that each chunk has exactly the two waits written here.
@@ -111,22 +111,19 @@ WG_BUILDS = (1, 2, 4)                 # warpgroups per CTA that compile (VARIANT
 def _stages(num_wg: int) -> int:
     """TMA ring depth of a build.  The latency build (1 warpgroup) issues a chunk's loads after its
     wgmma 1 (out of the MMA's way), three chunks ahead: four stages.  At B=1 it streams ~89 KB per
-    chunk and head through DRAM at ~3.2 TB/s (run 68's ncu: 65 % of DRAM peak, 14 % of the stall
-    samples waiting on a stage's full barrier), so the loads' distance pays most where the ring
-    fills least: B=1, 3 -> 4 stages, us/chunk over runs 69-73 (3 stages / 4 stages): 1K
-    1.44-1.56 / 1.31-1.42, 4K 1.020-1.036 / 0.953-1.004, 16K 0.918-0.940 / 0.872-0.916, 64K
-    0.924-0.941 / 0.860-0.925 (one outlier of 1.097, run 72).  5 stages (208 KB): 1.08 at 16K,
-    1.45 at 64K (run 69).  The throughput build, with its multicast cluster, two (runs 3 and 10:
-    three stages with a cluster, 1.33 -> 2.39 us/chunk)."""
+    chunk and head through DRAM at ~3.2 TB/s (65 % of DRAM peak, stalls waiting on a stage's full
+    barrier), so the loads' distance pays most where the ring fills least: four stages beat three
+    at every length, five are slower (docs/PERFORMANCE.md, the unfused plan's kernels).  The
+    throughput build, with its multicast cluster, two: three stages with a cluster are slower."""
     return 4 if num_wg == 1 else 2
 
 
 def _vn_buffers(num_wg: int) -> int:
     """bf16(Vnew) tiles per warpgroup.  The latency build double-buffers them by chunk parity, so
-    barrier A need not wait for the previous chunk's vnew store to read its tile (run 62, with the
-    3-stage ring: 1.059 -> 1.009 us/chunk at B=1, T=64K).  The throughput build keeps one: its
-    115,712 B is what lets two CTAs share an SM (2 x (115,712 + 1 KB reserved) = 228 KB); double
-    buffered, 123,904 B, one CTA per SM, B=8 6.13 -> 7.76 us/chunk (run 62)."""
+    barrier A need not wait for the previous chunk's vnew store to read its tile.  The throughput
+    build keeps one: its 115,712 B is what lets two CTAs share an SM (2 x (115,712 + 1 KB
+    reserved) = 228 KB); double buffered (123,904 B) it holds one CTA per SM and is much slower
+    (docs/PERFORMANCE.md, the unfused plan's kernels)."""
     return 2 if num_wg == 1 else 1
 
 
@@ -135,8 +132,9 @@ def _rows_in_smem(num_wg: int) -> bool:
     them into its ring with each stage (cp.async by warp 0, completing on the stage's full
     mbarrier) and reads its two rows with LDS under wgmma 1.  Loaded into registers one chunk ahead
     instead (the throughput build), the loop's first instruction waits on their scoreboard, which
-    the initial state's loads share: run 64 (ncu, B=1, T=16K) put 14.6 % of the stall samples
-    there.  The throughput build keeps the registers: 1 KB more would cost its second CTA per SM."""
+    the initial state's loads share: ~15 % of the stall samples at B=1 (docs/PERFORMANCE.md, the
+    unfused plan's kernels).  The throughput build keeps the registers: 1 KB more would cost its
+    second CTA per SM."""
     return num_wg == 1
 
 
@@ -498,13 +496,12 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         # Off the chain: the store warp writes h[c, hv, :, cols] = bf16(S) from sS, warp 0 refills
         # chunk i - 1's stage (free since barrier A) with chunk i + stages - 1, and in the
         # throughput build every thread loads the next chunk's row data into registers.  The
-        # latency build (1 warpgroup, B=1) issues the h store here, as early as possible (after
-        # wgmma 1 with the row loads: 1.06 -> 1.15 us/chunk at T=64K, run 61: barrier B waits for
-        # the store's read), and the stage's loads after wgmma 1, which starts only when its last
-        # warp has issued it; with four stages they still land three chunks ahead (after wgmma 1
-        # with two stages: 1.04 -> 1.35, run 60; four: _stages).  The throughput build (2
-        # warpgroups, B=8, ~6.5 us per chunk of slack) issues all of it after wgmma 1 (run 60:
-        # 6.60 -> 6.11).
+        # latency build (1 warpgroup, B=1) issues the h store here, as early as possible (issued
+        # after wgmma 1, barrier B waits for the store's read), and the stage's loads after wgmma
+        # 1, which starts only when its last warp has issued it; with four stages they still land
+        # three chunks ahead (_stages; docs/PERFORMANCE.md, refuted: loads issued after the MMAs).
+        # The throughput build (2 warpgroups, B=8, ~6.5 us per chunk of slack) issues all of it
+        # after wgmma 1, out of the MMAs' way, where it is faster.
         if cutlass.const_expr(num_wg == 1):
             nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _h_and_rows(
                 i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, sS_kv,
@@ -797,9 +794,8 @@ def launch_for(layout: str, warpgroups: int = 1, multicast: bool = False):
     return _make_launch(warpgroups, multicast)
 
 
-# Two builds (bench_spine.py --crossover, run 10, T=4096, us/chunk, multicast off / on):
-#   WG=1:  B=1 1.37 / 1.44,  B=8 16.7 / 8.7   -- few CTAs: the cluster's lockstep costs more
-#   WG=2:  B=1 1.55 / 1.53,  B=8  9.1 / 6.8   -- than the L2 traffic it saves; many CTAs: less
+# Two builds (bench_spine.py --crossover; docs/PERFORMANCE.md, GDN_WGMMA_WG1_MAX_CTAS): with few
+# CTAs the cluster's lockstep costs more than the L2 traffic it saves, with many CTAs less,
 # so the latency build (WG=1, <= GDN_WGMMA_WG1_MAX_CTAS CTAs) runs without clusters and the
 # throughput build (WG=2) multicasts W and K to the 2 CTAs of a (sequence, head).
 VARIANTS: dict[str, dict] = {
