@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import statistics
 import sys
+
+from gdn_prefill.bench import table_report
 
 
 def _count(s: str) -> int:
@@ -100,16 +101,9 @@ def main(argv=None) -> int:
                         print(rows[-1], flush=True)
     head = (f"prefill() against N, Hk/Hv {a.heads}, no state, eager, median of {a.reps}; "
             f"{torch.cuda.get_device_name(0)}, {datetime.date.today()}")
-    md = [head, "", "| spine | N | T | tokens / seq | us | us / sequence |", "|---|---|---|---|---|---|"]
-    md += [f"| {r['spine']} | {r['N']:,} | {r['T']:,} | {r['T'] // r['N']} | {r['us']:,.1f} | "
-           f"{r['us'] / r['N']:.4f} |" for r in rows]
-    print("\n".join(md))
-    if a.md:
-        with open(a.md, "w") as f:
-            f.write("\n".join(md) + "\n")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(dict(head=head, rows=rows), f, indent=1)
+    table_report(head, ["spine", "N", "T", "tokens / seq", "us", "us / sequence"],
+                 [[r["spine"], f"{r['N']:,}", f"{r['T']:,}", r["T"] // r["N"], f"{r['us']:,.1f}",
+                   f"{r['us'] / r['N']:.4f}"] for r in rows], dict(head=head, rows=rows), a.md, a.json)
     return 0
 
 

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import subprocess
 import sys
 import threading
 import time
+
+from gdn_prefill.bench import table_report
 
 HERE = os.path.abspath(__file__)
 SLEEP_CYCLES = 900_000          # torch.cuda._sleep: ~0.5 ms at the H200's ~1.8 GHz
@@ -225,17 +226,10 @@ def main(argv=None) -> int:
     head = (f"prefill soak, {a.shape} at {a.heads}, {a.iters} iterations per run, plan: "
             f"{'overlap (GDN_PREFILL_OVERLAP=1)' if overlap else 'default'}; {torch.cuda.get_device_name(0)}, "
             f"{datetime.date.today()}")
-    md = [head, "", "| mode | runs | hangs | runs with a mismatch | failed runs | mismatched iterations | median run (s) |",
-          "|---|---|---|---|---|---|---|"]
-    md += [f"| {r['mode']} | {r['runs']} | {r['hangs']} | {r['mismatch_runs']} | {r['errors']} | "
-           f"{r['mismatched_iters']} | {r['median_s']} |" for r in rows]
-    print("\n".join(md))
-    if a.md:
-        with open(a.md, "a") as f:
-            f.write("\n".join(md) + "\n\n")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(dict(head=head, rows=rows), f, indent=1)
+    table_report(head, ["mode", "runs", "hangs", "runs with a mismatch", "failed runs", "mismatched iterations",
+                        "median run (s)"],
+                 [[r[k] for k in ("mode", "runs", "hangs", "mismatch_runs", "errors", "mismatched_iters", "median_s")]
+                  for r in rows], dict(head=head, rows=rows), a.md, a.json)
     return 0 if all(r["hangs"] == r["mismatch_runs"] == r["errors"] == 0 for r in rows) else 1
 
 

@@ -345,6 +345,19 @@ def write_json(obj: dict, path: str) -> str:
     return path
 
 
+def table_report(head: str, columns: list, lines: list, data: dict, md=None, json_path=None) -> str:
+    """A benchmark script's result: `head`, then a Markdown table of `columns` and `lines` (lists of
+    cells), printed and written to `md`; `data` written to `json_path` (each when given)."""
+    text = "\n".join([head, "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+                     + ["| " + " | ".join(str(c) for c in cells) + " |" for cells in lines]) + "\n"
+    print(text, end="")
+    if md:
+        write_text(text, md)
+    if json_path:
+        write_json(data, json_path)
+    return text
+
+
 def write_text(text: str, path: str) -> str:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:

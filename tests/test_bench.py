@@ -378,3 +378,15 @@ def test_keep_busy_runs_every_set_for_the_warm_time(monkeypatch):
     assert len(syncs) == len(seen) // 8 and len(seen) % 8 == 0
     p = bench.build_parser().parse_args([])
     assert p.warm_s == bench.WARM_S > 1.0      # past the power limiter's ~1 s response
+
+
+def test_table_report_prints_and_writes(tmp_path, capsys):
+    """The benchmark scripts' shared table writer: the same text printed and in the .md, the data
+    in the .json."""
+    import json
+    md, js = tmp_path / "t.md", tmp_path / "t.json"
+    text = bench.table_report("head line", ["mode", "runs"], [["streams2", 20], ["threads4", 20]],
+                              dict(rows=[1, 2]), str(md), str(js))
+    assert text == "head line\n\n| mode | runs |\n|---|---|\n| streams2 | 20 |\n| threads4 | 20 |\n"
+    assert capsys.readouterr().out == text and md.read_text() == text
+    assert json.loads(js.read_text()) == {"rows": [1, 2]}

@@ -636,6 +636,24 @@ def _gpu_extra(arg: str) -> list[Mutation]:
     return []
 
 
+def _gpu_call(m, bases, fn, label):
+    """One mutation on CUDA tensors: (its arguments, explain()'s verdict, fn's, out / state bytes
+    before the call)."""
+    a = _made(m, bases)
+    want = _Outcome(lambda: _call_prefill(gdn_prefill.explain, a))
+    before = {n: _storage_bytes(a.get(n)) for n in ("out", "state")}
+    torch.cuda.synchronize()
+    got = _Outcome(lambda: _call_prefill(fn, a))
+    torch.cuda.synchronize()
+    _count(label, m.arg)
+    return a, want, got, before
+
+
+def _writes(m, a, before):
+    """What a rejected call wrote: a message for out or state if a byte changed."""
+    return [f"{m.id}: rejected, but {n} was written" for n in ("out", "state") if not _untouched(before[n], a.get(n))]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("arg", _args_of(prefill_mutations()))
 def test_prefill_sweep_gpu(arg):
@@ -645,22 +663,14 @@ def test_prefill_sweep_gpu(arg):
     bases = {"seq": valid_args("cuda"), "pool": valid_args("cuda", pool=True)}
     bad = []
     for m in [x for x in prefill_mutations() if x.arg == arg] + _gpu_extra(arg):
-        a = _made(m, bases)
-        want = _Outcome(lambda: _call_prefill(gdn_prefill.explain, a))
-        before = {n: _storage_bytes(a.get(n)) for n in ("out", "state")}
-        torch.cuda.synchronize()
-        got = _Outcome(lambda: _call_prefill(gdn_prefill.prefill, a))
-        torch.cuda.synchronize()
-        _count("prefill[gpu]", arg)
+        a, want, got, before = _gpu_call(m, bases, gdn_prefill.prefill, "prefill[gpu]")
         bad.append(judge(m, got))
         if want.ok:
             bad.append(None if got.ok and got.value in ("scalar", "wgmma") else f"{m.id}: explain() accepts, "
                        f"prefill() gives {got!r}")
         else:
             bad.append(None if got.cls is want.cls else f"{m.id}: prefill() gives {got!r}, explain() {want!r}")
-            for n in ("out", "state"):
-                if not _untouched(before[n], a.get(n)):
-                    bad.append(f"{m.id}: rejected, but {n} was written")
+            bad += _writes(m, a, before)
     bad = [b for b in bad if b]
     assert not bad, "\n".join(bad)
 
@@ -672,21 +682,13 @@ def test_op_sweep_gpu(arg):
     bases = {"seq": valid_args("cuda"), "pool": valid_args("cuda", pool=True)}
     bad = []
     for m in [x for x in op_mutations() if x.arg == arg] + _gpu_extra(arg):
-        a = _made(m, bases)
-        want = _Outcome(lambda: _call_prefill(gdn_prefill.explain, a))
-        before = {n: _storage_bytes(a.get(n)) for n in ("out", "state")}
-        torch.cuda.synchronize()
-        got = _Outcome(lambda: _call_prefill(ops.prefill_op, a))
-        torch.cuda.synchronize()
-        _count("prefill_op[gpu]", arg)
+        a, want, got, before = _gpu_call(m, bases, ops.prefill_op, "prefill_op[gpu]")
         bad.append(judge(m, got, own_type_rule=True))
         if want.ok:
             stricter = got.cls is errors.GdnTypeError  # prefill_op's own type rule (e.g. use_qk_l2norm=1)
             bad.append(None if got.ok or stricter else f"{m.id}: explain() accepts, prefill_op gives {got!r}")
         if not got.ok:
-            for n in ("out", "state"):
-                if not _untouched(before[n], a.get(n)):
-                    bad.append(f"{m.id}: rejected, but {n} was written")
+            bad += _writes(m, a, before)
     bad = [b for b in bad if b]
     assert not bad, "\n".join(bad)
 
