@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Optional
 
 from . import _ext
+from ._ext import _check_tensor  # type: ignore[attr-defined]  # a private helper: no stub
 from .errors import GdnArgumentError, GdnDtypeError, GdnError, GdnShapeError, GdnTypeError
 
 if TYPE_CHECKING:
@@ -24,17 +25,6 @@ def _renamed(err: GdnError) -> GdnError:
     if msg.startswith("state:"):
         return type(err)("initial_state:" + msg[len("state:"):])
     return err
-
-
-def _kind_error(name: str, t: Tensor) -> Optional[GdnError]:
-    """prefill()'s rule for a tensor's kind, applied before this layer reshapes or copies it."""
-    import torch
-
-    if t.layout != torch.strided:
-        return GdnTypeError(f"{name}: must be a dense (strided) tensor, got layout {t.layout}")
-    if t.is_quantized:
-        return GdnTypeError(f"{name}: quantized tensors are not supported (dtype {t.dtype})")
-    return None
 
 
 def _numpy_bool(x: object) -> bool:
@@ -61,23 +51,17 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Ten
             raise GdnArgumentError(f"{name}: not an argument of chunk_gated_delta_rule")
     if unused.get("head_first"):
         raise GdnArgumentError("head_first: only head_first=False ([B, T, H, D]) is supported")
-    args: dict[str, object] = dict(q=q, k=k, v=v, g=g, beta=beta)
+    # prefill()'s rule for a tensor's kind, before this layer reshapes or copies the tensors
+    args: dict[str, Tensor] = dict(q=q, k=k, v=v, g=g, beta=beta)
     for name, rank in _RANKS:
         t = args[name]
-        if not isinstance(t, torch.Tensor):
-            raise GdnTypeError(f"{name}: must be a torch.Tensor, got {type(t).__qualname__}")
-        err = _kind_error(name, t)
-        if err is not None:
-            raise err
+        _check_tensor(t, name)
         if t.dim() != rank:
             raise GdnShapeError(f"{name}: must have {rank} dims ({'[B, T, H, D]' if rank == 4 else '[B, T, H]'}), "
                                 f"got {t.dim()}")
     for name, opt in (("initial_state", initial_state), ("cu_seqlens", cu_seqlens)):
-        if opt is not None and not isinstance(opt, torch.Tensor):
-            raise GdnTypeError(f"{name}: must be a torch.Tensor or None, got {type(opt).__qualname__}")
-        err = None if opt is None else _kind_error(name, opt)
-        if err is not None:
-            raise err
+        if opt is not None:
+            _check_tensor(opt, name)
     for name, flag in (("output_final_state", output_final_state),
                        ("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)):
         if not isinstance(flag, bool) and not (isinstance(flag, int) and flag in (0, 1)) and not _numpy_bool(flag):

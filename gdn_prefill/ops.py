@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from . import _ext
+from ._ext import _check_tensor  # type: ignore[attr-defined]  # a private helper: no stub
 from .errors import GdnDeviceError, GdnTypeError
 
 __all__ = ["prefill_op", "OP_NAME"]
@@ -107,10 +108,8 @@ def _prefill_fake(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out:
     # prefill()'s order: each tensor's kind (a sparse one has no strides to make a view of), then
     # the devices.
     for name, x in zip(_NAMES, tensors):
-        if x is not None and (x.layout != torch.strided or x.is_quantized):
-            raise GdnTypeError(f"{name}: must be a dense (strided) tensor, got layout {x.layout}"
-                               if x.layout != torch.strided else
-                               f"{name}: quantized tensors are not supported (dtype {x.dtype})")
+        if x is not None:
+            _check_tensor(x, name)
     # The dispatcher also lands here for a real call with one meta tensor among CUDA ones (the Meta
     # key wins): prefill()'s one-device rule, or that call would return having written nothing.
     devices = [(name, x.device) for name, x in zip(_NAMES, tensors) if x is not None]
@@ -144,6 +143,8 @@ def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Te
                               ("beta", beta, True), ("out", out, True), ("state", state, False),
                               ("cu_seqlens", cu_seqlens, False), ("state_indices", state_indices, False),
                               ("workspace", workspace, False)):
+        # plain isinstance, not _ext._check_tensor: torch.compile traces this wrapper, and a call into
+        # the extension would break its graph (the op's fake implementation applies the full rule)
         if not isinstance(x, Tensor) and (required or x is not None):
             raise GdnTypeError(f"{name}: must be a torch.Tensor{'' if required else ' or None'}, "
                                f"got {type(x).__qualname__}")

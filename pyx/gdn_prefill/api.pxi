@@ -145,12 +145,26 @@ cdef bint _compact(const gdn_tensor_t *t) noexcept nogil:
     return True
 
 
-cdef object _whole_sequence(object q):
+cdef object _whole_sequence(object q, bint values=True):
     """cu_seqlens = [0, T] for a call without one, made on q's device by a kernel: no host-to-device
-    copy, graph-capturable (q's type and rank checked first, so a bad q is named as such)."""
+    copy, graph-capturable (q's type and rank checked first, so a bad q is named as such).
+    values=False: its shape and device only (explain() never reads it, and launches nothing)."""
     cdef gdn_tensor_t t
     _fill(&t, q, "q", True)
+    if not values:
+        return _torch.empty(2, dtype=_torch.int32, device=q.device)
     return _torch.arange(0, 2 * t.shape[0], max(t.shape[0], 1), dtype=_torch.int32, device=q.device)[:2]
+
+
+cdef int64_t _workspace_size(const gdn_tensor_t *ws) except -1:
+    """Bytes of a given workspace, which must be a contiguous uint8 tensor (prefill and explain)."""
+    cdef int64_t n = 1
+    cdef int i
+    if ws.dtype != DTYPE_U8 or not _compact(ws):
+        raise _errors.GdnArgumentError("workspace: must be a contiguous uint8 CUDA tensor")
+    for i in range(ws.rank):
+        n *= ws.shape[i]
+    return n
 
 
 cdef object _own_workspace(int64_t need, object stream, void *sp, int device):
@@ -183,11 +197,11 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     """
     cdef gdn_problem_t p
     cdef gdn_tensor_t ws
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, n, device, cur = -1, i
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, n, device, cur = -1
     cdef int ids[3]
     cdef char msg[MSG_CAP]
     cdef void *sp = NULL
-    cdef int64_t ws_bytes = 1, need = 0
+    cdef int64_t ws_bytes = 0, need = 0
     torch = _torch if _torch is not None else _torch_init()
     _codes(spine, state_layout, &spine_code, &layout_code)
     if stream is not None:      # its type, like every argument's, before the device rule
@@ -204,10 +218,7 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
             need = _call_workspace_bytes(&p, spine_code, layout_code)
         workspace = _own_workspace(need, stream, sp, device)
         _fill(&ws, workspace, "workspace")
-    if ws.dtype != DTYPE_U8 or not _compact(&ws):
-        raise _errors.GdnArgumentError("workspace: must be a contiguous uint8 CUDA tensor")
-    for i in range(ws.rank):
-        ws_bytes *= ws.shape[i]
+    ws_bytes = _workspace_size(&ws)
     # the launches go to the current CUDA device: switch only when the tensors live elsewhere
     # (torch's device context manager costs ~2.4 us per call on the H200, run 9)
     if cudaGetDevice(&cur) != 0:
@@ -269,8 +280,8 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     """
     cdef gdn_problem_t p, pw
     cdef gdn_tensor_t ws
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s, n = 0, sms, i
-    cdef int64_t ws_bytes = 1
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s, n = 0, sms
+    cdef int64_t ws_bytes = 0
     cdef int ids[3]
     cdef char msg[MSG_CAP]
     cdef char why[MSG_CAP]
@@ -281,7 +292,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         _stream_handle(stream)
     check_device = _flag(check_device, "check_device")
     if cu_seqlens is None:
-        cu_seqlens = _whole_sequence(q)
+        cu_seqlens = _whole_sequence(q, False)
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
            DEVICES_ONE if check_device else DEVICES_ANY, &ws, workspace)
     rc = _validate(&p, layout_code, msg)
@@ -304,10 +315,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     fused = "runs" if _fused_guard(&p, chosen, layout_code, sms, why) == GDN_OK else why.decode()
     if workspace is not None:
         # prefill()'s workspace rules, on a copy (size for this plan, alignment, no shared bytes)
-        if ws.dtype != DTYPE_U8 or not _compact(&ws):
-            raise _errors.GdnArgumentError("workspace: must be a contiguous uint8 CUDA tensor")
-        for i in range(ws.rank):
-            ws_bytes *= ws.shape[i]
+        ws_bytes = _workspace_size(&ws)
         pw = p
         rc = _bind_workspace(&pw, ws.data, ws_bytes, n == 2, msg)
         if rc != GDN_OK:

@@ -180,6 +180,17 @@ cdef int _fill(gdn_tensor_t *t, object x, str name, bint required=False) except 
     return DEV_CPU if dev.type == "cpu" else (DEV_META if dev.type == "meta" else DEV_OTHER)
 
 
+def _check_tensor(x, str name):
+    """The library's rule for an argument that must be a dense torch tensor (GdnTypeError naming
+    it), for the Python layers that reshape or copy a tensor before prefill() reads it (the FLA
+    layer, the torch op): the one copy of that rule and its messages."""
+    if _torch is None:
+        _torch_init()
+    err = _not_a_tensor(x, name)
+    if err is not None:
+        raise err
+
+
 def _tensor_view(x):
     """Test hook: (data, shape, stride, dtype code, device) as _fill reads x."""
     cdef gdn_tensor_t t

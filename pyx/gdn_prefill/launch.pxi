@@ -132,7 +132,7 @@ cdef int _workspace_apart(const gdn_problem_t *p, uintptr_t lo, uintptr_t hi, ch
     names[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seqlens", b"state_indices"]
     for i in range(9):
         _extent(ts[i], &tlo, &thi)
-        if tlo < thi and lo < hi and tlo < hi and lo < thi:
+        if _ranges_overlap(lo, hi, tlo, thi):
             snprintf(msg, MSG_CAP, "workspace: overlaps the memory of %s; the workspace must be memory of its own",
                      names[i])
             return GDN_ERR_ALIAS

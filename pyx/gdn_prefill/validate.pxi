@@ -83,12 +83,17 @@ cdef void _extent(const gdn_tensor_t *t, uintptr_t *lo, uintptr_t *hi) noexcept 
     hi[0] = lo[0] + <uintptr_t>((last + 1) * _elsize(t.dtype))
 
 
+cdef inline bint _ranges_overlap(uintptr_t alo, uintptr_t ahi, uintptr_t blo, uintptr_t bhi) noexcept nogil:
+    """Two byte ranges [lo, hi), neither empty, share a byte."""
+    return alo < ahi and blo < bhi and alo < bhi and blo < ahi
+
+
 cdef int _no_overlap(const gdn_tensor_t *a, const char *an, const gdn_tensor_t *b, const char *bn,
                      char *msg) noexcept nogil:
     cdef uintptr_t alo, ahi, blo, bhi
     _extent(a, &alo, &ahi)
     _extent(b, &blo, &bhi)
-    if alo < ahi and blo < bhi and alo < bhi and blo < ahi:
+    if _ranges_overlap(alo, ahi, blo, bhi):
         snprintf(msg, MSG_CAP, "%s: overlaps the memory of %s; outputs must not alias inputs", an, bn)
         return GDN_ERR_ALIAS
     return GDN_OK
