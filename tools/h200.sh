@@ -53,7 +53,7 @@ for task in "$@"; do
               tail -12 "$OUT/mainjob.log" ;;
     host)     step host 100 python3 tools/host_overhead.py
               nvcc -O2 -arch=sm_90a -o /tmp/launch_cost tools/launch_cost.cu && step launch_cost 30 /tmp/launch_cost
-              grep -E "prefill\(\)|one DSL|^\| (<<<|cuda)" "$OUT/host.log" "$OUT/launch_cost.log" ;;
+              grep "^|" "$OUT/host.log"; grep -E "^\| (<<<|cuda)" "$OUT/launch_cost.log" ;;
     wheel)    python3 -m pip uninstall -y -q gdn-prefill >/dev/null 2>&1
               step wheel_build 200 env GDN_PREFILL_PREBUILT="$aot" python3 -m build --wheel --no-isolation \
                 --skip-dependency-check --outdir /tmp/dist .

@@ -74,6 +74,27 @@ rows += [
     ("  with torch.cuda.device(dev)", host_us(_ctx)),
     ("  dim/dtype/data_ptr/shape/stride x9", host_us(_tensor_reads)),
 ]
+# the FLA-shaped layer (issue 35: what model code calls) and its steps on their own
+q4, k4, v4, g4, b4 = (inp[n][None] for n in ("q", "k", "v", "g", "beta"))
+cu = inp["cu_seqlens"]
+st0 = inp["state"]
+rows += [
+    ("chunk_gated_delta_rule(initial_state, output_final_state, cu_seqlens)",
+     host_us(lambda: gdn_prefill.chunk_gated_delta_rule(q4, k4, v4, g4, b4, initial_state=st0,
+                                                        output_final_state=True, cu_seqlens=cu))),
+    ("chunk_gated_delta_rule(no state, cu_seqlens)",
+     host_us(lambda: gdn_prefill.chunk_gated_delta_rule(q4, k4, v4, g4, b4, cu_seqlens=cu))),
+    ("chunk_gated_delta_rule(no state, no cu_seqlens)",
+     host_us(lambda: gdn_prefill.chunk_gated_delta_rule(q4, k4, v4, g4, b4))),
+    ("  prefill(), workspace=None (allocated per call)",
+     host_us(lambda: gdn_prefill.prefill(*args, cu_seqlens=cu))),
+    ("  _check_tensor x7", host_us(lambda: [_ext._check_tensor(x, "q") for x in (q4, k4, v4, g4, b4, st0, cu)])),
+    ("  torch.empty_like(v4)", host_us(lambda: torch.empty_like(v4, memory_format=torch.contiguous_format))),
+    ("  initial_state.to(float32, copy=True)", host_us(lambda: st0.to(torch.float32, copy=True))),
+    ("  torch.zeros(state shape)", host_us(lambda: torch.zeros(st0.shape, dtype=torch.float32, device=dev))),
+    ("  flatten(0, 1) x6", host_us(lambda: [x.flatten(0, 1) for x in (q4, k4, v4, g4, b4, v4)])),
+    ("  torch.arange (cu_seqlens)", host_us(lambda: torch.arange(0, 128, 64, dtype=torch.int32, device=dev))),
+]
 idle = statistics.median(gpu_us_idle_burst() for _ in range(11))
 print(f"| host cost, GPU kept busy ({bench.HOST_OVERHEAD_CALLS} calls x {bench.HOST_OVERHEAD_SAMPLES} samples, median) | us/call |")
 print("|---|---|")
