@@ -18,6 +18,7 @@ import datetime
 import statistics
 import sys
 
+from gdn_prefill import bench
 from gdn_prefill.bench import table_report
 
 
@@ -77,10 +78,9 @@ def main(argv=None) -> int:
     ap.add_argument("--md")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
-    import torch
-    if not (torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] == 9):
-        print("bench_many_seqs: no Hopper GPU visible; nothing to time")
+    if bench.script_cannot_time("bench_many_seqs"):
         return 0
+    import torch
     hk, hv = (int(x) for x in a.heads.split("/"))
     ns = [_count(x) for x in a.ns.split(",")]
     t_big = max(ns) * a.tokens

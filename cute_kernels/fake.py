@@ -89,10 +89,11 @@ def state_indices(dims: Dims):
     return cute.runtime.make_fake_tensor(Int32, (dims.N,), stride=(1,), assumed_align=4)
 
 
-def state(dims: Dims, layout: str):
-    """state: logical S[k, v] view of a [P, Hv, K, V] ("kv") or [P, Hv, V, K] ("vk") fp32 pool."""
+def state(dims: Dims, layout: str, dtype=Float32):
+    """state: logical S[k, v] view of a [P, Hv, K, V] ("kv") or [P, Hv, V, K] ("vk") pool, fp32 or
+    bf16 (each head's block 16-byte aligned)."""
     inner = (HEAD_DIM_V, 1) if layout == "kv" else (1, HEAD_DIM_K)
-    return cute.runtime.make_fake_tensor(Float32, (dims.P, dims.Hv, HEAD_DIM_K, HEAD_DIM_V),
+    return cute.runtime.make_fake_tensor(dtype, (dims.P, dims.Hv, HEAD_DIM_K, HEAD_DIM_V),
                                          stride=(_stride(), _stride()) + inner, assumed_align=16)
 
 
@@ -102,3 +103,10 @@ def f32(value: float = 1.0):
 
 def i32(value: int = 0):
     return Int32(value)
+
+
+def checkpoints(dims: Dims):
+    """checkpoints: [N, J] int32, last dim contiguous, row stride free (the state pool's slot of
+    sequence n's j-th checkpoint, -1 = none)."""
+    return cute.runtime.make_fake_tensor(Int32, (dims.N, cute.sym_int(symbol="J")), stride=(_stride(), 1),
+                                         assumed_align=4)

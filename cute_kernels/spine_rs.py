@@ -92,6 +92,11 @@ beside this spine, recompute_wu's chunk slots >= ready_from run concurrently wit
 each (slot, head) in `ready`; the loader warp acquires that flag before it reads the chunk's row
 data and tiles (_await_ready).  The consumer warpgroup is unchanged: it waits on the TMA ring.
 
+State pool (state_pool.py, the rule every spine shares): the initial S^T from `state`,
+`initial_state` or zeros (state_in); the final one into `state` when bound; a checkpoint after
+chunk i straight from the accumulators, after G3's wait (nothing in flight), by the consumer
+warpgroup itself: 64 fp32 stores per thread, ~+4 % at 8 x 4096 with one every 1,024 tokens.
+
 Masking: rows >= L of a partial chunk's Tu / V / q / pqk tiles may be another sequence's rows
 or uninitialised workspace: K and V rows >= L are zeroed in shared memory before G1 (so Y^T
 columns m >= L are exactly 0: Z's columns there are 0 and a_m = 0), Vnew^T columns j >= L are
@@ -113,7 +118,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from gdn_prefill import plan
 
-from cute_kernels import pdl, spine_wgmma as sw, tma, wgmma_acc
+from cute_kernels import pdl, spine_wgmma as sw, state_pool, tma, wgmma_acc
 
 CHUNK = sw.CHUNK                      # 64
 DK = sw.DK                            # 128
@@ -275,6 +280,7 @@ def spine_rs_kernel(
     gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, cu_seqlens: cute.Tensor,
     state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, ready: cute.Tensor, order: cute.Tensor,
     scale: Float32, has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
+    checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
     cz: cutlass.Constexpr, nwg: cutlass.Constexpr,
 ):
     """cz: CTAs per cluster (compile time).  1: the solo build; 2: the pair build, the two CTAs of
@@ -365,8 +371,9 @@ def spine_rs_kernel(
             wg = tidx // 128                  # the consumer warpgroup (0 unless dual)
             if wg < active:
                 bos, eos, nch = _chunks(cu_seqlens, n)
-                _state(tidx % 128, wg, hv, slot, bos, eos, nch, col0 + wg * VB, sT, sK, sKk, sV_vj, sQ, sPq,
-                       sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state, cz, nwg, active)
+                _state(tidx % 128, wg, n, hv, slot, bos, eos, nch, col0 + wg * VB, sT, sK, sKk, sV_vj, sQ, sPq,
+                       sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state,
+                       checkpoints, checkpoint_chunks, initial_state, state_in, cz, nwg, active)
     if cutlass.const_expr(cz > 1):
         # no CTA leaves while its peer may still multicast into it or arrive on its barriers
         cute.arch.cluster_arrive()
@@ -494,9 +501,10 @@ def _chunks(cu_seqlens: cute.Tensor, n: Int32):
 
 
 @cute.jit
-def _state(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32,
+def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32,
            col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar,
-           state: cute.Tensor, has_state: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr, active):
+           state: cute.Tensor, has_state: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
+           initial_state: cute.Tensor, state_in: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr, active):
     """Consumer warpgroup wg (of the `active` ones that share the tiles): S^T[col0 .. col0 + 64)
     through the sequence and the output of those columns for every chunk (module docstring)."""
     mma_n64, mma_s = _tiled_mmas()
@@ -533,9 +541,8 @@ def _state(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch:
     rO = cute.make_rmem_tensor_like(accY_cv, BFloat16)
 
     # S^T[v, k] = S[k, col0 + v]: spine_wgmma's state load / store through the transposed view
-    gS = cute.domain_offset((0, col0), state[slot, hv, None, None])   # (k, v) -> S[k, col0 + v]
-    gSt = cute.make_tensor(gS.iterator, cute.select(gS.layout, mode=[1, 0]))   # (v, k)
-    sw._load_state(accSt, tScS, gSt, has_state)
+    gSt = _transposed_block(state, slot, hv, col0)                   # (v, k) -> S[k, col0 + v]
+    state_pool.load(accSt, tScS, gSt, _transposed_block(initial_state, slot, hv, col0), state_in)
 
     mma_s.set(warpgroup.Field.ACCUMULATE, True)
     accY.fill(0.0)                        # chunk 0's G4 (a chunk -1 that does not exist) reads these
@@ -620,6 +627,10 @@ def _state(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch:
         for e in cutlass.range_constexpr(cute.size(accY)):
             accY[e] = accY[e] * sTab[TAB_C + tXc[e][1], s]
         warpgroup.wait_group(0)           # G3: nothing is in flight across the loop's back edge
+        # a checkpoint (state_pool.py): the chunk's end state S^T, complete after G3's wait
+        ck = state_pool.checkpoint_slot_after(i, nch, n, checkpoints, checkpoint_chunks)
+        if ck >= 0:
+            state_pool.store(accSt, tScS, _transposed_block(state, ck, hv, col0))
 
     # the last chunk's G4 and output
     if nch > 0:
@@ -631,7 +642,15 @@ def _state(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch:
         warpgroup.wait_group(0)
         rO.store(accY_cv.load().to(BFloat16))
         _epilogue(nch - 1, ltid, wg, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
-    sw._store_state(accSt, tScS, gSt, has_state)
+    if has_state != 0:
+        state_pool.store(accSt, tScS, gSt)
+
+
+@cute.jit
+def _transposed_block(pool: cute.Tensor, slot: Int32, hv: Int32, col0: Int32) -> cute.Tensor:
+    """S^T[v, k] = S[k, col0 + v] of one slot and head: the (v, k) view the accumulators index."""
+    g = cute.domain_offset((0, col0), pool[slot, hv, None, None])
+    return cute.make_tensor(g.iterator, cute.select(g.layout, mode=[1, 0]))
 
 
 @cute.jit
@@ -824,6 +843,7 @@ def _make_launch(pair: bool, dual: bool = False):
         cu_seqlens: cute.Tensor,
         state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, scale: Float32,
         has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32, order: cute.Tensor,
+        checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
         stream: cuda.CUstream,
     ):
         """The launch (parameter names: gdn_problem_t fields; the inputs q, k, v read by TMA (the
@@ -848,7 +868,8 @@ def _make_launch(pair: bool, dual: bool = False):
         kernel = spine_rs_kernel(
             tma_t, mT, tma_v, mV, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
             gcum, rk, rq, cu_seqlens, state, state_indices, out, ready, order, scale,
-            has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv, cz, nwg,
+            has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv, checkpoints, checkpoint_chunks,
+            initial_state, state_in, cz, nwg,
         )
         grid = plan.grid_spine_rs(T, N, Hv, dual)
         if cutlass.const_expr(cz > 1):
@@ -860,43 +881,45 @@ def _make_launch(pair: bool, dual: bool = False):
     return spine_rs
 
 
-def launch_for(layout: str, pair: bool = False, dual: bool = False):
+def launch_for(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32"):
     return _make_launch(pair, dual)
 
 
-def THREADS(layout: str, pair: bool = False, dual: bool = False) -> int:  # noqa: N802
+def THREADS(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32") -> int:  # noqa: N802
     return _threads(DUAL_WG if dual else 1)
 
 
-def SMEM_BYTES(layout: str, pair: bool = False, dual: bool = False) -> int:  # noqa: N802
+def SMEM_BYTES(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32") -> int:  # noqa: N802
     return _smem_bytes(DUAL_WG if dual else 1)
 
 
-def CLUSTER(layout: str, pair: bool = False, dual: bool = False) -> int:  # noqa: N802
+def CLUSTER(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32") -> int:  # noqa: N802
     return plan.RS_SPINE_PAIR if pair else 1
 
 
 # Three builds, picked per call by the launcher (plan.pxi _rs_build, gdn_abi.h has the
 # measurements): pair in the overlap plan (the multicast halves the L2 reads it shares with stage
 # 1), solo or dual in the serial plan by a wave model (two chains per SM once the heads fill the SMs).
-VARIANTS: dict[str, dict] = {
+VARIANTS: dict[str, dict] = state_pool.variants({
     "spine_rs_o_kv": {"layout": "kv", "pair": False},
     "spine_rs_o_vk": {"layout": "vk", "pair": False},
     "spine_rs_o_pair_kv": {"layout": "kv", "pair": True},
     "spine_rs_o_pair_vk": {"layout": "vk", "pair": True},
     "spine_rs_o_dual_kv": {"layout": "kv", "dual": True},
     "spine_rs_o_dual_vk": {"layout": "vk", "dual": True},
-}
+})
 
 
-def fake_args(dims, layout, pair=False, dual=False):
+def fake_args(dims, layout, pair=False, dual=False, state_dtype="fp32"):
     """Fake tensors/scalars for every parameter of the launch except stream, in order: spine_wgmma's
     list (every spine build's: q, k, out TMA-aligned, the row data, the state) with the input v for
     w and stage 1's tu for u, without vnew and h, then ready and ready_from (the overlap plan) and
     order (stage 1's ranking of the sequences, longest first)."""
     from cute_kernels import fake
     (q, k, _w, _u, pqk, gcum, rq, rk, cu_seqlens, state, state_indices, _vnew, _h, out, scale, has_state,
-     use_state_indices) = sw.fake_args(dims, layout)
+     use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in) = sw.fake_args(
+         dims, layout, state_dtype=state_dtype)
     v = fake.tv(dims, stride_div=8, align=16)        # a TMA source, as q and k
     return [q, k, v, fake.ws_tvd(dims, CHUNK), pqk, gcum, rq, rk, cu_seqlens, state, state_indices, out, scale,
-            has_state, use_state_indices, fake.ws_ready(dims), fake.i32(0), fake.ws_order(dims)]
+            has_state, use_state_indices, fake.ws_ready(dims), fake.i32(0), fake.ws_order(dims),
+            checkpoints, checkpoint_chunks, initial_state, state_in]

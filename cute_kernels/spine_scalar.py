@@ -30,9 +30,11 @@ Threads: warp wi, lane = 8 * sub + vg.  Let q = 4 * wi + sub (0..15).
   vnew  : rows j = q + 16 r (r < 4), columns 4 vg .. 4 vg + 3     (4 x 4 accumulators)
   update: rows k = 8 q .. 8 q + 7,   columns 4 vg .. 4 vg + 3     (the thread's 32 S
           values live in registers for the whole sequence)
-State I/O (once per sequence) goes through sS with a layout-specific coalesced
+State I/O goes through sS with a layout-specific coalesced
 mapping: "kv" (v contiguous) reads 32 consecutive v of one k row per warp
-instruction, "vk" (k contiguous) reads 8 consecutive k x 4 v (four full sectors).
+instruction, "vk" (k contiguous) reads 8 consecutive k x 4 v (four full sectors): the initial
+state (from `state` or `initial_state`, state_pool.py), the final one, and each checkpoint (the
+chunk's end state from sS, in a loop rather than unrolled inside the chunk loop).
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 from cutlass.memory import SmemAllocator
 
-from cute_kernels import fake, pdl, slots
+from cute_kernels import fake, pdl, slots, state_pool
 from gdn_prefill import plan
 
 CHUNK = plan.CHUNK
@@ -87,6 +89,10 @@ def spine_scalar_kernel(
     h: cute.Tensor,
     has_state: Int32,
     use_state_indices: Int32,
+    checkpoints: cute.Tensor,
+    checkpoint_chunks: Int32,
+    initial_state: cute.Tensor,
+    state_in: Int32,
     group: Int32,
     num_tokens: Int32,
     state_kv: cutlass.Constexpr,
@@ -125,8 +131,11 @@ def spine_scalar_kernel(
         # ---- S0: registers (32 values per thread) and sS ------------------------------
         Sr = cute.make_rmem_tensor((4, 8), Float32)        # Sr[c, e] = S[kb + e, 4 vg + c]
         Sr.fill(0.0)
-        if has_state != 0:
-            _state_io(state, slot, hv, vc0, sS, wi, lane, state_kv, True)
+        if state_in != 0:         # state_pool.py: the initial state from state or initial_state
+            if state_in == 1:
+                _state_io(state, slot, hv, vc0, sS, wi, lane, state_kv, True)
+            else:
+                _state_io(initial_state, slot, hv, vc0, sS, wi, lane, state_kv, True)
             cute.arch.sync_threads()
             for e in cutlass.range_constexpr(8):
                 Sr[None, e].store(sS[None, _swz(vg, e), kb + e].load())
@@ -230,6 +239,11 @@ def spine_scalar_kernel(
             for e in cutlass.range_constexpr(8):
                 sS[None, _swz(vg, e), kb + e].store(Sr[None, e].load())
             cute.arch.sync_threads()
+            # a checkpoint (state_pool.py): the chunk's end state from sS, which the next chunk
+            # rewrites only after two more CTA barriers
+            ck = state_pool.checkpoint_slot_after(i, nchunks, n, checkpoints, checkpoint_chunks)
+            if ck >= 0:
+                _state_io(state, ck, hv, vc0, sS, wi, lane, state_kv, False, False)
 
         # ---- final state ------------------------------------------------------------------
         if has_state != 0:
@@ -238,29 +252,41 @@ def spine_scalar_kernel(
 
 
 @cute.jit
-def _state_io(state, slot, hv, vc0, sS, wi, lane, state_kv: cutlass.Constexpr, load: cutlass.Constexpr):
-    """Coalesced copy between state[slot, hv, :, 32 vc0 ...] and the swizzled sS."""
+def _state_io(state, slot, hv, vc0, sS, wi, lane, state_kv: cutlass.Constexpr, load: cutlass.Constexpr,
+              unrolled: cutlass.Constexpr = True):
+    """Coalesced copy between state[slot, hv, :, 32 vc0 ...] and the swizzled sS.  unrolled=False:
+    a loop (the checkpoints inside the chunk loop: unrolled there, their addresses took up to ~100
+    registers more)."""
     gS = state[slot, hv, None, None]          # [K, V] fp32 logical S[k, v]
+    if cutlass.const_expr(unrolled):
+        for it in cutlass.range_constexpr(DK // 4):
+            _state_io_step(it, gS, vc0, sS, wi, lane, state_kv, load)
+    else:
+        for it in cutlass.range(DK // 4, unroll=1):
+            _state_io_step(it, gS, vc0, sS, wi, lane, state_kv, load)
+
+
+@cute.jit
+def _state_io_step(it, gS, vc0, sS, wi, lane, state_kv: cutlass.Constexpr, load: cutlass.Constexpr):
+    """Step `it` of _state_io: one warp instruction's worth of elements."""
     if cutlass.const_expr(state_kv):
         # v contiguous: a warp moves 32 consecutive v of one row k
-        for it in cutlass.range_constexpr(DK // 4):
-            kk = it * 4 + wi
-            col = vc0 * 4 + lane
-            if cutlass.const_expr(load):
-                sS[lane % 4, _swz(lane // 4, kk), kk] = gS[kk, col]
-            else:
-                gS[kk, col] = sS[lane % 4, _swz(lane // 4, kk), kk]
+        kk = it * 4 + wi
+        col = vc0 * 4 + lane
+        if cutlass.const_expr(load):
+            sS[lane % 4, _swz(lane // 4, kk), kk] = state_pool.to_f32(gS[kk, col])
+        else:
+            gS[kk, col] = state_pool.from_f32(sS[lane % 4, _swz(lane // 4, kk), kk], gS.element_type)
     else:
         # k contiguous: a warp moves 8 consecutive k x 4 columns (four full 32 B sectors)
-        for it in cutlass.range_constexpr(DK // 4):
-            vt = it // 4                          # 4-column chunk 0..7
-            kk = ((it % 4) * 4 + wi) * 8 + lane % 8
-            vl = lane // 8
-            col = vc0 * 4 + vt * 4 + vl
-            if cutlass.const_expr(load):
-                sS[vl, _swz(vt, kk), kk] = gS[kk, col]
-            else:
-                gS[kk, col] = sS[vl, _swz(vt, kk), kk]
+        vt = it // 4                          # 4-column chunk 0..7
+        kk = ((it % 4) * 4 + wi) * 8 + lane % 8
+        vl = lane // 8
+        col = vc0 * 4 + vt * 4 + vl
+        if cutlass.const_expr(load):
+            sS[vl, _swz(vt, kk), kk] = state_pool.to_f32(gS[kk, col])
+        else:
+            gS[kk, col] = state_pool.from_f32(sS[vl, _swz(vt, kk), kk], gS.element_type)
 
 
 @cute.jit
@@ -277,6 +303,10 @@ def spine_scalar(
     h: cute.Tensor,
     has_state: Int32,
     use_state_indices: Int32,
+    checkpoints: cute.Tensor,
+    checkpoint_chunks: Int32,
+    initial_state: cute.Tensor,
+    state_in: Int32,
     stream: cuda.CUstream,
 ):
     T = gcum.shape[0]
@@ -287,21 +317,22 @@ def spine_scalar(
     state_kv = cutlass.const_expr(state.stride[3] == 1)
     spine_scalar_kernel(
         k, w, u, gcum, rk, cu_seqlens, state, state_indices, vnew, h,
-        has_state, use_state_indices, Hv // Hk, T, state_kv,
+        has_state, use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in, Hv // Hk, T, state_kv,
     ).launch(grid=plan.grid_spine_scalar(T, N, Hv), block=[THREADS, 1, 1], stream=stream,
              use_pdl=pdl.USE_PDL)
 
 
 LAUNCH = spine_scalar
 
-VARIANTS: dict[str, dict] = {
+VARIANTS: dict[str, dict] = state_pool.variants({
     "spine_scalar_kv": {"layout": "kv"},
     "spine_scalar_vk": {"layout": "vk"},
-}
+})
 
 
-def fake_args(dims, layout):
+def fake_args(dims, layout, state_dtype="fp32"):
     """Fake arguments of spine_scalar (all but stream), in parameter order."""
+    sdt = state_pool.state_dtype(state_dtype)
     return [
         fake.qk(dims),                 # k        [T, Hk, K] bf16, strides free
         fake.ws_tvd(dims, DK),         # w        [T, Hv, K] bf16 compact
@@ -309,10 +340,14 @@ def fake_args(dims, layout):
         fake.ws_th(dims),              # gcum     [T, Hv] fp32 head-major
         fake.ws_th(dims),              # rk       [T, Hv] fp32 head-major
         fake.cu_seqlens(dims),         # cu_seqlens    [N+1]
-        fake.state(dims, layout),      # state    [P, Hv, K, V] logical view
+        fake.state(dims, layout, sdt),  # state   [P, Hv, K, V] logical view
         fake.state_indices(dims),      # state_indices [N]
         fake.ws_tvd(dims, DV),         # vnew     [T, Hv, V] bf16 compact
         fake.ws_h(dims),               # h        [CB, Hv, K, V] bf16 compact
         fake.i32(0),                   # has_state
         fake.i32(0),                   # use_state_indices
+        fake.checkpoints(dims),        # checkpoints   [N, J]
+        fake.i32(0),                   # checkpoint_chunks
+        fake.state(dims, layout, sdt),  # initial_state (state_in 2)
+        fake.i32(1),                   # state_in
     ]

@@ -101,7 +101,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from gdn_prefill import plan
 
-from cute_kernels import fake, pdl, slots, tma
+from cute_kernels import fake, pdl, slots, state_pool, tma
 
 CHUNK = plan.CHUNK                    # 64 tokens per chunk
 DK = plan.HEAD_DIM_K                  # 128
@@ -181,6 +181,7 @@ def _smem_bytes(num_wg: int) -> int:
     off = 8 * _stages(num_wg) * 2                          # full and empty mbarriers
     if _rows_in_smem(num_wg):
         off = up(off, 16) + 4 * _stages(num_wg) * 2 * CHUNK   # gcum, rk per stage (fp32)
+        off = up(off, 16) + 4 * _stages(num_wg)               # a checkpoint slot per stage (int32)
     for n in _smem_tiles(num_wg).values():
         off = up(off, 1024) + 2 * n
     return off
@@ -193,6 +194,7 @@ def _shared_storage(num_wg: int):
               "empty": cute.struct.MemRange[cutlass.Int64, _stages(num_wg)]}
     if _rows_in_smem(num_wg):
         fields["rows"] = cute.struct.Align[cute.struct.MemRange[Float32, _stages(num_wg) * 2 * CHUNK], 16]
+        fields["ck"] = cute.struct.Align[cute.struct.MemRange[Int32, _stages(num_wg)], 16]
     for name, n in _smem_tiles(num_wg).items():
         fields[name] = cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024]
     return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
@@ -203,15 +205,15 @@ assert all(_smem_bytes(wg) <= 227 * 1024 for wg in WG_BUILDS)
 
 
 # Per-variant launch facts for the AOT build (cute_kernels/aot.py calls these with the variant kwargs)
-def THREADS(layout: str, warpgroups: int = 1, multicast: bool = False) -> int:  # noqa: N802
+def THREADS(layout: str, warpgroups: int = 1, multicast: bool = False, state_dtype: str = "fp32") -> int:  # noqa: N802
     return _threads(warpgroups)
 
 
-def SMEM_BYTES(layout: str, warpgroups: int = 1, multicast: bool = False) -> int:  # noqa: N802
+def SMEM_BYTES(layout: str, warpgroups: int = 1, multicast: bool = False, state_dtype: str = "fp32") -> int:  # noqa: N802
     return _smem_bytes(warpgroups)
 
 
-def CLUSTER(layout: str, warpgroups: int = 1, multicast: bool = False) -> int:  # noqa: N802
+def CLUSTER(layout: str, warpgroups: int = 1, multicast: bool = False, state_dtype: str = "fp32") -> int:  # noqa: N802
     return _cluster(warpgroups, multicast)
 
 
@@ -263,6 +265,12 @@ def _tiled_mmas():
     return mma1, mma2
 
 
+# State pool (state_pool.py): the initial state from `state`, `initial_state` or zeros; the final
+# one into `state`; a checkpoint after a chunk from the accumulators once wgmma 2 is waited for.
+# The latency build's loop issues no LDG (tests/test_sass.py): a checkpoint's slot arrives with the
+# chunk's row data (a 4-byte cp.async on the stage's full mbarrier, sCk); the throughput build loads
+# it into a register where the checkpoint is due.
+
 # --------------------------------------------------------------------------- kernel
 @cute.kernel
 def spine_wgmma_kernel(
@@ -275,6 +283,7 @@ def spine_wgmma_kernel(
     cu_seqlens: cute.Tensor,
     state: cute.Tensor, state_indices: cute.Tensor, vnew: cute.Tensor,
     has_state: Int32, use_state_indices: Int32, hv_per_hk: Int32,
+    checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
     num_wg: cutlass.Constexpr, cz: cutlass.Constexpr,
 ):
     """num_wg: warpgroups of the CTA (compile time: 1, 2 or 4); cz: CTAs per cluster (1: no
@@ -309,8 +318,10 @@ def spine_wgmma_kernel(
     sP_jv = storage.sP.get_tensor(lay_p_jv.outer, swizzle=lay_p_jv.inner)  # (64, VB, WG) same bytes
     sVn = storage.sVn.get_tensor(lay_vn.outer, swizzle=lay_vn.inner)    # (64, VB, buffers*WG)
     sRow = None
+    sCk = None
     if cutlass.const_expr(_rows_in_smem(num_wg)):
         sRow = storage.rows.get_tensor(cute.make_layout((CHUNK, 2, _stages(num_wg))))  # (row, gcum|rk, stage)
+        sCk = storage.ck.get_tensor(cute.make_layout(_stages(num_wg)))                 # checkpoint slot, stage
 
     if warp_idx == 0:
         cpasync.prefetch_descriptor(tma_w)
@@ -336,10 +347,10 @@ def spine_wgmma_kernel(
 
     if run != 0:
         _sequence(mma1, mma2, tidx, ltid, wg, warp_idx, n, hv, vb, slot,
-                  sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, sRow, full_bar, empty_bar,
+                  sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, sRow, sCk, full_bar, empty_bar,
                   tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
                   gcum, rk, cu_seqlens, state,
-                  vnew, has_state, hv_per_hk, num_wg, cz)
+                  vnew, has_state, hv_per_hk, checkpoints, checkpoint_chunks, initial_state, state_in, num_wg, cz)
     if cutlass.const_expr(cz > 1):
         # no CTA leaves while a peer may still arrive on its barriers (one chunk count per cluster)
         cute.arch.cluster_arrive()
@@ -362,11 +373,11 @@ def _pool_slot(n: Int32, state_indices: cute.Tensor, use_state_indices: Int32):
 @cute.jit
 def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32, wg: Int32, warp_idx: Int32,
               n: Int32, hv: Int32, vb: Int32,
-              slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, sRow, full_bar, empty_bar,
+              slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, sRow, sCk, full_bar, empty_bar,
               tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
               gcum, rk, cu_seqlens, state,
-              vnew, has_state: Int32, hv_per_hk: Int32,
-              num_wg: cutlass.Constexpr, cz: cutlass.Constexpr):
+              vnew, has_state: Int32, hv_per_hk: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
+              initial_state: cute.Tensor, state_in: Int32, num_wg: cutlass.Constexpr, cz: cutlass.Constexpr):
     """Everything one CTA does for a sequence that is not padding.
 
     tidx: thread in the CTA (TMA issue); ltid = tidx % 128 and wg = warpgroup (of num_wg):
@@ -432,7 +443,8 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
 
     # ---- initial state
     gS = cute.domain_offset((0, col0), state[slot, hv, None, None])    # (k, v) -> S[k, col0+v]
-    _load_state(accS, tScS, gS, has_state)
+    gI = cute.domain_offset((0, col0), initial_state[slot, hv, None, None])
+    state_pool.load(accS, tScS, gS, gI, state_in)
 
     # TMA views of this (sequence, head); the chunk offset is applied per copy
     mW_h = mW[None, None, hv]                                          # (T, 128) rows, k
@@ -448,7 +460,8 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         for p in cutlass.range_constexpr(ns - 1):
             if p < nch:
                 _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, hv, eos,
-                             full_bar, bos + p * CHUNK, cta_col0, Int32(p), rank, num_wg, cz)
+                             full_bar, bos + p * CHUNK, cta_col0, Int32(p), rank, num_wg, cz,
+                             Int32(p), nch, n, checkpoints, checkpoint_chunks, sCk)
     # throughput build: per-row data of the NEXT chunk to run, loaded one chunk ahead (off the
     # dependency chain): g_last of the chunk, and gcum_j, rk_j of this thread's rows row_a, row_b
     nx_glast = Float32(0.0)
@@ -522,7 +535,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
             cute.gemm(mma1, accV, tWr[None, None, kb, stage], tSr[None, None, kb, wg], accV)
         warpgroup.commit_group()
         _refill(i, nch, bos, eos, cta_col0, rank, warp_idx, hv, tma_w, mW_h, tma_u, mU_h, tma_k, mK_h,
-                sW, sU, sK, sRow, gcum, rk, full_bar, empty_bar, num_wg, cz)
+                sW, sU, sK, sRow, gcum, rk, full_bar, empty_bar, num_wg, cz, n, checkpoints, checkpoint_chunks, sCk)
         if cutlass.const_expr(rows_smem):
             decay, coef_a, coef_b = _coefs(*_rows_from_smem(sRow, stage, L, row_a, row_b), L, row_a, row_b)
         if cutlass.const_expr(num_wg > 1):
@@ -570,9 +583,20 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         tma.store_rows(L, store_warp, tma_vn, sVn, mVn_h, vnew, cp_v, thr_v,
                        thr_v.partition_S(sVn[None, None, vbuf]), tVnC, t0, hv, col0, vbuf, VB)
         warpgroup.wait_group(0)
+        # a checkpoint (state_pool.py): the chunk's end state, from the accumulators wgmma 2 wrote;
+        # the latency build reads its slot from the stage (copied with the chunk's row data)
+        ck = Int32(-1)
+        if cutlass.const_expr(rows_smem):
+            if state_pool.checkpoint_index_after(i, nch, checkpoint_chunks, checkpoints.shape[1]) >= 0:
+                ck = sCk[stage]
+        else:
+            ck = state_pool.checkpoint_slot_after(i, nch, n, checkpoints, checkpoint_chunks)
+        if ck >= 0:
+            state_pool.store(accS, tScS, cute.domain_offset((0, col0), state[ck, hv, None, None]))
 
     # ---- final state; every TMA store of this CTA complete before its shared memory is released
-    _store_state(accS, tScS, gS, has_state)
+    if has_state != 0:
+        state_pool.store(accS, tScS, gS)
     if store_warp:
         cute.arch.cp_async_bulk_wait_group(0)
 
@@ -580,7 +604,8 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
 @cute.jit
 def _refill(i: Int32, nch: Int32, bos: Int32, eos: Int32, cta_col0: Int32, rank: Int32, warp_idx: Int32,
             hv: Int32, tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, full_bar,
-            empty_bar, num_wg: cutlass.Constexpr, cz: cutlass.Constexpr):
+            empty_bar, num_wg: cutlass.Constexpr, cz: cutlass.Constexpr, n: Int32, checkpoints: cute.Tensor,
+            checkpoint_chunks: Int32, sCk):
     """Warp 0: the TMA loads (and the latency build's row data) of chunk i + stages - 1 into chunk
     i - 1's stage (called after barrier A of chunk i; with a cluster, once every CTA has released
     that stage)."""
@@ -592,7 +617,8 @@ def _refill(i: Int32, nch: Int32, bos: Int32, eos: Int32, cta_col0: Int32, rank:
                 if nxt >= ns:     # the stage's previous chunk released by every CTA
                     cute.arch.mbarrier_wait(empty_bar + nxt % ns, (nxt // ns + 1) % 2)
             _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, hv, eos,
-                         full_bar, bos + nxt * CHUNK, cta_col0, nxt % ns, rank, num_wg, cz)
+                         full_bar, bos + nxt * CHUNK, cta_col0, nxt % ns, rank, num_wg, cz,
+                         nxt, nch, n, checkpoints, checkpoint_chunks, sCk)
 
 
 @cute.jit
@@ -611,27 +637,6 @@ def _h_and_rows(i: Int32, nch: Int32, eos: Int32, t0: Int32, c: Int32, hv: Int32
             nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, t0 + CHUNK, eos, row_a, row_b,
                                                              nx_ga, nx_ra, nx_gb, nx_rb)
     return nx_glast, nx_ga, nx_ra, nx_gb, nx_rb
-
-
-@cute.jit
-def _load_state(accS: cute.Tensor, tScS: cute.Tensor, gS: cute.Tensor, has_state: Int32):
-    """The initial state columns of this warpgroup into its fp32 accumulators (0 without a state);
-    tScS gives the (k, v) of each accumulator element, gS is S[k, col0 + v]."""
-    if has_state != 0:
-        for e in cutlass.range_constexpr(cute.size(accS)):
-            kk, vv = tScS[e]
-            accS[e] = gS[kk, vv]
-    else:
-        accS.fill(0.0)
-
-
-@cute.jit
-def _store_state(accS: cute.Tensor, tScS: cute.Tensor, gS: cute.Tensor, has_state: Int32):
-    """The final state: the accumulators back to S[k, col0 + v] (nothing without a state)."""
-    if has_state != 0:
-        for e in cutlass.range_constexpr(cute.size(accS)):
-            kk, vv = tScS[e]
-            gS[kk, vv] = accS[e]
 
 
 @cute.jit
@@ -716,12 +721,15 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, hv: Int32, t0: Int32, eos: Int
 @cute.jit
 def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, hv: Int32, eos: Int32,
                  full_bar, t0: Int32, cta_col0: Int32, stage: Int32, rank: Int32, num_wg: cutlass.Constexpr,
-                 cz: cutlass.Constexpr):
+                 cz: cutlass.Constexpr, ci: Int32, nch: Int32, n: Int32, checkpoints: cute.Tensor,
+                 checkpoint_chunks: Int32, sCk):
     """Everything that fills a stage with the chunk at t0.  Called by one whole (converged) warp:
     one elected lane arms the stage's mbarrier with the byte count of all 2 + num_wg copies; each
     TMA copy is issued by one elected lane (cute.copy elects internally).  U comes as num_wg tiles
     of (64, VB): warpgroup g's columns cta_col0 + g*VB .. + VB land in sU[:, :, stage*num_wg + g].
-    The latency build also copies the chunk's row data (_issue_rows)."""
+    The latency build also copies the chunk's row data (_issue_rows) and the slot of a checkpoint
+    after it (chunk ci of the sequence's nch, state_pool.copy_checkpoint_slot_after: its loop issues no
+    LDG)."""
     bar = full_bar + stage
     with cute.arch.elect_one():
         cute.arch.mbarrier_arrive_and_expect_tx(bar, _tma_bytes_per_stage(num_wg))
@@ -731,6 +739,9 @@ def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, 
                   sU[None, None, stage * num_wg + g], bar, Int32(0), 1)
     tma.load(tma_k, tma.gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, stage], bar, rank, cz)
     if cutlass.const_expr(_rows_in_smem(num_wg)):
+        if cute.arch.lane_idx() == 0:
+            state_pool.copy_checkpoint_slot_after(ci, nch, n, checkpoints, checkpoint_chunks,
+                                       cute.local_tile(sCk, (1,), (stage,)))
         _issue_rows(gcum, rk, sRow, hv, t0, eos, stage, full_bar)
 
 
@@ -753,8 +764,8 @@ def _make_launch(num_wg: int, multicast: bool):
         cu_seqlens: cute.Tensor,
         state: cute.Tensor, state_indices: cute.Tensor,
         vnew: cute.Tensor, h: cute.Tensor, out: cute.Tensor, scale: Float32,
-        has_state: Int32, use_state_indices: Int32,
-        stream: cuda.CUstream,
+        has_state: Int32, use_state_indices: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
+        initial_state: cute.Tensor, state_in: Int32, stream: cuda.CUstream,
     ):
         lay_w, lay_k, lay_u, lay_s, _, lay_vn = _smem_layouts(num_wg)
         load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
@@ -780,7 +791,8 @@ def _make_launch(num_wg: int, multicast: bool):
         spine_wgmma_kernel(
             tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
             gcum, rk, cu_seqlens,
-            state, state_indices, vnew, has_state, use_state_indices, hv_per_hk, num_wg, cz,
+            state, state_indices, vnew, has_state, use_state_indices, hv_per_hk, checkpoints, checkpoint_chunks,
+            initial_state, state_in, num_wg, cz,
         ).launch(grid=plan.grid_spine_wgmma(T, N, Hv, num_wg), block=[threads, 1, 1],
                  cluster=[1, 1, cz], stream=stream, use_pdl=pdl.USE_PDL)
 
@@ -788,7 +800,7 @@ def _make_launch(num_wg: int, multicast: bool):
 
 
 # --------------------------------------------------------------------------- AOT variants
-def launch_for(layout: str, warpgroups: int = 1, multicast: bool = False):
+def launch_for(layout: str, warpgroups: int = 1, multicast: bool = False, state_dtype: str = "fp32"):
     """The launch function of a variant (cute_kernels/aot.py calls it with the variant kwargs);
     the state layout is a property of the fake state tensor only."""
     return _make_launch(warpgroups, multicast)
@@ -798,15 +810,15 @@ def launch_for(layout: str, warpgroups: int = 1, multicast: bool = False):
 # CTAs the cluster's lockstep costs more than the L2 traffic it saves, with many CTAs less,
 # so the latency build (WG=1, <= GDN_WGMMA_WG1_MAX_CTAS CTAs) runs without clusters and the
 # throughput build (WG=2) multicasts W and K to the 2 CTAs of a (sequence, head).
-VARIANTS: dict[str, dict] = {
+VARIANTS: dict[str, dict] = state_pool.variants({
     "spine_wgmma_kv": {"layout": "kv", "warpgroups": 1, "multicast": False},
     "spine_wgmma_vk": {"layout": "vk", "warpgroups": 1, "multicast": False},
     "spine_wgmma_wg2_kv": {"layout": "kv", "warpgroups": 2, "multicast": True},
     "spine_wgmma_wg2_vk": {"layout": "vk", "warpgroups": 2, "multicast": True},
-}
+})
 
 
-def fake_args(dims, layout, warpgroups=1, multicast=False):
+def fake_args(dims, layout, warpgroups=1, multicast=False, state_dtype="fp32"):
     """Fake tensors/scalars for every parameter of spine_wgmma except stream, in order: one list
     for every spine build, here and in spine_rs.py (warpgroups and multicast are variant kwargs
     that do not change it)."""
@@ -820,7 +832,7 @@ def fake_args(dims, layout, warpgroups=1, multicast=False):
         fake.ws_th(dims),                        # rq
         fake.ws_th(dims),                        # rk
         fake.cu_seqlens(dims),
-        fake.state(dims, layout),
+        fake.state(dims, layout, state_pool.state_dtype(state_dtype)),
         fake.state_indices(dims),
         fake.ws_tvd(dims, DV),                   # vnew
         fake.ws_h(dims),                         # h
@@ -828,4 +840,8 @@ def fake_args(dims, layout, warpgroups=1, multicast=False):
         fake.f32(1.0),                           # scale
         fake.i32(0),                             # has_state
         fake.i32(0),                             # use_state_indices
+        fake.checkpoints(dims),                  # checkpoints [N, J]
+        fake.i32(0),                             # checkpoint_chunks
+        fake.state(dims, layout, state_pool.state_dtype(state_dtype)),   # initial_state (state_in 2)
+        fake.i32(1),                             # state_in
     ]

@@ -47,6 +47,10 @@ class Plan(TypedDict):
     """"runs: ..." (stage 1 split around the spine: recompute_wu launches twice) or why the serial plan runs"""
     overlap_split: int | None
     """the first chunk slot of stage 1's second part, or None"""
+    checkpoints: str | None
+    """the checkpoint interval and table width, or None without checkpoints"""
+    initial_state: str
+    """where the initial states come from: zeros, state (in place) or initial_state"""
 
 def compiled_variants() -> list[str]: ...
 def workspace_bytes(T: int, N: int, Hv: int, fused: bool | None = None) -> int: ...
@@ -68,6 +72,10 @@ def prefill(
     spine: str = "auto",
     stream: _CudaStreamLike | int | None = None,
     workspace: Tensor | None = None,
+    checkpoint_every: int | None = None,
+    checkpoints: Tensor | None = None,
+    initial_state: Tensor | None = None,
+    has_initial_state: bool = True,
 ) -> _RanSpineName: ...
 def explain(
     q: Tensor,
@@ -86,5 +94,9 @@ def explain(
     spine: str = "auto",
     stream: _CudaStreamLike | int | None = None,
     workspace: Tensor | None = None,
+    checkpoint_every: int | None = None,
+    checkpoints: Tensor | None = None,
+    initial_state: Tensor | None = None,
+    has_initial_state: bool = True,
     check_device: bool = True,
 ) -> Plan: ...

@@ -103,6 +103,15 @@ def hopper_status() -> tuple[bool, str]:
     return True, name
 
 
+def script_cannot_time(script: str) -> bool:
+    """A benchmark script's first check: True, having said why, where no Hopper GPU can time it
+    (the script then exits 0)."""
+    ok, why = hopper_status()
+    if not ok:
+        print(f"{script}: no Hopper GPU ({why}); nothing to time")
+    return not ok
+
+
 def _version(dist: str, module: str | None = None):
     try:
         from importlib.metadata import version

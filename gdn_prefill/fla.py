@@ -10,21 +10,13 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from . import _ext
 from ._ext import _check_tensor  # type: ignore[attr-defined]  # a private helper: no stub
-from .errors import GdnArgumentError, GdnDtypeError, GdnError, GdnShapeError, GdnTypeError
+from .errors import GdnArgumentError, GdnDtypeError, GdnLayoutError, GdnShapeError, GdnTypeError
 
 if TYPE_CHECKING:
     from torch import Tensor
 
 
 _RANKS = (("q", 4), ("k", 4), ("v", 4), ("g", 3), ("beta", 3))
-
-
-def _renamed(err: GdnError) -> GdnError:
-    """prefill()'s error for the state it was given, named as this layer's argument."""
-    msg = str(err)
-    if msg.startswith("state:"):
-        return type(err)("initial_state:" + msg[len("state:"):])
-    return err
 
 
 def _numpy_bool(x: object) -> bool:
@@ -78,29 +70,63 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Ten
             cu_seqlens = cu_seqlens.to(torch.int32)
         N = cu_seqlens.shape[0] - 1
     else:
-        # B equal-length sequences: offsets made on the device, no host copy.
-        cu_seqlens = torch.arange(0, (B + 1) * T, max(T, 1), dtype=torch.int32, device=q.device)[:B + 1]
+        cu_seqlens = _equal_lengths(B, T, q.device)
         N = B
-    Hv = v.shape[2]
-
-    def flat(x: Tensor) -> Tensor:  # [B, T, ...] -> [B*T, ...], a view when possible
-        return x.flatten(0, 1)
-
-    out = torch.empty_like(v, memory_format=torch.contiguous_format)
-    state = None
-    if initial_state is not None or output_final_state:
-        if initial_state is None:
-            state = torch.zeros(N, Hv, k.shape[-1], v.shape[-1], dtype=torch.float32, device=q.device)
-        else:
-            # FLA leaves initial_state untouched: the kernel updates a copy in place.
-            state = initial_state.to(torch.float32, copy=True)
     if g.dtype != torch.float32:
         if not g.dtype.is_floating_point:
             raise GdnDtypeError(f"g: dtype must be a floating-point type (read as float32), got {g.dtype}")
         g = g.float()  # an exact upcast; the kernels read fp32 log-decay
+    if initial_state is not None and initial_state.dtype != torch.float32:
+        initial_state = initial_state.float()   # the kernels read fp32 states (FLA converts too)
+    # one allocation per output; the kernels read initial_state where it is (FLA leaves it untouched)
+    # and write the final state into a tensor of its own
+    out = torch.empty_like(v, memory_format=torch.contiguous_format)
+    final = None
+    if output_final_state:
+        final = torch.empty(N, v.shape[2], k.shape[-1], v.shape[-1], dtype=torch.float32, device=q.device)
     try:
-        _ext.prefill(flat(q), flat(k), flat(v), flat(g), flat(beta), flat(out), state, cu_seqlens=cu_seqlens,
-                     scale=scale, use_qk_l2norm=use_qk_l2norm_in_kernel, spine=spine)
-    except GdnError as err:
-        raise _renamed(err) from None
-    return out, (state if output_final_state else None)
+        _run(q, k, v, g, beta, out, final, initial_state, cu_seqlens, scale, use_qk_l2norm_in_kernel, spine)
+    except GdnLayoutError as err:
+        if initial_state is None or not str(err).startswith("initial_state:"):
+            raise
+        # FLA takes any strides and offsets; the kernels read each head's 128 x 128 block whole and
+        # 16-byte aligned: a fresh contiguous copy
+        _run(q, k, v, g, beta, out, final, initial_state.clone(memory_format=torch.contiguous_format), cu_seqlens,
+             scale, use_qk_l2norm_in_kernel, spine)
+    return out, final
+
+
+def _run(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Tensor, final: Optional[Tensor],
+         initial_state: Optional[Tensor], cu_seqlens: Tensor, scale: Optional[float], use_qk_l2norm: bool,
+         spine: str) -> None:
+    """prefill() on FLA's [B, T, ...] tensors: viewed as [B * T, ...] by the extension, or, where
+    that is no view, flattened by torch (a copy, as FLA's own flatten makes)."""
+    ran = _ext._prefill_fla(  # type: ignore[attr-defined]  # a private entry: no stub
+        q, k, v, g, beta, out, final, initial_state, initial_state is not None, cu_seqlens, scale, use_qk_l2norm, spine)
+    if ran is None:
+        _ext.prefill(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), g.flatten(0, 1), beta.flatten(0, 1),
+                     out.flatten(0, 1), final, cu_seqlens=cu_seqlens, scale=scale, use_qk_l2norm=use_qk_l2norm,
+                     spine=spine, initial_state=initial_state, has_initial_state=initial_state is not None)
+
+
+_EQUAL_LENGTHS: dict[tuple[int, int, Any], Tensor] = {}
+
+
+def _equal_lengths(B: int, T: int, device: Any) -> Tensor:
+    """cu_seqlens of B sequences of T tokens on `device`, made once (by a kernel: no host copy) and
+    kept: read only, so every call and stream may share it."""
+    key = (B, T, device)
+    cu = _EQUAL_LENGTHS.get(key)
+    if cu is None:
+        import torch
+        cu = torch.arange(0, (B + 1) * T, max(T, 1), dtype=torch.int32, device=device)[:B + 1]
+        if len(_EQUAL_LENGTHS) >= 256:      # a bound on the shapes kept (each entry is B + 1 ints)
+            _EQUAL_LENGTHS.clear()
+        _EQUAL_LENGTHS[key] = cu
+    return cu
+
+
+def release_workspaces() -> None:
+    """Drop the workspaces chunk_gated_delta_rule keeps, one per (device, stream) it ran on, each
+    as large as its largest call needed (their memory returns to torch's caching allocator)."""
+    _ext._release_fla_workspaces()  # type: ignore[attr-defined]  # a private entry: no stub

@@ -7,15 +7,18 @@ and ``torch.export`` programs without a graph break:
     import gdn_prefill.ops
     gdn_prefill.ops.prefill_op(q, k, v, g, beta, out, state, cu_seqlens=cu, state_layout="vk")
     # the op itself takes every argument (none has a default):
-    torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu, None, "kv", None, False, "auto", None)
+    torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu, None, "kv", None, False, "auto", None,
+                                  None, None, None, True)
 
 Schema (what the compiler sees):
 
     gdn_prefill::prefill(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor(a5!) out,
         Tensor(a6!)? state, Tensor? cu_seqlens, Tensor? state_indices, str state_layout,
-        float? scale, bool use_qk_l2norm, str spine, Tensor(a13!)? workspace) -> ()
+        float? scale, bool use_qk_l2norm, str spine, Tensor(a13!)? workspace,
+        Tensor? checkpoints, SymInt? checkpoint_every, Tensor? initial_state, bool has_initial_state) -> ()
 
-The operator writes ``out`` and updates ``state`` (and scratch ``workspace``) in place and
+The operator writes ``out`` and updates ``state`` (and scratch ``workspace``) in place (the
+checkpoints, when asked for, go into slots of ``state``) and
 returns nothing; it runs on the current CUDA stream.  Use ``gdn_prefill.prefill`` directly
 when you want the name of the spine that ran (the operator cannot return a string).
 
@@ -47,12 +50,14 @@ OP_NAME = "gdn_prefill::prefill"
 def _prefill(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Tensor,
              state: Optional[Tensor], cu_seqlens: Optional[Tensor],
              state_indices: Optional[Tensor], state_layout: str, scale: Optional[float],
-             use_qk_l2norm: bool, spine: str, workspace: Optional[Tensor]) -> None:
+             use_qk_l2norm: bool, spine: str, workspace: Optional[Tensor], checkpoints: Optional[Tensor],
+             checkpoint_every: Optional[int], initial_state: Optional[Tensor], has_initial_state: bool) -> None:
     # No device_types restriction: CPU tensors reach prefill(), which names the argument
     # ("q: must be a CUDA tensor ...") instead of a dispatcher "no kernel for CPU" error.
     _ext.prefill(q, k, v, g, beta, out, state, cu_seqlens=cu_seqlens, state_indices=state_indices,
                  state_layout=state_layout, scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine,
-                 workspace=workspace)
+                 workspace=workspace, checkpoints=checkpoints, checkpoint_every=checkpoint_every,
+                 initial_state=initial_state, has_initial_state=has_initial_state)
 
 
 def _concrete(x: Optional[Tensor]) -> bool:
@@ -64,7 +69,8 @@ def _concrete(x: Optional[Tensor]) -> bool:
 # Each distinct storage gets its own (fake) base address, _SPACING bytes apart: 256-byte
 # aligned like a CUDA allocation, and far enough apart that unrelated tensors never overlap.
 _SPACING = 1 << 40
-_NAMES = ("q", "k", "v", "g", "beta", "out", "state", "cu_seqlens", "state_indices", "workspace")
+_NAMES = ("q", "k", "v", "g", "beta", "out", "state", "cu_seqlens", "state_indices", "workspace", "checkpoints",
+          "initial_state")
 
 
 def _storage_key(x: Tensor) -> object:
@@ -103,8 +109,9 @@ def _meta_views(tensors: Sequence[Optional[Tensor]]) -> list[Optional[Tensor]]:
 def _prefill_fake(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Tensor,
                   state: Optional[Tensor], cu_seqlens: Optional[Tensor],
                   state_indices: Optional[Tensor], state_layout: str, scale: Optional[float],
-                  use_qk_l2norm: bool, spine: str, workspace: Optional[Tensor]) -> None:
-    tensors = (q, k, v, g, beta, out, state, cu_seqlens, state_indices, workspace)
+                  use_qk_l2norm: bool, spine: str, workspace: Optional[Tensor], checkpoints: Optional[Tensor],
+                  checkpoint_every: Optional[int], initial_state: Optional[Tensor], has_initial_state: bool) -> None:
+    tensors = (q, k, v, g, beta, out, state, cu_seqlens, state_indices, workspace, checkpoints, initial_state)
     # prefill()'s order: each tensor's kind (a sparse one has no strides to make a view of), then
     # the devices.
     for name, x in zip(_NAMES, tensors):
@@ -124,17 +131,21 @@ def _prefill_fake(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out:
         views = _meta_views(tensors)
         required = [x for x in views[:6] if x is not None]
         mq, mk, mv, mg, mb, mo = required
-        ms, mc, mi, mw = views[6:]
+        ms, mc, mi, mw, mck, minit = views[6:]
         # the workspace too: its size, dtype, alignment and no bytes shared with a tensor
         _ext.explain(mq, mk, mv, mg, mb, mo, ms, cu_seqlens=mc, state_indices=mi, state_layout=state_layout,
-                     scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine, workspace=mw, check_device=False)
+                     scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine, workspace=mw, checkpoints=mck,
+                     checkpoint_every=checkpoint_every, initial_state=minit, has_initial_state=has_initial_state,
+                     check_device=False)
     return None
 
 
 def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Tensor,
                state: Optional[Tensor] = None, *, cu_seqlens: Optional[Tensor] = None,
                state_indices: Optional[Tensor] = None, state_layout: str = "kv", scale: Optional[float] = None,
-               use_qk_l2norm: bool = False, spine: str = "auto", workspace: Optional[Tensor] = None) -> None:
+               use_qk_l2norm: bool = False, spine: str = "auto", workspace: Optional[Tensor] = None,
+               checkpoint_every: Optional[int] = None, checkpoints: Optional[Tensor] = None,
+               initial_state: Optional[Tensor] = None, has_initial_state: bool = True) -> None:
     """``torch.ops.gdn_prefill.prefill`` with prefill()'s signature (no ``stream``: the
     current stream is used).  Writes ``out`` and updates ``state`` in place; returns None.
     Arguments of the wrong type raise GdnTypeError naming the argument (the operator's own
@@ -142,7 +153,8 @@ def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Te
     for name, x, required in (("q", q, True), ("k", k, True), ("v", v, True), ("g", g, True),
                               ("beta", beta, True), ("out", out, True), ("state", state, False),
                               ("cu_seqlens", cu_seqlens, False), ("state_indices", state_indices, False),
-                              ("workspace", workspace, False)):
+                              ("workspace", workspace, False), ("checkpoints", checkpoints, False),
+                              ("initial_state", initial_state, False)):
         # plain isinstance, not _ext._check_tensor: torch.compile traces this wrapper, and a call into
         # the extension would break its graph (the op's fake implementation applies the full rule)
         if not isinstance(x, Tensor) and (required or x is not None):
@@ -153,7 +165,11 @@ def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Te
             raise GdnTypeError(f"{name}: must be a str, got {type(opt).__qualname__}")
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
         raise GdnTypeError(f"scale: must be a real number or None, got {type(scale).__qualname__}")
-    if not isinstance(use_qk_l2norm, bool):
-        raise GdnTypeError(f"use_qk_l2norm: must be a bool, got {type(use_qk_l2norm).__qualname__}")
+    for name, flag in (("use_qk_l2norm", use_qk_l2norm), ("has_initial_state", has_initial_state)):
+        if not isinstance(flag, bool):
+            raise GdnTypeError(f"{name}: must be a bool, got {type(flag).__qualname__}")
+    if checkpoint_every is not None and (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)):
+        raise GdnTypeError(f"checkpoint_every: must be an int (tokens) or None, got {type(checkpoint_every).__qualname__}")
     torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu_seqlens, state_indices, state_layout,
-                                  scale, use_qk_l2norm, spine, workspace)
+                                  scale, use_qk_l2norm, spine, workspace, checkpoints, checkpoint_every, initial_state,
+                                  has_initial_state)

@@ -79,6 +79,17 @@ class _Problem:
     has_state: bool
     layout: str
     scale: float
+    ck_every: int = 0          # checkpoint interval in tokens (0: none)
+    ck: list[list[int]] | None = None  # per sequence: its row of the checkpoint table (pool slots, -1: none)
+
+    def checkpoint_slot(self, n: int, done: int, length: int) -> int:
+        """The pool slot that takes sequence n's state after its first `done` tokens, or -1: a
+        multiple of the interval strictly inside the sequence, with a table entry >= 0."""
+        if not self.ck_every or done % self.ck_every or done >= length:
+            return -1
+        j = done // self.ck_every - 1
+        row = self.ck[n]
+        return row[j] if j < len(row) else -1
 
     @property
     def T(self) -> int:
@@ -115,7 +126,7 @@ def _l2norm_inv(x: torch.Tensor) -> torch.Tensor:
 
 
 def _prepare(q, k, v, g, beta, cu_seqlens, state, state_indices, state_layout, scale,
-             use_qk_l2norm) -> _Problem:
+             use_qk_l2norm, checkpoint_every=None, checkpoints=None) -> _Problem:
     if state_layout not in ("kv", "vk"):
         raise ValueError(f"state_layout: expected 'kv' or 'vk', got {state_layout!r}")
     if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
@@ -178,6 +189,20 @@ def _prepare(q, k, v, g, beta, cu_seqlens, state, state_indices, state_layout, s
         if len(set(live)) != len(live):
             raise ValueError(f"state_indices: a slot is used by two sequences: {slots}")
 
+    ck = None
+    if (checkpoint_every is None) != (checkpoints is None):
+        raise ValueError("checkpoint_every and checkpoints: give both or neither")
+    if checkpoints is not None:
+        if state is None:
+            raise ValueError("checkpoints: need a state pool to write into")
+        if checkpoint_every <= 0 or checkpoint_every % CHUNK:
+            raise ValueError(f"checkpoint_every: must be a positive multiple of {CHUNK}, got {checkpoint_every}")
+        ck = [[int(x) for x in row] for row in checkpoints.detach().cpu().tolist()]
+        if len(ck) != N:
+            raise ValueError(f"checkpoints: expected {N} rows, got {len(ck)}")
+        if any(not (-1 <= x < P) for row in ck for x in row):
+            raise ValueError(f"checkpoints: entries must be -1 or in [0, {P})")
+
     G = Hv // Hk
     head = torch.arange(Hv) // G
     q64, k64 = _f64(q), _f64(k)
@@ -194,7 +219,7 @@ def _prepare(q, k, v, g, beta, cu_seqlens, state, state_indices, state_layout, s
         g=_f64(g).contiguous(), beta=_f64(beta).contiguous(),
         rq=rq[:, head].contiguous(), rk=rk[:, head].contiguous(),
         cu=cu, slots=slots, pool=pool, has_state=state is not None, layout=state_layout,
-        scale=float(K ** -0.5 if scale is None else scale),
+        scale=float(K ** -0.5 if scale is None else scale), ck_every=checkpoint_every or 0, ck=ck,
     )
 
 
@@ -216,14 +241,17 @@ def _final_state(p: _Problem) -> torch.Tensor:
 # --------------------------------------------------------------------------------------
 
 def recurrent(q, k, v, g, beta, *, cu_seqlens=None, state=None, state_indices=None,
-              state_layout="kv", scale=None, use_qk_l2norm=False):
+              state_layout="kv", scale=None, use_qk_l2norm=False, checkpoint_every=None, checkpoints=None):
     """Token-by-token Gated DeltaNet recurrence in float64.  Returns ``(o, new_state)``.
 
         S_t = e^{g_t} S_{t-1} + k_t (beta_t (v_t - e^{g_t} S_{t-1}^T k_t))^T
         o_t = scale * S_t^T q_t
+
+    With checkpoint_every = c and checkpoints [N, J] (prefill()'s contract), new_state's slot
+    checkpoints[n, j] holds S after token (j + 1) c of sequence n (inside the sequence).
     """
     p = _prepare(q, k, v, g, beta, cu_seqlens, state, state_indices, state_layout, scale,
-                 use_qk_l2norm)
+                 use_qk_l2norm, checkpoint_every, checkpoints)
     o = torch.full((p.T, p.Hv, p.v.shape[2]), float("nan"), dtype=_F64)
     for n in range(p.N):
         slot = p.slots[n]
@@ -237,6 +265,9 @@ def recurrent(q, k, v, g, beta, *, cu_seqlens=None, state=None, state_indices=No
             delta = p.beta[t][:, None] * (vt - pred)
             S = S + kt[:, :, None] * delta[:, None, :]
             o[t] = p.scale * torch.einsum("hkv,hk->hv", S, qt)
+            ck = p.checkpoint_slot(n, t + 1 - p.cu[n], p.cu[n + 1] - p.cu[n])
+            if ck >= 0:
+                p.pool[ck] = S
         p.pool[slot] = S
     return o, _final_state(p)
 
@@ -337,6 +368,9 @@ def _run_chunked(p: _Problem, keep: bool):
             S_entry = S
             vnew, S = _chunk_stage2(S_entry, kc, gcum, w, u)
             o[t0:t1] = _chunk_stage3(S_entry, qc, kc, gcum, decay, vnew, p.scale).transpose(0, 1)
+            ck = p.checkpoint_slot(n, t1 - bos, eos - bos)
+            if ck >= 0:
+                p.pool[ck] = S
             if keep:
                 ws["gcum"][t0:t1] = gcum.transpose(0, 1)
                 ws["w"][t0:t1] = w.transpose(0, 1)
@@ -355,11 +389,11 @@ def _run_chunked(p: _Problem, keep: bool):
 
 
 def chunked(q, k, v, g, beta, *, cu_seqlens=None, state=None, state_indices=None,
-            state_layout="kv", scale=None, use_qk_l2norm=False):
+            state_layout="kv", scale=None, use_qk_l2norm=False, checkpoint_every=None, checkpoints=None):
     """The chunked algorithm of docs/DESIGN.md §1 (C = 64) in float64.  Returns ``(o, new_state)``,
-    equal to :func:`recurrent` up to float64 rounding."""
+    equal to :func:`recurrent` up to float64 rounding (checkpoints as there)."""
     p = _prepare(q, k, v, g, beta, cu_seqlens, state, state_indices, state_layout, scale,
-                 use_qk_l2norm)
+                 use_qk_l2norm, checkpoint_every, checkpoints)
     o, _ = _run_chunked(p, keep=False)
     return o, _final_state(p)
 
@@ -409,6 +443,29 @@ def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
     if r == 0.0:
         return 0.0 if d == 0.0 else (d if math.isnan(d) else math.inf)
     return d / r
+
+
+def checkpoint_table(cu_seqlens, state_indices, P: int, every: int, *, skip_every: int = 0, extra_cols: int = 0,
+                     device=None) -> torch.Tensor:
+    """A checkpoint table for prefill(checkpoint_every=every, checkpoints=...): int32 [N, J] whose
+    entries are pool slots no sequence of the call uses (state_indices' live slots excluded), one
+    per checkpoint each sequence has (its multiples of `every` strictly inside it), J the most any
+    sequence has plus extra_cols (at least 1); -1 past a sequence's own checkpoints, for every
+    skip_every-th checkpoint (skip_every > 0), and once the free slots run out."""
+    cu = _int_list(cu_seqlens, "cu_seqlens")
+    live = {i for i in _int_list(state_indices, "state_indices") if i >= 0}
+    free = iter([s for s in range(P) if s not in live])
+    counts = [max(0, (b - a - 1) // every) for a, b in zip(cu, cu[1:])]
+    J = max(counts + [0]) + extra_cols
+    table = torch.full((len(counts), max(J, 1)), -1, dtype=torch.int32)
+    k = 0
+    for n, m in enumerate(counts):
+        for j in range(m):
+            k += 1
+            if skip_every and k % skip_every == 0:
+                continue
+            table[n, j] = next(free, -1)
+    return table if device is None else table.to(device)
 
 
 def make_inputs(T_list, Hk, Hv, K=128, V=128, *, seed, dtype=torch.bfloat16, device="cpu",

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import gdn_prefill
-from gdn_prefill import errors, plan, reference as ref
+from gdn_prefill import errors, fla, plan, reference as ref
 
 pytestmark = pytest.mark.gpu
 
@@ -457,3 +457,201 @@ def test_fused_spine_builds_agree_bit_for_bit(form):
     o_ref, s_ref = oracle(inp)
     assert ref.rel_err(results[2][0].double(), o_ref) <= BOUND
     assert ref.rel_err(results[2][1].double(), s_ref) <= BOUND
+
+
+# Checkpoints (prefix caching): every plan and build, both layouts.  (name: spine, the stage
+# hook's plan arguments or None for prefill() itself)
+_CK_PLANS = {
+    "scalar": ("scalar", None),
+    "wgmma": ("wgmma", None),
+    "wgmma-4k": ("wgmma", dict(stages=("recompute_wu", "spine", "fwd_o"), fused=0)),
+    "rs-solo": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=0, rs_build=0)),
+    "rs-pair": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=0, rs_build=1)),
+    "rs-dual": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=0, rs_build=2)),
+    "rs-overlap": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=4)),
+}
+
+
+def _run_plan(plan_name, inp, state, **extra):
+    """One call of plan `plan_name` (_CK_PLANS) on inp's tensors with `state` and extra prefill()
+    arguments; returns out (poisoned with NaN before the call)."""
+    from gdn_prefill import _ext
+    spine, hook = _CK_PLANS[plan_name]
+    T, N, Hv = inp["q"].shape[0], inp["cu_seqlens"].numel() - 1, inp["v"].shape[1]
+    out = torch.full_like(inp["v"], float("nan"))
+    args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
+    kw = dict(cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"], state_layout=inp["state_layout"],
+              spine=spine, **extra)
+    if hook is None:
+        gdn_prefill.prefill(*args, **kw)
+    else:
+        ws = torch.empty(gdn_prefill.workspace_bytes(T, N, Hv), dtype=torch.uint8, device="cuda")
+        h = dict(hook)
+        _ext._launch_stages(h.pop("stages"), *args, workspace=ws, **kw, **h)
+    torch.cuda.synchronize()
+    return out
+
+
+@pytest.mark.parametrize("every", [64, 192])
+@pytest.mark.parametrize("layout", ["kv", "vk"])
+@pytest.mark.parametrize("plan_name", list(_CK_PLANS))
+def test_checkpoints_against_oracle(plan_name, layout, every):
+    """State checkpoints into pool slots: lengths just below, at and above the boundaries, shorter
+    than the interval, empty, a padding entry, -1 table entries (every third) and a spare column;
+    each checkpoint slot within the bound of the oracle's prefix state, the outputs and final
+    states as without checkpoints (bit for bit), every other slot untouched (the padding entry's
+    checkpoint slots included)."""
+    if not spine_compiled(_CK_PLANS[plan_name][0]):
+        pytest.skip(f"{plan_name} not built")
+    lens = [127, 128, 129, 63, 0, 1000, 200, 385]
+    inp = ref.make_inputs(lens, 2, 4, seed=5, device="cuda", l2norm_inputs=True, state="pool", pad_every=7,
+                          state_layout=layout, extra_slots=40)
+    P = inp["state"].shape[0]
+    table = ref.checkpoint_table(inp["cu_seqlens"], inp["state_indices"], P, every, skip_every=3, extra_cols=1,
+                                 device="cuda")
+
+    def run(with_ck):
+        state = inp["state"].clone()
+        extra = dict(checkpoint_every=every, checkpoints=table) if with_ck else {}
+        return _run_plan(plan_name, inp, state, **extra), state
+
+    out0, state0 = run(False)
+    out, state = run(True)
+    assert torch.equal(out.view(torch.int16), out0.view(torch.int16))
+    live = [s for s in inp["state_indices"].tolist() if s >= 0]
+    for s in live:
+        assert torch.equal(state[s], state0[s]), s
+    with torch.device("cuda"):
+        _, s_ref = ref.chunked(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], cu_seqlens=inp["cu_seqlens"],
+                               state=inp["state"], state_indices=inp["state_indices"], state_layout=layout,
+                               checkpoint_every=every, checkpoints=table)
+    written = set()
+    for n, slot in enumerate(inp["state_indices"].tolist()):
+        if slot < 0:
+            continue
+        for j, c in enumerate(table[n].tolist()):
+            if c >= 0 and (j + 1) * every < lens[n]:
+                written.add(c)
+                err = ref.rel_err(state[c].double(), s_ref[c].to(state.device))
+                assert err <= BOUND, (plan_name, n, j, err)
+    assert written, "the case writes no checkpoint"
+    for s in range(P):
+        if s not in written and s not in live:
+            assert torch.equal(state[s], inp["state"][s]), f"slot {s} changed"
+
+
+@pytest.mark.parametrize("layout", ["kv", "vk"])
+@pytest.mark.parametrize("plan_name", list(_CK_PLANS))
+def test_initial_state_apart_and_zero_start(plan_name, layout):
+    """The initial state read from initial_state (state only written, or not bound) gives the
+    in-place run's bits; initial_state is never written; has_initial_state=False starts every
+    sequence from zero, whatever its slot held; slots no live sequence uses stay as they were."""
+    if not spine_compiled(_CK_PLANS[plan_name][0]):
+        pytest.skip(f"{plan_name} not built")
+    inp = ref.make_inputs([130, 64, 0, 700, 65], 2, 4, seed=9, device="cuda", l2norm_inputs=True, state="pool",
+                          pad_every=4, state_layout=layout)
+    live = [s for s in inp["state_indices"].tolist() if s >= 0]
+    in_place = inp["state"].clone()
+    out0 = _run_plan(plan_name, inp, in_place)
+    # read apart: the pool written holds NaN before the call (never read), the initial states elsewhere
+    init = inp["state"].clone()
+    apart = torch.full_like(inp["state"], float("nan"))
+    out1 = _run_plan(plan_name, inp, apart, initial_state=init)
+    assert torch.equal(out1.view(torch.int16), out0.view(torch.int16))
+    assert torch.equal(init, inp["state"])
+    for s in range(apart.shape[0]):
+        assert torch.equal(apart[s], in_place[s]) if s in live else apart[s].isnan().all(), s
+    # read only: no state bound, the same outputs
+    out2 = _run_plan(plan_name, inp, None, initial_state=init)
+    assert torch.equal(out2.view(torch.int16), out0.view(torch.int16))
+    # zero start: the slots' contents ignored; equal to a run on a zeroed pool in place
+    zeroed = inp["state"].clone()
+    zeroed[live] = 0.0
+    out3 = _run_plan(plan_name, inp, zeroed)
+    garbage = inp["state"].clone()
+    out4 = _run_plan(plan_name, inp, garbage, has_initial_state=False)
+    assert torch.equal(out4.view(torch.int16), out3.view(torch.int16))
+    assert torch.equal(garbage, zeroed)
+
+
+def test_fla_layer_paths_match_prefill_bit_for_bit():
+    """chunk_gated_delta_rule's paths against prefill() in place: an initial state read where it is
+    (left untouched) with the final state in a new tensor; no initial state (zeros) with and
+    without a final state; [B, T] dims that are no view of [B * T] (the layer's torch flatten); a
+    second, larger call on the same stream (its cached workspace grown); an initial state the
+    kernels cannot read in place (a strided view: the layer's copy)."""
+    B, T, Hk, Hv = 2, 300, 2, 4
+    inp = ref.make_inputs([T] * B, Hk, Hv, seed=4, device="cuda", state="dense", l2norm_inputs=True)
+    q4, k4 = inp["q"].view(B, T, Hk, 128), inp["k"].view(B, T, Hk, 128)
+    v4, g3, b3 = inp["v"].view(B, T, Hv, 128), inp["g"].view(B, T, Hv), inp["beta"].view(B, T, Hv)
+
+    def ours(state):
+        out, st = torch.empty_like(inp["v"]), None if state is None else state.clone()
+        gdn_prefill.prefill(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, st,
+                            cu_seqlens=inp["cu_seqlens"])
+        return out.view(B, T, Hv, 128), st
+
+    def same(x, y):
+        return torch.equal(x.contiguous().view(torch.int32 if x.dtype == torch.float32 else torch.int16),
+                           y.contiguous().view(torch.int32 if y.dtype == torch.float32 else torch.int16))
+
+    o_ref, s_ref = ours(inp["state"])
+    init = inp["state"].clone()
+    o, s = gdn_prefill.chunk_gated_delta_rule(q4, k4, v4, g3, b3, initial_state=init, output_final_state=True)
+    assert same(o, o_ref) and same(s, s_ref) and torch.equal(init, inp["state"])
+    o, s = gdn_prefill.chunk_gated_delta_rule(q4, k4, v4, g3, b3, initial_state=init)
+    assert same(o, o_ref) and s is None
+    o0_ref, s0_ref = ours(torch.zeros_like(inp["state"]))
+    o, s = gdn_prefill.chunk_gated_delta_rule(q4, k4, v4, g3, b3, output_final_state=True)
+    assert same(o, o0_ref) and same(s, s0_ref)
+    o, s = gdn_prefill.chunk_gated_delta_rule(q4, k4, v4, g3, b3)
+    assert same(o, o0_ref) and s is None
+    # [B, T] not mergeable: q as the transpose of a [T, B, ...] buffer
+    qt = q4.transpose(0, 1).contiguous().transpose(0, 1)
+    o, s = gdn_prefill.chunk_gated_delta_rule(qt, k4, v4, g3, b3, initial_state=init, output_final_state=True)
+    assert same(o, o_ref) and same(s, s_ref)
+    # an initial state with a strided last dim: read through the layer's contiguous copy
+    wide = torch.zeros(B, Hv, 128, 256, device="cuda")
+    wide[..., ::2] = init
+    o, s = gdn_prefill.chunk_gated_delta_rule(q4, k4, v4, g3, b3, initial_state=wide[..., ::2],
+                                              output_final_state=True)
+    assert same(o, o_ref) and same(s, s_ref)
+    # a larger call on the same stream: the cached workspace grows
+    big = ref.make_inputs([4096, 4096], Hk, Hv, seed=5, device="cuda", state="dense", l2norm_inputs=True)
+    o, s = gdn_prefill.chunk_gated_delta_rule(
+        big["q"].view(2, 4096, Hk, 128), big["k"].view(2, 4096, Hk, 128), big["v"].view(2, 4096, Hv, 128),
+        big["g"].view(2, 4096, Hv), big["beta"].view(2, 4096, Hv), initial_state=big["state"], output_final_state=True)
+    o_big, s_big = oracle(big)
+    assert ref.rel_err(o.reshape(-1, Hv, 128).double(), o_big) <= BOUND
+    assert ref.rel_err(s.double(), s_big) <= BOUND
+    fla.release_workspaces()
+
+
+@pytest.mark.parametrize("layout", ["kv", "vk"])
+@pytest.mark.parametrize("plan_name", list(_CK_PLANS))
+def test_bf16_state_pool_is_the_fp32_run_rounded_once(plan_name, layout):
+    """A bf16 pool is read once and written rounded once: with bf16-representable initial states,
+    the outputs equal the fp32 pool's bit for bit, and the final states and checkpoints are the
+    fp32 run's rounded to bf16 (round to nearest even, as torch's conversion), bit for bit; every
+    other slot untouched.  Also read from a bf16 initial_state with the bf16 pool only written."""
+    if not spine_compiled(_CK_PLANS[plan_name][0]):
+        pytest.skip(f"{plan_name} not built")
+    lens = [130, 64, 0, 700, 65, 300]
+    inp = ref.make_inputs(lens, 2, 4, seed=8, device="cuda", l2norm_inputs=True, state="pool", pad_every=5,
+                          state_layout=layout, extra_slots=16)
+    inp["state"] = inp["state"].to(torch.bfloat16).float()
+    P = inp["state"].shape[0]
+    table = ref.checkpoint_table(inp["cu_seqlens"], inp["state_indices"], P, 128, device="cuda")
+    ck = dict(checkpoint_every=128, checkpoints=table)
+    s32 = inp["state"].clone()
+    out32 = _run_plan(plan_name, inp, s32, **ck)
+    s16 = inp["state"].to(torch.bfloat16)
+    out16 = _run_plan(plan_name, inp, s16, **ck)
+    assert torch.equal(out16.view(torch.int16), out32.view(torch.int16))
+    written = [s for s in inp["state_indices"].tolist() if s >= 0] + [c for c in table.flatten().tolist() if c >= 0]
+    for s in range(P):
+        want = s32[s].to(torch.bfloat16) if s in written else inp["state"][s].to(torch.bfloat16)
+        assert torch.equal(s16[s].view(torch.int16), want.view(torch.int16)), s
+    apart = torch.zeros_like(s16)
+    out_apart = _run_plan(plan_name, inp, apart, initial_state=inp["state"].to(torch.bfloat16))
+    assert torch.equal(out_apart.view(torch.int16), out32.view(torch.int16))

@@ -51,8 +51,13 @@ CASES = [
     ("g.dtype", lambda a: {**a, "g": a["g"].bfloat16()}, errors.GdnDtypeError, "g: dtype must be float32"),
     ("beta.dtype", lambda a: {**a, "beta": a["beta"].half()}, errors.GdnDtypeError,
      "beta: dtype must be float32 or bfloat16"),
-    ("state.dtype", lambda a: {**a, "state": a["state"].bfloat16()}, errors.GdnDtypeError,
-     "state: dtype must be float32"),
+    ("state.dtype", lambda a: {**a, "state": a["state"].double()}, errors.GdnDtypeError,
+     "state: dtype must be float32 or bfloat16"),
+    ("initial_state.dtype_differs", lambda a: {**a, "initial_state": a["state"].bfloat16()}, errors.GdnDtypeError,
+     "initial_state: dtype bfloat16 differs from state's float32"),
+    ("state.bf16_strides", lambda a: {**a, "state": torch.zeros(2, HV, D * D + 4, dtype=torch.bfloat16,
+                                                             device=a["q"].device)[..., :D * D].view(2, HV, D, D)},
+     errors.GdnLayoutError, "must be multiples of 8 elements"),
     ("cu_seqlens.dtype", lambda a: {**a, "cu_seqlens": a["cu_seqlens"].long()}, errors.GdnDtypeError,
      "cu_seqlens: dtype must be int32"),
     ("state_indices.dtype", lambda a: {**valid(a["q"].device.type, pool=True),
@@ -107,7 +112,39 @@ CASES = [
      errors.GdnSpineError, "k: head stride 129 is not a multiple of 8 elements"),
     ("wgmma.k_alignment", lambda a: {**_offset_k(a), "spine": "wgmma"}, errors.GdnSpineError,
      "k: data pointer is not 16-byte aligned"),
+    # checkpoints: the table and the interval together, into a pool kept apart from the live slots
+    ("checkpoints.no_every", lambda a: {**_ck(a), "checkpoint_every": None}, errors.GdnArgumentError,
+     "checkpoints: given without checkpoint_every"),
+    ("checkpoint_every.no_table", lambda a: {**_ck(a), "checkpoints": None}, errors.GdnArgumentError,
+     "checkpoint_every: given without a checkpoints table"),
+    ("checkpoint_every.multiple", lambda a: {**_ck(a), "checkpoint_every": 96}, errors.GdnArgumentError,
+     "checkpoint_every: must be a positive multiple of 64 tokens"),
+    ("checkpoint_every.type", lambda a: {**_ck(a), "checkpoint_every": 64.0}, errors.GdnTypeError,
+     "checkpoint_every: must be an int"),
+    ("checkpoints.dense_state", lambda a: {**_ck(a), "state": a["state"][:2], "state_indices": None},
+     errors.GdnArgumentError, "checkpoints: need state_indices"),
+    ("checkpoints.no_state", lambda a: {**_ck(a), "state": None, "state_indices": None}, errors.GdnArgumentError,
+     "checkpoints: given without a state pool"),
+    ("checkpoints.dtype", lambda a: {**_ck(a), "checkpoints": _ck(a)["checkpoints"].long()}, errors.GdnDtypeError,
+     "checkpoints: dtype must be int32"),
+    ("checkpoints.rows", lambda a: {**_ck(a), "checkpoints": _ck(a)["checkpoints"][:1]}, errors.GdnShapeError,
+     "checkpoints: dim 0 (one row per sequence"),
+    ("checkpoints.alias_state", lambda a: _ck_in_state(a), errors.GdnAliasError, "state: overlaps the memory of checkpoints"),
 ]
+
+
+def _ck(a):
+    """A pool of three slots (two live), a checkpoint table into the free one."""
+    dev = a["q"].device
+    pool = torch.randn(3, HV, D, D, device=dev)
+    return {**a, "state": pool, "state_indices": torch.tensor([1, 0], dtype=torch.int32, device=dev),
+            "checkpoints": torch.tensor([[2, -1], [-1, -1]], dtype=torch.int32, device=dev), "checkpoint_every": 64}
+
+
+def _ck_in_state(a):
+    a = _ck(a)
+    a["checkpoints"] = a["state"].view(-1)[:4].view(torch.int32).view(2, 2)
+    return a
 
 
 def _misaligned_state(s):

@@ -42,7 +42,8 @@ import gdn_prefill.ops as ops
 from gdn_prefill import errors, fla
 from test_guards import D, HV, T, _split, valid
 
-TENSORS = ("q", "k", "v", "g", "beta", "out", "state", "cu_seqlens", "state_indices", "workspace")
+TENSORS = ("q", "k", "v", "g", "beta", "out", "state", "cu_seqlens", "state_indices", "workspace", "checkpoints",
+           "initial_state")
 REQUIRED = ("q", "k", "v", "g", "beta", "out")
 FLA_TENSORS = ("q", "k", "v", "g", "beta", "initial_state", "cu_seqlens")
 ENTRIES = ("explain", "prefill", "prefill_op", "torch_op", "chunk_gated_delta_rule")
@@ -52,9 +53,9 @@ WRONG_DTYPES = {
     "q": (torch.float32, torch.float16), "k": (torch.float32, torch.float16),
     "v": (torch.float32, torch.float16), "out": (torch.float32, torch.float16),
     "g": (torch.bfloat16, torch.float64), "beta": (torch.float16, torch.float64),
-    "state": (torch.bfloat16, torch.float64), "initial_state": (torch.bfloat16, torch.int32),
+    "state": (torch.float16, torch.float64), "initial_state": (torch.bfloat16, torch.int32),
     "cu_seqlens": (torch.int64, torch.float32), "state_indices": (torch.int64, torch.int16),
-    "workspace": (torch.float32, torch.int8),
+    "workspace": (torch.float32, torch.int8), "checkpoints": (torch.int64, torch.float32),
 }
 FLA_WRONG_DTYPES = {**WRONG_DTYPES, "g": (torch.bfloat16, torch.int32)}
 
@@ -69,7 +70,9 @@ class Mutation:
     what: str
     kind: str
     make: Callable[[dict], dict]      # the valid arguments -> the arguments with `arg` changed
-    base: str = "seq"                 # "seq": a state per sequence; "pool": a state pool + indices
+    base: str = "seq"                 # "seq": a state per sequence; "pool": a state pool + indices;
+                                      # "ck": the pool with a checkpoint table (checkpoint_every=64);
+                                      # "init": "seq" with an initial_state read instead of state
 
     @property
     def id(self) -> str:
@@ -297,7 +300,8 @@ PREFILL_VALID = (
     {f"seq:{n}.offset_view" for n in ("q", "k", "v", "g", "beta", "out", "cu_seqlens")}
     | {"pool:state_indices.offset_view", "seq:g.last_dim_strided", "seq:beta.last_dim_strided", "seq:state.None",
        "pool:state.dim0-1", "pool:state.dim0+1", "seq:out.padded_strides", "seq:state.padded_strides",
-       "pool:state.padded_strides", "seq:workspace.exact", "seq:workspace.rank2"}
+       "pool:state.padded_strides", "seq:workspace.exact", "seq:workspace.rank2",
+       "ck:checkpoints.dim1-1", "ck:checkpoints.dim1+1", "ck:checkpoints.offset_view", "init:initial_state.None"}
 )
 # The FLA layer also converts g to float32, cu_seqlens to int32 and copies initial_state (fp32).
 FLA_VALID = (
@@ -322,6 +326,14 @@ def prefill_mutations() -> list[Mutation]:
         m += tensor_mutations(name, rank, required=name in REQUIRED)
     m += tensor_mutations("state", 4, required=False, base="pool")
     m += tensor_mutations("state_indices", 1, required=False, base="pool")
+    m += tensor_mutations("checkpoints", 2, required=False, base="ck")
+    m += [replace(x, base="ck") for x in _scalars("checkpoint_every", ["64", 64.0, True, [64], b"64"],
+                                                   [0, -64, 63, 100, 2 ** 40, None], [128, 640, np.int64(64)])]
+    m += tensor_mutations("initial_state", 4, required=False, base="init")
+    m += [Mutation("initial_state", "is_state", "value", lambda a: {**a, "initial_state": a["state"]}, "init"),
+          Mutation("initial_state", "transposed_blocks", "value",
+                   _set("initial_state", lambda x, a: x.transpose(2, 3)), "init")]
+    m += _scalars("has_initial_state", ["yes", 2, [True], None, 1.5], [], [True, False, 1, 0, np.bool_(True)])
     m += _output_mutations("seq") + [x for x in _output_mutations("pool") if x.arg == "state"]
     m += _workspace_mutations()
     m += _option_mutations()
@@ -356,7 +368,7 @@ def sweep_counts() -> dict[str, dict[str, int]]:
     """{entry point: {argument: mutations swept}}: explain() and the op on CPU (all their
     mutations), prefill() on CPU (the type mutations; with a GPU, all), the raw op (the
     tensor-valued mutations), chunk_gated_delta_rule (all)."""
-    a = {"seq": valid_args("cpu"), "pool": valid_args("cpu", pool=True)}
+    a = bases_on("cpu")
     tables = {
         "explain": explain_mutations(),
         "prefill": prefill_mutations(),
@@ -385,13 +397,24 @@ def format_counts(counts: Optional[dict[str, dict[str, int]]] = None) -> str:
 
 
 # ----------------------------------------------------------------------------- bases and calls
-def valid_args(device: str, pool: bool = False) -> dict:
+def valid_args(device: str, pool: bool = False, checkpoints: bool = False) -> dict:
     """test_guards.valid() (pool: slots [1, 0] of a 3-slot pool, so that a pool one slot shorter
-    is still a valid call)."""
-    a = valid(device, pool=pool)
-    if pool:
+    is still a valid call; checkpoints: that pool with a checkpoint table into its free slot 2)."""
+    a = valid(device, pool=pool or checkpoints)
+    if pool or checkpoints:
         a["state_indices"] = torch.tensor([1, 0], dtype=torch.int32, device=device)
+    if checkpoints:
+        a["checkpoints"] = torch.tensor([[2, -1], [-1, -1]], dtype=torch.int32, device=device)
+        a["checkpoint_every"] = 64
     return a
+
+
+def bases_on(device: str) -> dict:
+    """The valid calls each mutation starts from, by Mutation.base."""
+    init = valid_args(device)
+    init["initial_state"] = init["state"].clone() + 1.0
+    return {"seq": valid_args(device), "pool": valid_args(device, pool=True),
+            "ck": valid_args(device, checkpoints=True), "init": init}
 
 
 def fla_args(device: str) -> dict:
@@ -412,10 +435,11 @@ def _call_prefill(fn, a: dict, **extra):
 
 
 def _op_args(a: dict) -> tuple:
-    """The raw op's 14 arguments (none has a default)."""
+    """The raw op's 18 arguments (none has a default)."""
     return (a["q"], a["k"], a["v"], a["g"], a["beta"], a["out"], a.get("state"), a.get("cu_seqlens"),
             a.get("state_indices"), a.get("state_layout", "kv"), a.get("scale"), a.get("use_qk_l2norm", False),
-            a.get("spine", "auto"), a.get("workspace"))
+            a.get("spine", "auto"), a.get("workspace"), a.get("checkpoints"), a.get("checkpoint_every"),
+            a.get("initial_state"), a.get("has_initial_state", True))
 
 
 def _fakeable(a: dict) -> bool:
@@ -434,6 +458,16 @@ def _under_fake(fn, a: dict):
 
 def _fla_call(a: dict):
     return gdn_prefill.chunk_gated_delta_rule(**a)
+
+
+def _explain_shim() -> types.SimpleNamespace:
+    """The FLA layer's view of the extension with every launch replaced by explain(): prefill() and
+    the layer's own entry (_prefill_fla: [B, T, ...] tensors, viewed as [B * T, ...])."""
+    def prefill_fla(q, k, v, g, beta, out, final, initial_state, has_initial_state, cu_seqlens, scale, l2, spine):
+        flat = [x.flatten(0, 1) for x in (q, k, v, g, beta, out)]
+        return gdn_prefill.explain(*flat, final, cu_seqlens=cu_seqlens, scale=scale, use_qk_l2norm=l2, spine=spine,
+                                   initial_state=initial_state, has_initial_state=has_initial_state)
+    return types.SimpleNamespace(prefill=gdn_prefill.explain, _prefill_fla=prefill_fla)
 
 
 class _Outcome:
@@ -500,7 +534,7 @@ def _args_of(table: list[Mutation]) -> list[str]:
 @pytest.mark.parametrize("arg", _args_of(explain_mutations()))
 def test_explain_sweep_cpu(arg):
     """Every mutation of `arg` through explain() on CPU tensors: a plan, or a GdnError naming it."""
-    bases = {"seq": valid_args("cpu"), "pool": valid_args("cpu", pool=True)}
+    bases = bases_on("cpu")
     bad = []
     for m in (x for x in explain_mutations() if x.arg == arg):
         a = _made(m, bases)
@@ -521,7 +555,7 @@ def test_type_mutations_rejected_before_the_device(entry):
         table, bases, call = fla_mutations(), {"seq": fla_args("cpu")}, _fla_call
     else:
         table = prefill_mutations() if entry == "prefill" else op_mutations()
-        bases = {"seq": valid_args("cpu"), "pool": valid_args("cpu", pool=True)}
+        bases = bases_on("cpu")
         fn = gdn_prefill.prefill if entry == "prefill" else ops.prefill_op
         call = lambda a: _call_prefill(fn, a)  # noqa: E731
     bad = []
@@ -541,7 +575,7 @@ def test_op_sweep_cpu_matches_explain(entry, arg):
     under FakeTensorMode: its fake implementation gives explain()'s outcome, error class and
     message included.  A tensor of the wrong kind is also called for real (CPU tensors: a
     GdnTypeError before the device rule); quantized ones only so (FakeTensorMode has none)."""
-    bases = {"seq": valid_args("cpu"), "pool": valid_args("cpu", pool=True)}
+    bases = bases_on("cpu")
     if entry == "torch_op":
         call = lambda a: torch.ops.gdn_prefill.prefill(*_op_args(a))  # noqa: E731
     else:
@@ -572,7 +606,7 @@ def test_op_sweep_cpu_matches_explain(entry, arg):
 def test_fla_sweep_cpu(arg, monkeypatch):
     """Every mutation of `arg` through chunk_gated_delta_rule on CPU tensors, its prefill() call
     routed to explain(): valid, or a GdnError naming the layer's own argument."""
-    monkeypatch.setattr(fla, "_ext", types.SimpleNamespace(prefill=gdn_prefill.explain))
+    monkeypatch.setattr(fla, "_ext", _explain_shim())
     bases = {"seq": fla_args("cpu")}
     bad = []
     for m in (x for x in fla_mutations() if x.arg == arg):
@@ -628,9 +662,9 @@ def _untouched(before: Optional[torch.Tensor], x) -> bool:
     return before is None or torch.equal(before, _storage_bytes(x))
 
 
-def _gpu_extra(arg: str) -> list[Mutation]:
-    """On the GPU, a tensor on the host among CUDA ones too."""
-    base = "pool" if arg == "state_indices" else "seq"
+def _gpu_extra(arg: str, fla_layer: bool = False) -> list[Mutation]:
+    """On the GPU, a tensor on the host among CUDA ones too (on the base that holds it)."""
+    base = "seq" if fla_layer else {"state_indices": "pool", "checkpoints": "ck", "initial_state": "init"}.get(arg, "seq")
     if arg in TENSORS + FLA_TENSORS and arg != "workspace":
         return [Mutation(arg, "device.cpu", "value", _set(arg, lambda x, a: x.cpu()), base)]
     return []
@@ -660,7 +694,7 @@ def test_prefill_sweep_gpu(arg):
     """The table through prefill() on CUDA tensors: a call explain() rejects raises the same error
     class (naming the argument) and leaves every byte of out and state untouched; a call explain()
     accepts runs."""
-    bases = {"seq": valid_args("cuda"), "pool": valid_args("cuda", pool=True)}
+    bases = bases_on("cuda")
     bad = []
     for m in [x for x in prefill_mutations() if x.arg == arg] + _gpu_extra(arg):
         a, want, got, before = _gpu_call(m, bases, gdn_prefill.prefill, "prefill[gpu]")
@@ -679,7 +713,7 @@ def test_prefill_sweep_gpu(arg):
 @pytest.mark.parametrize("arg", _args_of(op_mutations()))
 def test_op_sweep_gpu(arg):
     """prefill_op on CUDA tensors: explain()'s verdict, out and state untouched when rejected."""
-    bases = {"seq": valid_args("cuda"), "pool": valid_args("cuda", pool=True)}
+    bases = bases_on("cuda")
     bad = []
     for m in [x for x in op_mutations() if x.arg == arg] + _gpu_extra(arg):
         a, want, got, before = _gpu_call(m, bases, ops.prefill_op, "prefill_op[gpu]")
@@ -699,9 +733,9 @@ def test_fla_sweep_gpu(arg, monkeypatch):
     """chunk_gated_delta_rule on CUDA tensors: the verdict its explain()-routed twin gives, and
     initial_state never written (the layer updates a copy)."""
     bases = {"seq": fla_args("cuda")}
-    shim = types.SimpleNamespace(prefill=gdn_prefill.explain)
+    shim = _explain_shim()
     bad = []
-    for m in [x for x in fla_mutations() if x.arg == arg] + _gpu_extra(arg):
+    for m in [x for x in fla_mutations() if x.arg == arg] + _gpu_extra(arg, fla_layer=True):
         a = _made(m, bases)
         with monkeypatch.context() as patch:
             patch.setattr(fla, "_ext", shim)

@@ -506,3 +506,48 @@ def test_import_is_light():
 def _repo_root():
     import pathlib
     return pathlib.Path(ref.__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("layout", ["kv", "vk"])
+def test_checkpoints_are_prefix_states(layout):
+    """A checkpoint is the state after its token: the final state of a prefill of the prefix
+    (sequence lengths just below, at and above the boundaries; shorter than the interval; empty).
+    recurrent and chunked agree; -1 entries and slots no checkpoint names keep their values."""
+    lens = [127, 128, 129, 63, 0, 200]
+    every = 64
+    inp = ref.make_inputs(lens, 1, 2, seed=11, state="pool", state_layout=layout, extra_slots=12)
+    P = inp["state"].shape[0]
+    table = ref.checkpoint_table(inp["cu_seqlens"], inp["state_indices"], P, every, skip_every=3)
+    assert table.shape == (len(lens), 3) and (table >= 0).sum() == 5     # 1 + 1 + 2 + 0 + 0 + 3, every 3rd skipped
+    o_r, s_r = ref.recurrent(**inp, checkpoint_every=every, checkpoints=table)
+    o_c, s_c = ref.chunked(**inp, checkpoint_every=every, checkpoints=table)
+    assert ref.rel_err(o_c, o_r) < 1e-12 and ref.rel_err(s_c, s_r) < 1e-12
+    o_plain, s_plain = ref.recurrent(**inp)
+    assert torch.equal(o_r.nan_to_num(), o_plain.nan_to_num())
+    written = {int(x) for x in table.flatten() if x >= 0}
+    for slot in range(P):
+        if slot not in written:
+            assert torch.equal(s_r[slot], s_plain[slot]), slot
+    cu = inp["cu_seqlens"].tolist()
+    for n, (a, b) in enumerate(zip(cu, cu[1:])):
+        for j in range(table.shape[1]):
+            slot = int(table[n, j])
+            if slot < 0:
+                continue
+            end = a + (j + 1) * every
+            assert end < b
+            sub = {key: x[a:end] for key, x in inp.items() if key in ("q", "k", "v", "g", "beta")}
+            init = inp["state"][int(inp["state_indices"][n])][None]
+            _, s_prefix = ref.recurrent(**sub, state=init, state_layout=layout)
+            assert ref.rel_err(s_r[slot], s_prefix[0]) < 1e-12, (n, j)
+
+
+def test_checkpoint_arguments():
+    inp = ref.make_inputs([130], 1, 2, seed=1, state="pool", extra_slots=2)
+    table = torch.tensor([[-1]], dtype=torch.int32)
+    with pytest.raises(ValueError, match="both or neither"):
+        ref.recurrent(**inp, checkpoints=table)
+    with pytest.raises(ValueError, match="multiple of 64"):
+        ref.chunked(**inp, checkpoint_every=32, checkpoints=table)
+    with pytest.raises(ValueError, match="entries must be -1"):
+        ref.chunked(**inp, checkpoint_every=64, checkpoints=torch.tensor([[99]]))

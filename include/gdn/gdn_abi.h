@@ -106,6 +106,16 @@ typedef struct {
  *   g, beta       [T, Hv]           cu_seqlens [N+1] int32, state_indices [N] int32
  *   state         [P, Hv, K, V] fp32 logical view (a "vk" pool is passed with its
  *                 last two strides swapped, so kernels always index S[k, v])
+ *   checkpoints   [N, J] int32 (row stride free, last dim contiguous): with checkpoint_chunks = c > 0,
+ *                 every spine writes the state after token (j + 1) c CHUNK of sequence n into pool
+ *                 slot checkpoints[n, j] of `state` (same layout), for each such token strictly
+ *                 inside the sequence with j < J and checkpoints[n, j] >= 0 (prefix caching);
+ *                 c = 0: no checkpoints (the tensor is then an unread [N, 1] view, data NULL)
+ *   initial_state [P, Hv, K, V] fp32, the layout and slots of `state`: with state_in = 2 the spines
+ *                 read each sequence's initial state here (read only) instead of from `state`
+ *   zero_initial  1: every sequence starts from zero (`state`, when bound, is only written)
+ *   state_in      where the initial state comes from, set by the launcher (callers leave it): 0 zeros
+ *                 (no state, or zero_initial), 2 `initial_state` when bound, else 1 `state` (in place)
  * Workspace (carved per plan by the launcher, CB = ceil(T/CHUNK) + N chunk slots; chunk i
  * of sequence n is slot cu_seqlens[n] / CHUNK + n + i, computed on the device: no index table).
  * The fused-output plan's: gcum, rq, rk, ready, tu, pqk, order; the unfused plan's: gcum, rq, rk,
@@ -134,12 +144,15 @@ typedef struct {
  */
 typedef struct {
     gdn_tensor_t q, k, v, g, beta, out;
-    gdn_tensor_t state, cu_seqlens, state_indices;
+    gdn_tensor_t state, cu_seqlens, state_indices, checkpoints, initial_state;
     gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk, tu, ready, order;
     float scale;
     int32_t use_qk_l2norm;           /* 1: q, k are l2-normalised in the kernels    */
     int32_t has_state;               /* 0: S_0 = 0 and no final state is written    */
     int32_t use_state_indices;       /* 1: sequence n uses slot state_indices[n]    */
+    int32_t checkpoint_chunks;       /* chunks between state checkpoints; 0: none   */
+    int32_t zero_initial;            /* 1: S_0 = 0 even where a state is bound       */
+    int32_t state_in;                /* launcher: 0 zeros, 1 state, 2 initial_state  */
     int32_t slot_begin, slot_end;    /* recompute_wu's chunk slots of this launch   */
     int32_t ready_from;              /* first slot published through `ready`        */
 } gdn_problem_t;

@@ -2,18 +2,20 @@
 # (Included by _ext.pyx: one module, one namespace; the order of the includes is the order of
 # definition.)
 
-cdef const char *_TENSOR_NAMES[10]
-_TENSOR_NAMES[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seqlens", b"state_indices", b"workspace"]
+cdef const char *_TENSOR_NAMES[12]
+_TENSOR_NAMES[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seqlens", b"state_indices", b"checkpoints",
+                    b"initial_state", b"workspace"]
 
 
 cdef int _build(gdn_problem_t *p, q, k, v, g, beta, out, state, cu_seqlens, state_indices,
                 scale, use_qk_l2norm, int rule=DEVICES_ANY, gdn_tensor_t *ws=NULL,
-                workspace=None) except -100:
+                workspace=None, checkpoints=None, checkpoint_every=None, initial_state=None,
+                has_initial_state=True) except -100:
     """Fill p (and ws from workspace, if given) from the arguments, checking their types (the
     library's GdnTypeError, naming the argument), then the device rule (DEVICES_*): an argument of
     the wrong kind is named as such whatever the devices of the others.  Returns the device code
     of the first tensor (a CUDA index, or DEV_*; DEV_NONE under DEVICES_ANY)."""
-    cdef int dev[10]
+    cdef int dev[12]
     cdef int index = DEV_NONE, first = 0, i
     memset(p, 0, sizeof(gdn_problem_t))
     dev[0] = _fill(&p.q, q, "q", True)
@@ -25,21 +27,39 @@ cdef int _build(gdn_problem_t *p, q, k, v, g, beta, out, state, cu_seqlens, stat
     dev[6] = _fill(&p.state, state, "state")
     dev[7] = _fill(&p.cu_seqlens, cu_seqlens, "cu_seqlens", True)
     dev[8] = _fill(&p.state_indices, state_indices, "state_indices")
-    dev[9] = _fill(ws, workspace, "workspace") if ws != NULL else DEV_NONE
+    dev[9] = _fill(&p.checkpoints, checkpoints, "checkpoints")
+    dev[10] = _fill(&p.initial_state, initial_state, "initial_state")
+    dev[11] = _fill(ws, workspace, "workspace") if ws != NULL else DEV_NONE
+    p.checkpoint_chunks = _checkpoint_chunks(checkpoint_every)
+    p.zero_initial = 0 if _flag(has_initial_state, "has_initial_state") else 1
     p.scale = _scale(scale)
     p.use_qk_l2norm = 1 if _flag(use_qk_l2norm, "use_qk_l2norm") else 0
     if rule == DEVICES_ANY:
         return DEV_NONE
-    for i in range(10):
+    for i in range(12):
         if dev[i] == DEV_NONE:
             continue
         if (rule == DEVICES_CUDA and dev[i] < 0) or (index != DEV_NONE and dev[i] != index):
-            xs = (q, k, v, g, beta, out, state, cu_seqlens, state_indices, workspace)
+            xs = (q, k, v, g, beta, out, state, cu_seqlens, state_indices, checkpoints, initial_state, workspace)
             _device_error(dev[i], xs[i], _TENSOR_NAMES[i].decode(), xs[first], _TENSOR_NAMES[first].decode(), rule)
         if index == DEV_NONE:
             index = dev[i]
             first = i
     return index
+
+
+cdef int32_t _checkpoint_chunks(object every) except -1:
+    """checkpoint_every: None (no checkpoints) or a positive multiple of GDN_CHUNK tokens (an int,
+    not a bool) -> chunks between checkpoints (gdn_problem_t.checkpoint_chunks)."""
+    if every is None:
+        return 0
+    if isinstance(every, bool) or not isinstance(every, _numbers.Integral):
+        raise _errors.GdnTypeError(f"checkpoint_every: must be an int (tokens) or None, got {type(every).__qualname__}")
+    n = int(every)
+    if n <= 0 or n % GDN_CHUNK != 0 or n // GDN_CHUNK > 0x7fffffff:
+        raise _errors.GdnArgumentError(f"checkpoint_every: must be a positive multiple of {GDN_CHUNK} tokens "
+                                       f"(the chunk), got {n}")
+    return n // GDN_CHUNK
 
 
 cdef float _scale(object scale) except? -1.0:
@@ -184,7 +204,8 @@ cdef object _own_workspace(int64_t need, object stream, void *sp, int device):
 
 def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
             state_layout="kv", scale=None, use_qk_l2norm=False, spine="auto",
-            stream=None, workspace=None):
+            stream=None, workspace=None, checkpoint_every=None, checkpoints=None, initial_state=None,
+            has_initial_state=True):
     """Run the Gated DeltaNet chunked prefill; writes `out` and updates `state` in place.
 
     q, k [T, Hk, 128] and v, out [T, Hv, 128] bf16 (last dim contiguous, other strides
@@ -193,32 +214,52 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     [P, Hv, 128, 128] ("kv": S[k, v]; "vk": S[v, k]) read as the initial state and
     overwritten with the final one (None: start from zero, no final state); with
     state_indices int32 [N], sequence n uses slot state_indices[n] and -1 skips the
-    sequence entirely.  Returns the name of the spine that ran.
+    sequence entirely.  Checkpoints (prefix caching): with checkpoint_every = c tokens (a multiple
+    of 64) and checkpoints int32 [N, J] on the device (needs state and state_indices), the state
+    after token (j + 1) c of sequence n, for each such token strictly inside the sequence, is
+    written into pool slot checkpoints[n, j] of `state` (-1, or j >= J: not written).  The
+    initial state: with initial_state (fp32, `state`'s shape and layout; `state` may then be None),
+    read from there and `state` only written; has_initial_state=False, every sequence starts from
+    zero.  Returns the name of the spine that ran.
     """
     cdef gdn_problem_t p
     cdef gdn_tensor_t ws
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, n, device, cur = -1
-    cdef int ids[3]
-    cdef char msg[MSG_CAP]
+    cdef int spine_code = 0, layout_code = 0, device
     cdef void *sp = NULL
-    cdef int64_t ws_bytes = 0, need = 0
-    torch = _torch if _torch is not None else _torch_init()
+    if _torch is None:
+        _torch_init()
     _codes(spine, state_layout, &spine_code, &layout_code)
     if stream is not None:      # its type, like every argument's, before the device rule
         sp = <void *><uintptr_t>_stream_handle(stream)
     if cu_seqlens is None:
         cu_seqlens = _whole_sequence(q)
     device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
-                    DEVICES_CUDA, &ws, workspace)
+                    DEVICES_CUDA, &ws, workspace, checkpoints, checkpoint_every, initial_state, has_initial_state)
     if stream is None:
         _stream_of(device, &sp)
     if workspace is None:
-        # the plan's own bytes (the fused plan needs a fifth of the unfused one's at 64K tokens)
-        with nogil:
-            need = _call_workspace_bytes(&p, spine_code, layout_code)
-        workspace = _own_workspace(need, stream, sp, device)
+        workspace = _own_workspace(_need_bytes(&p, spine_code, layout_code), stream, sp, device)
         _fill(&ws, workspace, "workspace")
-    ws_bytes = _workspace_size(&ws)
+    return _run(&p, &ws, device, sp, spine_code, layout_code, state_layout)
+
+
+cdef int64_t _need_bytes(const gdn_problem_t *p, int spine_code, int layout_code):
+    """The plan's own workspace bytes (the fused plan needs a fifth of the unfused one's at 64K
+    tokens)."""
+    cdef int64_t need
+    with nogil:
+        need = _call_workspace_bytes(p, spine_code, layout_code)
+    return need
+
+
+cdef object _run(gdn_problem_t *p, gdn_tensor_t *ws, int device, void *sp, int spine_code, int layout_code,
+                 str state_layout):
+    """prefill()'s launch, its problem filled and its workspace bound: validate, plan, launch on the
+    tensors' device; returns the name of the spine that ran."""
+    cdef int rc, n, chosen = 0, cur = -1
+    cdef int ids[3]
+    cdef char msg[MSG_CAP]
+    cdef int64_t ws_bytes = _workspace_size(ws)
     # the launches go to the current CUDA device: switch only when the tensors live elsewhere
     # (torch's device context manager costs ~2.4 us per call on the H200, run 9)
     if cudaGetDevice(&cur) != 0:
@@ -226,12 +267,12 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         cur = -1
     if cur == device:
         with nogil:
-            rc = gdn_prefill_raw(&p, spine_code, layout_code, ws.data, ws_bytes, <cudaStream_t>sp, &chosen,
+            rc = gdn_prefill_raw(p, spine_code, layout_code, ws.data, ws_bytes, <cudaStream_t>sp, &chosen,
                                  msg, MSG_CAP)
     else:
-        with torch.cuda.device(device):
+        with _torch.cuda.device(device):
             with nogil:
-                rc = gdn_prefill_raw(&p, spine_code, layout_code, ws.data, ws_bytes, <cudaStream_t>sp, &chosen,
+                rc = gdn_prefill_raw(p, spine_code, layout_code, ws.data, ws_bytes, <cudaStream_t>sp, &chosen,
                                      msg, MSG_CAP)
     if rc != GDN_OK:
         if rc == GDN_ERR_SPINE:
@@ -239,17 +280,90 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         _raise(rc, msg)
     name = SPINE_NAMES[chosen]
     if spine_code == GDN_SPINE_AUTO and chosen != GDN_SPINE_WGMMA and _log.isEnabledFor(logging.DEBUG):
-        if _spine_guard(&p, GDN_SPINE_WGMMA, layout_code, msg) != GDN_OK:
+        if _spine_guard(p, GDN_SPINE_WGMMA, layout_code, msg) != GDN_OK:
             _log.debug("gdn_prefill: spine=auto ran %s; wgmma rejected: %s", name, msg.decode())
     if _SUMMARY:
         # the launches prefill() just made: two for the fused-output plan, its spine build is ids[1]
-        n = _select_ids(&p, chosen, layout_code, 0, -1, -1, _sm_count(), ids)
+        n = _select_ids(p, chosen, layout_code, 0, -1, -1, _sm_count(), ids)
         _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s grid(spine)=%s build=%s", name,
                   p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.q.shape[1], p.v.shape[1], state_layout,
                   _spine_grid(chosen, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], 0, n == 2,
                               gdn_variant_name(ids[1]).decode()),
                   gdn_variant_name(ids[1]).decode())
     return name
+
+
+cdef bint _merge_bt(gdn_tensor_t *t) noexcept nogil:
+    """View a [B, T, ...] tensor as [B * T, ...] in place when its strides allow it (what torch's
+    flatten(0, 1) returns as a view); False, unchanged, when it would need a copy."""
+    cdef int i
+    cdef int64_t stride
+    if t.rank < 2:
+        return False
+    if t.shape[0] == 1:
+        stride = t.stride[1]
+    elif t.shape[1] == 1 or t.stride[0] == t.shape[1] * t.stride[1]:
+        stride = t.stride[1] if t.shape[1] != 1 else t.stride[0]
+    else:
+        return False
+    t.shape[0] = t.shape[0] * t.shape[1]
+    t.stride[0] = stride
+    for i in range(1, t.rank - 1):
+        t.shape[i] = t.shape[i + 1]
+        t.stride[i] = t.stride[i + 1]
+    t.rank -= 1
+    t.shape[t.rank] = 1
+    t.stride[t.rank] = 0
+    return True
+
+
+# chunk_gated_delta_rule's workspaces, one per (device, stream), grown as calls need: calls on one
+# stream run in order, so each reuses the bytes of the last (prefill() allocates one per call:
+# ~13 us of host time on the H200, run 139).  Graph captures allocate their own (the graph's pool).
+cdef dict _fla_workspaces = {}
+
+
+cdef object _stream_workspace(int64_t need, int device, void *sp):
+    cdef cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone
+    if cudaStreamIsCapturing(<cudaStream_t>sp, &status) != 0:
+        cudaGetLastError()
+    key = (device, <uintptr_t>sp)
+    ws = _fla_workspaces.get(key) if status == cudaStreamCaptureStatusNone else None
+    if ws is None or ws.numel() < need:
+        ws = _own_workspace(need, None, sp, device)
+        if status == cudaStreamCaptureStatusNone:
+            _fla_workspaces[key] = ws
+    return ws
+
+
+def _release_fla_workspaces():
+    """Drop chunk_gated_delta_rule's cached workspaces (their memory returns to torch's allocator
+    once no call in flight uses it)."""
+    _fla_workspaces.clear()
+
+
+def _prefill_fla(q, k, v, g, beta, out, state, initial_state, has_initial_state, cu_seqlens, scale,
+                 use_qk_l2norm, spine):
+    """chunk_gated_delta_rule's prefill(): q, k, v, out [B, T, H, 128] and g, beta [B, T, H] viewed
+    as [B * T, ...] here (no torch view per tensor), the workspace from the per-stream cache; the
+    current stream.  Returns the spine that ran, or None, having launched nothing, when a [B, T]
+    pair of dims cannot be viewed as one (the layer then flattens with torch, which copies)."""
+    cdef gdn_problem_t p
+    cdef gdn_tensor_t ws
+    cdef int spine_code = 0, layout_code = 0, device
+    cdef void *sp = NULL
+    if _torch is None:
+        _torch_init()
+    _codes(spine, "kv", &spine_code, &layout_code)
+    device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, None, scale, use_qk_l2norm, DEVICES_CUDA, NULL,
+                    None, None, None, initial_state, has_initial_state)
+    if not (_merge_bt(&p.q) and _merge_bt(&p.k) and _merge_bt(&p.v) and _merge_bt(&p.out) and _merge_bt(&p.g)
+            and _merge_bt(&p.beta)):
+        return None
+    _stream_of(device, &sp)
+    workspace = _stream_workspace(_need_bytes(&p, spine_code, layout_code), device, sp)
+    _fill(&ws, workspace, "workspace")
+    return _run(&p, &ws, device, sp, spine_code, layout_code, "kv")
 
 
 def _spine_grid(int chosen, T, N, Hv, int warpgroups=0, bint fused=False, str name=""):
@@ -264,14 +378,17 @@ def _spine_grid(int chosen, T, N, Hv, int warpgroups=0, bint fused=False, str na
 
 def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
             state_layout="kv", scale=None, use_qk_l2norm=False, spine="auto",
-            stream=None, workspace=None, check_device=True):
+            stream=None, workspace=None, checkpoint_every=None, checkpoints=None, initial_state=None,
+            has_initial_state=True, check_device=True):
     """The plan prefill() would run, without launching anything.
 
     Takes prefill's arguments and applies every rule prefill() applies that does not need the GPU
     itself: the tensors may live on the CPU or be "meta" tensors, but on one device (any device
     each with check_device=False), and a given workspace must fit the plan.  Returns a dict: "spines" maps each spine to "runs" or the
     guard that rejects it; "chosen" the spine "auto" (or the requested one) runs;
-    "kernels" the builds with grid, block and shared-memory bytes (two when the output is
+    "checkpoints" the checkpoint interval and table width, or None; "initial_state" where the
+    initial states come from ("zeros", "state (in place)" or "initial_state"); "kernels" the builds with
+    grid, block and shared-memory bytes (two when the output is
     fused into the spine, else three); "fused_output" is "runs" or the reason the unfused plan
     runs instead; "overlap" is "runs: ..." when stage 1 is split around the spine (the
     recompute_wu build then launches twice, over chunk slots [0, overlap_split) and the rest;
@@ -294,7 +411,8 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     if cu_seqlens is None:
         cu_seqlens = _whole_sequence(q, False)
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
-           DEVICES_ONE if check_device else DEVICES_ANY, &ws, workspace)
+           DEVICES_ONE if check_device else DEVICES_ANY, &ws, workspace, checkpoints, checkpoint_every,
+           initial_state, has_initial_state)
     rc = _validate(&p, layout_code, msg)
     if rc != GDN_OK:
         _raise(rc, msg)
@@ -352,6 +470,10 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         "chunk_slots": int(cb),
         "overlap": overlap,
         "overlap_split": int(split) if split > 0 else None,
+        "initial_state": ("zeros" if p.zero_initial or (p.state.rank == 0 and p.initial_state.rank == 0)
+                          else ("initial_state" if p.initial_state.rank != 0 else "state (in place)")),
+        "checkpoints": (f"every {p.checkpoint_chunks * GDN_CHUNK} tokens, up to {p.checkpoints.shape[1]} per "
+                        "sequence, into the state pool" if p.checkpoint_chunks > 0 else None),
     }
 
 

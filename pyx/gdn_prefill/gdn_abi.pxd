@@ -76,12 +76,15 @@ cdef extern from "gdn/gdn_abi.h" nogil:
 
     ctypedef struct gdn_problem_t:
         gdn_tensor_t q, k, v, g, beta, out
-        gdn_tensor_t state, cu_seqlens, state_indices
+        gdn_tensor_t state, cu_seqlens, state_indices, checkpoints, initial_state
         gdn_tensor_t gcum, rq, rk, w, u, vnew, h, pqk, tu, ready, order
         float scale
         int32_t use_qk_l2norm
         int32_t has_state
         int32_t use_state_indices
+        int32_t checkpoint_chunks
+        int32_t zero_initial
+        int32_t state_in
         int32_t slot_begin, slot_end
         int32_t ready_from
 

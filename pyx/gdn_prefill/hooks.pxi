@@ -31,7 +31,8 @@ def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None
 
 def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None,
                    str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto", workspace,
-                   int warpgroups=0, int fused=-1, int64_t overlap_split=-1, int rs_build=-1):
+                   int warpgroups=0, int fused=-1, int64_t overlap_split=-1, int rs_build=-1,
+                   checkpoint_every=None, checkpoints=None, initial_state=None, has_initial_state=True):
     """Test hook: validate like prefill(), then launch only the named stages on the current stream.
 
     `stages` is a subset of ("recompute_wu", "spine", "fwd_o"), run in that order,
@@ -58,7 +59,8 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     if fused < -1 or fused > 1:
         raise _errors.GdnArgumentError(f"fused: must be -1 (the rule), 0 or 1, got {fused}")
     _check_rs_build(rs_build)
-    _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm)
+    _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm, DEVICES_ANY, NULL,
+           None, checkpoints, checkpoint_every, initial_state, has_initial_state)
     rc = _prepare(&p, spine_code, layout_code, &chosen, msg)
     if rc == GDN_OK and warpgroups != 0 and chosen != GDN_SPINE_WGMMA:
         raise _errors.GdnArgumentError("warpgroups: only the wgmma spine has builds by warpgroups")

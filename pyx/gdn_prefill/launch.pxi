@@ -3,30 +3,56 @@
 # definition.)
 
 # ----------------------------------------------------------------------------- plan + launch
+cdef void _logical_kv(gdn_tensor_t *t) noexcept nogil:
+    """A bound "vk" pool [P, Hv, V, K] as its logical S[k, v] view: its last two strides swapped."""
+    cdef int64_t tmp
+    if t.rank != 0:
+        tmp = t.stride[2]
+        t.stride[2] = t.stride[3]
+        t.stride[3] = tmp
+
+
+cdef void _empty_pool_view(gdn_tensor_t *t, int64_t Hv, int state_layout, int dtype) noexcept nogil:
+    """An absent pool (state, initial_state): the kernels still bind it, as a well-formed empty
+    view of the call's pool type in the layout's logical S[k, v] order (never read or written:
+    has_state, state_in)."""
+    t.data = NULL
+    t.rank = 4
+    t.dtype = dtype
+    t.shape[0] = 0
+    t.shape[1] = Hv
+    t.shape[2] = GDN_HEAD_DIM_K
+    t.shape[3] = GDN_HEAD_DIM_V
+    t.stride[0] = 0
+    t.stride[1] = 0
+    t.stride[2] = GDN_HEAD_DIM_V if state_layout == GDN_STATE_KV else 1
+    t.stride[3] = 1 if state_layout == GDN_STATE_KV else GDN_HEAD_DIM_K
+
+
 cdef int _prepare(gdn_problem_t *p, int spine, int state_layout, int *chosen, char *msg) noexcept nogil:
     """Validate, derive the flags, switch a 'vk' pool to its logical S[k, v] view, choose the spine."""
     cdef int rc = _validate(p, state_layout, msg)
-    cdef int64_t tmp
     if rc:
         return rc
     p.has_state = 1 if p.state.rank != 0 else 0
     p.use_state_indices = 1 if p.state_indices.rank != 0 else 0
-    if p.has_state and state_layout == GDN_STATE_VK:
-        tmp = p.state.stride[2]
-        p.state.stride[2] = p.state.stride[3]
-        p.state.stride[3] = tmp
+    p.state_in = 0 if p.zero_initial else (2 if p.initial_state.rank != 0 else p.has_state)
+    if state_layout == GDN_STATE_VK:
+        _logical_kv(&p.state)
+        _logical_kv(&p.initial_state)
+    cdef int pool_dtype = GDN_DTYPE_BF16 if _state_type(p) == SDT_BF16 else GDN_DTYPE_F32
+    if p.initial_state.rank == 0:
+        _empty_pool_view(&p.initial_state, p.v.shape[1], state_layout, pool_dtype)
     if not p.has_state:
-        # Kernels still bind the tensors: give them a well-formed empty view.
-        p.state.rank = 4
-        p.state.dtype = GDN_DTYPE_F32
-        p.state.shape[0] = 0
-        p.state.shape[1] = p.v.shape[1]
-        p.state.shape[2] = GDN_HEAD_DIM_K
-        p.state.shape[3] = GDN_HEAD_DIM_V
-        p.state.stride[0] = 0
-        p.state.stride[1] = 0
-        p.state.stride[2] = GDN_HEAD_DIM_V if state_layout == GDN_STATE_KV else 1
-        p.state.stride[3] = 1 if state_layout == GDN_STATE_KV else GDN_HEAD_DIM_K
+        _empty_pool_view(&p.state, p.v.shape[1], state_layout, pool_dtype)
+    if p.checkpoints.rank == 0:
+        # no checkpoints (checkpoint_chunks is 0): an unread [N, 1] view for the spines to bind
+        p.checkpoints.rank = 2
+        p.checkpoints.dtype = GDN_DTYPE_I32
+        p.checkpoints.shape[0] = p.cu_seqlens.shape[0] - 1
+        p.checkpoints.shape[1] = 1
+        p.checkpoints.stride[0] = 1
+        p.checkpoints.stride[1] = 1
     if not p.use_state_indices:
         p.state_indices.rank = 1
         p.state_indices.dtype = GDN_DTYPE_I32
@@ -83,7 +109,7 @@ cdef int _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int w
         if rs_build < 0:
             rs_build = _rs_build(p, sms)
         ids[0] = _v_wu_pqk[bbf16] if a16 else -1
-        ids[1] = _v_spine_o[state_layout][rs_build] if a16 and chosen == GDN_SPINE_WGMMA else -1
+        ids[1] = _v_spine_o[_state_type(p)][state_layout][rs_build] if a16 and chosen == GDN_SPINE_WGMMA else -1
         return 2
     if warpgroups == 0:
         warpgroups = _spine_warpgroups(p, chosen)
@@ -124,13 +150,15 @@ cdef int64_t _call_workspace_bytes(const gdn_problem_t *problem, int spine, int 
 cdef int _workspace_apart(const gdn_problem_t *p, uintptr_t lo, uintptr_t hi, char *msg) noexcept nogil:
     """The workspace [lo, hi) shares no byte with a tensor of the call (the kernels write it while
     they read the inputs and write out and the state)."""
-    cdef const gdn_tensor_t *ts[9]
-    cdef const char *names[9]
+    cdef const gdn_tensor_t *ts[11]
+    cdef const char *names[11]
     cdef uintptr_t tlo, thi
     cdef int i
-    ts[:] = [&p.q, &p.k, &p.v, &p.g, &p.beta, &p.out, &p.state, &p.cu_seqlens, &p.state_indices]
-    names[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seqlens", b"state_indices"]
-    for i in range(9):
+    ts[:] = [&p.q, &p.k, &p.v, &p.g, &p.beta, &p.out, &p.state, &p.cu_seqlens, &p.state_indices, &p.checkpoints,
+             &p.initial_state]
+    names[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seqlens", b"state_indices", b"checkpoints",
+                b"initial_state"]
+    for i in range(11):
         _extent(ts[i], &tlo, &thi)
         if _ranges_overlap(lo, hi, tlo, thi):
             snprintf(msg, MSG_CAP, "workspace: overlaps the memory of %s; the workspace must be memory of its own",

@@ -44,7 +44,7 @@ cdef int _spine_variant(const gdn_problem_t *p, int spine, int state_layout, int
         warpgroups = _spine_warpgroups(p, spine)
     if warpgroups < 1 or warpgroups > NUM_SPINE_WG:
         return -1
-    return _v_spine[spine][state_layout][warpgroups - 1]
+    return _v_spine[_state_type(p)][spine][state_layout][warpgroups - 1]
 
 
 cdef inline int64_t _rs_ctas(int64_t N, int64_t Hv) noexcept nogil:
@@ -135,7 +135,7 @@ cdef int _fused_guard(const gdn_problem_t *p, int chosen, int state_layout, int 
                  "that are multiples of 8 elements (strides %lld, %lld)", _row_name(p, bad),
                  <long long>bad.stride[0], <long long>bad.stride[1])
         return GDN_ERR_SPINE
-    if _v_spine_o[state_layout][_rs_build(p, sms)] < 0 or _v_wu_pqk[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0] < 0:
+    if _v_spine_o[_state_type(p)][state_layout][_rs_build(p, sms)] < 0 or _v_wu_pqk[1 if p.beta.dtype == GDN_DTYPE_BF16 else 0] < 0:
         snprintf(why, MSG_CAP, "variant: the fused-output builds are not compiled into this build")
         return GDN_ERR_UNKNOWN_VARIANT
     return GDN_OK

@@ -142,6 +142,71 @@ cdef int _grid_fits(int64_t T, int64_t N, int64_t Hv, char *msg) noexcept nogil:
     return GDN_OK
 
 
+cdef int _pool_shape(const gdn_tensor_t *t, const char *name, int64_t N, int64_t Hv, bint indexed,
+                     char *msg) noexcept nogil:
+    """A state pool (state, initial_state): [P, Hv, 128, 128], P = N without state_indices."""
+    cdef int rc = _dim(t, name, 1, Hv, "value heads, as in v", msg)
+    if rc: return rc
+    rc = _dim(t, name, 2, GDN_HEAD_DIM_K, "head dim; 128", msg)
+    if rc: return rc
+    rc = _dim(t, name, 3, GDN_HEAD_DIM_V, "head dim; 128", msg)
+    if rc: return rc
+    if not indexed:
+        rc = _dim(t, name, 0, N, "one state per sequence without state_indices, N = len(cu_seqlens) - 1", msg)
+        if rc: return rc
+    if t.shape[0] > 0x7fffffff:
+        snprintf(msg, MSG_CAP, "%s: %lld slots exceed the int32 index range", name, <long long>t.shape[0])
+        return GDN_ERR_SHAPE
+    return GDN_OK
+
+
+cdef int _pool_layout(const gdn_tensor_t *t, const char *name, char *msg) noexcept nogil:
+    """A state pool's layout: each head's 128 x 128 block contiguous and 16-byte aligned."""
+    cdef int rc = _layout(t, name, True, msg)
+    if rc: return rc
+    if t.stride[2] != GDN_HEAD_DIM_V:
+        snprintf(msg, MSG_CAP, "%s: dim 2 has stride %lld; each head's 128x128 block must be "
+                 "contiguous (stride 128)", name, <long long>t.stride[2])
+        return GDN_ERR_LAYOUT
+    if (<uintptr_t>t.data) % GDN_TMA_ALIGN_BYTES != 0:
+        snprintf(msg, MSG_CAP, "%s: data pointer is not 16-byte aligned", name)
+        return GDN_ERR_LAYOUT
+    cdef int64_t per16 = 16 // _elsize(t.dtype)
+    if t.stride[0] % per16 != 0 or t.stride[1] % per16 != 0:
+        snprintf(msg, MSG_CAP, "%s: slot and head strides (%lld, %lld) must be multiples of %lld elements "
+                 "(16-byte aligned blocks)", name, <long long>t.stride[0], <long long>t.stride[1],
+                 <long long>per16)
+        return GDN_ERR_LAYOUT
+    return GDN_OK
+
+
+cdef int _checkpoints_given(const gdn_problem_t *p, char *msg) noexcept nogil:
+    """The checkpoint table and its interval come together, with a pool they write into and the
+    state_indices that keep it apart from the live states (without indices every pool slot is
+    a sequence's own); the entries themselves are trusted device values, as state_indices are."""
+    if p.checkpoint_chunks < 0:
+        snprintf(msg, MSG_CAP, "checkpoint_every: must be positive, got %d chunks", <int>p.checkpoint_chunks)
+        return GDN_ERR_ARGUMENT
+    if p.checkpoints.rank == 0:
+        if p.checkpoint_chunks != 0:
+            snprintf(msg, MSG_CAP, "checkpoint_every: given without a checkpoints table")
+            return GDN_ERR_ARGUMENT
+        return GDN_OK
+    cdef int rc = _need(&p.checkpoints, "checkpoints", 2, msg)
+    if rc: return rc
+    if p.checkpoint_chunks == 0:
+        snprintf(msg, MSG_CAP, "checkpoints: given without checkpoint_every (the interval in tokens)")
+        return GDN_ERR_ARGUMENT
+    if p.state.rank == 0:
+        snprintf(msg, MSG_CAP, "checkpoints: given without a state pool to write them into")
+        return GDN_ERR_ARGUMENT
+    if p.state_indices.rank == 0:
+        snprintf(msg, MSG_CAP, "checkpoints: need state_indices (without them every pool slot is a "
+                 "sequence's live state, which a checkpoint would overwrite)")
+        return GDN_ERR_ARGUMENT
+    return GDN_OK
+
+
 cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept nogil:
     """Every rule of docs/DESIGN.md §2 that does not depend on the spine."""
     cdef int rc
@@ -167,12 +232,20 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
     if p.state.rank != 0:
         rc = _need(&p.state, "state", 4, msg)
         if rc: return rc
+    if p.initial_state.rank != 0:
+        rc = _need(&p.initial_state, "initial_state", 4, msg)
+        if rc: return rc
+        if p.zero_initial:
+            snprintf(msg, MSG_CAP, "has_initial_state: False, but an initial_state was given")
+            return GDN_ERR_ARGUMENT
     if p.state_indices.rank != 0:
         rc = _need(&p.state_indices, "state_indices", 1, msg)
         if rc: return rc
-        if p.state.rank == 0:
+        if p.state.rank == 0 and p.initial_state.rank == 0:
             snprintf(msg, MSG_CAP, "state_indices: given without a state pool to index")
             return GDN_ERR_ARGUMENT
+    rc = _checkpoints_given(p, msg)
+    if rc: return rc
     # dtypes
     rc = _dtype(&p.q, "q", GDN_DTYPE_BF16, 0, msg)
     if rc: return rc
@@ -189,10 +262,20 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
     rc = _dtype(&p.cu_seqlens, "cu_seqlens", GDN_DTYPE_I32, 0, msg)
     if rc: return rc
     if p.state.rank != 0:
-        rc = _dtype(&p.state, "state", GDN_DTYPE_F32, 0, msg)
+        rc = _dtype(&p.state, "state", GDN_DTYPE_F32, GDN_DTYPE_BF16, msg)
         if rc: return rc
+    if p.initial_state.rank != 0:
+        rc = _dtype(&p.initial_state, "initial_state", GDN_DTYPE_F32, GDN_DTYPE_BF16, msg)
+        if rc: return rc
+        if p.state.rank != 0 and p.initial_state.dtype != p.state.dtype:
+            snprintf(msg, MSG_CAP, "initial_state: dtype %s differs from state's %s; the pools share one type",
+                     _dtype_name(p.initial_state.dtype), _dtype_name(p.state.dtype))
+            return GDN_ERR_DTYPE
     if p.state_indices.rank != 0:
         rc = _dtype(&p.state_indices, "state_indices", GDN_DTYPE_I32, 0, msg)
+        if rc: return rc
+    if p.checkpoints.rank != 0:
+        rc = _dtype(&p.checkpoints, "checkpoints", GDN_DTYPE_I32, 0, msg)
         if rc: return rc
     # shapes
     T = p.q.shape[0]
@@ -245,22 +328,20 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
     rc = _dim(&p.beta, "beta", 1, Hv, "value heads, as in v", msg)
     if rc: return rc
     if p.state.rank != 0:
-        rc = _dim(&p.state, "state", 1, Hv, "value heads, as in v", msg)
+        rc = _pool_shape(&p.state, "state", N, Hv, p.state_indices.rank != 0, msg)
         if rc: return rc
-        rc = _dim(&p.state, "state", 2, GDN_HEAD_DIM_K, "head dim; 128", msg)
+    if p.initial_state.rank != 0:
+        rc = _pool_shape(&p.initial_state, "initial_state", N, Hv, p.state_indices.rank != 0, msg)
         if rc: return rc
-        rc = _dim(&p.state, "state", 3, GDN_HEAD_DIM_V, "head dim; 128", msg)
-        if rc: return rc
-        if p.state_indices.rank != 0:
-            rc = _dim(&p.state_indices, "state_indices", 0, N, "one slot per sequence, N = len(cu_seqlens) - 1", msg)
+        if p.state.rank != 0:
+            rc = _dim(&p.initial_state, "initial_state", 0, p.state.shape[0], "slots, as in state", msg)
             if rc: return rc
-        else:
-            rc = _dim(&p.state, "state", 0, N, "one state per sequence without state_indices, N = len(cu_seqlens) - 1",
-                      msg)
-            if rc: return rc
-        if p.state.shape[0] > 0x7fffffff:
-            snprintf(msg, MSG_CAP, "state: %lld slots exceed the int32 index range", <long long>p.state.shape[0])
-            return GDN_ERR_SHAPE
+    if p.state_indices.rank != 0:
+        rc = _dim(&p.state_indices, "state_indices", 0, N, "one slot per sequence, N = len(cu_seqlens) - 1", msg)
+        if rc: return rc
+    if p.checkpoints.rank != 0:
+        rc = _dim(&p.checkpoints, "checkpoints", 0, N, "one row per sequence, N = len(cu_seqlens) - 1", msg)
+        if rc: return rc
     # layouts
     rc = _layout(&p.q, "q", True, msg)
     if rc: return rc
@@ -279,20 +360,15 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
     if p.state_indices.rank != 0:
         rc = _layout(&p.state_indices, "state_indices", True, msg)
         if rc: return rc
-    if p.state.rank != 0:
-        rc = _layout(&p.state, "state", True, msg)
+    if p.checkpoints.rank != 0:
+        rc = _layout(&p.checkpoints, "checkpoints", True, msg)
         if rc: return rc
-        if p.state.stride[2] != GDN_HEAD_DIM_V:
-            snprintf(msg, MSG_CAP, "state: dim 2 has stride %lld; each head's 128x128 block must be "
-                     "contiguous (stride 128)", <long long>p.state.stride[2])
-            return GDN_ERR_LAYOUT
-        if (<uintptr_t>p.state.data) % GDN_TMA_ALIGN_BYTES != 0:
-            snprintf(msg, MSG_CAP, "state: data pointer is not 16-byte aligned")
-            return GDN_ERR_LAYOUT
-        if p.state.stride[0] % 4 != 0 or p.state.stride[1] % 4 != 0:
-            snprintf(msg, MSG_CAP, "state: slot and head strides (%lld, %lld) must be multiples of 4 elements "
-                     "(16-byte aligned blocks)", <long long>p.state.stride[0], <long long>p.state.stride[1])
-            return GDN_ERR_LAYOUT
+    if p.state.rank != 0:
+        rc = _pool_layout(&p.state, "state", msg)
+        if rc: return rc
+    if p.initial_state.rank != 0:
+        rc = _pool_layout(&p.initial_state, "initial_state", msg)
+        if rc: return rc
     # outputs: no element shares memory with another (expand()ed or overlapping strides)
     rc = _no_self_overlap(&p.out, "out", msg)
     if rc: return rc
@@ -329,6 +405,14 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
     rc = _no_overlap(&p.state, "state", &p.cu_seqlens, "cu_seqlens", msg)
     if rc: return rc
     rc = _no_overlap(&p.state, "state", &p.state_indices, "state_indices", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.checkpoints, "checkpoints", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.checkpoints, "checkpoints", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.initial_state, "initial_state", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.initial_state, "initial_state", msg)
     if rc: return rc
     if not isfinite(p.scale):
         snprintf(msg, MSG_CAP, "scale: must be finite")

@@ -18,17 +18,25 @@ _v_fwd_o[1] = gdn_variant_id(b"fwd_o_bf16_a16")
 # The wgmma spine comes in two builds: 1 warpgroup per CTA (spine_wgmma_<layout>) and 2
 # warpgroups sharing one W/K copy (spine_wgmma_wg2_<layout>); _spine_warpgroups() picks one per
 # call from N and Hv.  The scalar spine has one build (both entries).
-cdef int _v_spine[NUM_SPINES][NUM_LAYOUTS][NUM_SPINE_WG]   # [GDN_SPINE_*][GDN_STATE_*][warpgroups - 1]
-cdef int _wgi
-for _wgi in range(NUM_SPINE_WG):
-    _v_spine[GDN_SPINE_AUTO][GDN_STATE_KV][_wgi] = -1
-    _v_spine[GDN_SPINE_AUTO][GDN_STATE_VK][_wgi] = -1
-    _v_spine[GDN_SPINE_SCALAR][GDN_STATE_KV][_wgi] = gdn_variant_id(b"spine_scalar_kv")
-    _v_spine[GDN_SPINE_SCALAR][GDN_STATE_VK][_wgi] = gdn_variant_id(b"spine_scalar_vk")
-_v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV][0] = gdn_variant_id(b"spine_wgmma_kv")
-_v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][0] = gdn_variant_id(b"spine_wgmma_vk")
-_v_spine[GDN_SPINE_WGMMA][GDN_STATE_KV][1] = gdn_variant_id(b"spine_wgmma_wg2_kv")
-_v_spine[GDN_SPINE_WGMMA][GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_wg2_vk")
+# Every spine build comes once per state-pool element type (fp32, bf16: cute_kernels/state_pool.py
+# STATE_DTYPES, the suffix of the variant's name); _state_type() picks one per call.
+cdef enum:
+    SDT_F32 = 0
+    SDT_BF16 = 1
+    NUM_SDT = 2
+_SDT_SUFFIX = (b"", b"_sbf16")
+cdef int _v_spine[NUM_SDT][NUM_SPINES][NUM_LAYOUTS][NUM_SPINE_WG]   # [SDT_*][GDN_SPINE_*][GDN_STATE_*][warpgroups - 1]
+cdef int _wgi, _sdt
+for _sdt in range(NUM_SDT):
+    for _wgi in range(NUM_SPINE_WG):
+        _v_spine[_sdt][GDN_SPINE_AUTO][GDN_STATE_KV][_wgi] = -1
+        _v_spine[_sdt][GDN_SPINE_AUTO][GDN_STATE_VK][_wgi] = -1
+        _v_spine[_sdt][GDN_SPINE_SCALAR][GDN_STATE_KV][_wgi] = gdn_variant_id(b"spine_scalar_kv" + _SDT_SUFFIX[_sdt])
+        _v_spine[_sdt][GDN_SPINE_SCALAR][GDN_STATE_VK][_wgi] = gdn_variant_id(b"spine_scalar_vk" + _SDT_SUFFIX[_sdt])
+    _v_spine[_sdt][GDN_SPINE_WGMMA][GDN_STATE_KV][0] = gdn_variant_id(b"spine_wgmma_kv" + _SDT_SUFFIX[_sdt])
+    _v_spine[_sdt][GDN_SPINE_WGMMA][GDN_STATE_VK][0] = gdn_variant_id(b"spine_wgmma_vk" + _SDT_SUFFIX[_sdt])
+    _v_spine[_sdt][GDN_SPINE_WGMMA][GDN_STATE_KV][1] = gdn_variant_id(b"spine_wgmma_wg2_kv" + _SDT_SUFFIX[_sdt])
+    _v_spine[_sdt][GDN_SPINE_WGMMA][GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_wg2_vk" + _SDT_SUFFIX[_sdt])
 # The fused plan (spine="wgmma" with q, k, v, out 16-byte aligned): recompute_wu writes the
 # in-chunk attention (pqk) and Tu = (I + A)^-1 diag(beta) (tu) instead of W and U, and the spine
 # forms Vnew from Tu and V and computes the output itself (spine_rs_o_*: the state in the
@@ -47,13 +55,23 @@ cdef enum:
     NUM_RS_BUILDS = 3
 _RS_BUILDS = _plan.RS_BUILDS                              # their names, by code
 assert len(_RS_BUILDS) == NUM_RS_BUILDS
-cdef int _v_spine_o[NUM_LAYOUTS][NUM_RS_BUILDS]            # [GDN_STATE_*][RS_*]
-_v_spine_o[GDN_STATE_KV][RS_SOLO] = gdn_variant_id(b"spine_rs_o_kv")
-_v_spine_o[GDN_STATE_VK][RS_SOLO] = gdn_variant_id(b"spine_rs_o_vk")
-_v_spine_o[GDN_STATE_KV][RS_PAIR] = gdn_variant_id(b"spine_rs_o_pair_kv")
-_v_spine_o[GDN_STATE_VK][RS_PAIR] = gdn_variant_id(b"spine_rs_o_pair_vk")
-_v_spine_o[GDN_STATE_KV][RS_DUAL] = gdn_variant_id(b"spine_rs_o_dual_kv")
-_v_spine_o[GDN_STATE_VK][RS_DUAL] = gdn_variant_id(b"spine_rs_o_dual_vk")
+cdef int _v_spine_o[NUM_SDT][NUM_LAYOUTS][NUM_RS_BUILDS]            # [SDT_*][GDN_STATE_*][RS_*]
+for _sdt in range(NUM_SDT):
+    _v_spine_o[_sdt][GDN_STATE_KV][RS_SOLO] = gdn_variant_id(b"spine_rs_o_kv" + _SDT_SUFFIX[_sdt])
+    _v_spine_o[_sdt][GDN_STATE_VK][RS_SOLO] = gdn_variant_id(b"spine_rs_o_vk" + _SDT_SUFFIX[_sdt])
+    _v_spine_o[_sdt][GDN_STATE_KV][RS_PAIR] = gdn_variant_id(b"spine_rs_o_pair_kv" + _SDT_SUFFIX[_sdt])
+    _v_spine_o[_sdt][GDN_STATE_VK][RS_PAIR] = gdn_variant_id(b"spine_rs_o_pair_vk" + _SDT_SUFFIX[_sdt])
+    _v_spine_o[_sdt][GDN_STATE_KV][RS_DUAL] = gdn_variant_id(b"spine_rs_o_dual_kv" + _SDT_SUFFIX[_sdt])
+    _v_spine_o[_sdt][GDN_STATE_VK][RS_DUAL] = gdn_variant_id(b"spine_rs_o_dual_vk" + _SDT_SUFFIX[_sdt])
+
+
+cdef inline int _state_type(const gdn_problem_t *p) noexcept nogil:
+    """SDT_* of the call's pools (state and initial_state share one type; fp32 without either)."""
+    if p.state.rank != 0:
+        return SDT_BF16 if p.state.dtype == GDN_DTYPE_BF16 else SDT_F32
+    if p.initial_state.rank != 0:
+        return SDT_BF16 if p.initial_state.dtype == GDN_DTYPE_BF16 else SDT_F32
+    return SDT_F32
 
 SPINES = {"auto": GDN_SPINE_AUTO, "scalar": GDN_SPINE_SCALAR, "wgmma": GDN_SPINE_WGMMA}
 SPINE_NAMES = {GDN_SPINE_SCALAR: "scalar", GDN_SPINE_WGMMA: "wgmma"}

@@ -1,0 +1,113 @@
+"""What every spine reads from and writes into the state pool besides its own slot: where the
+initial state comes from, and which pool slot, if any, takes a checkpoint of the state after a
+chunk (prefix caching).  One rule for every spine, so that no two of them can disagree.
+
+The initial state (gdn_problem_t.state_in, set by the launcher): 0, zeros; 1, the sequence's slot
+of `state` (in place: read, then overwritten with the final state); 2, the same slot of
+`initial_state` (read only; `state`, when bound, is only written).
+
+Checkpoints:
+With checkpoint_chunks = c > 0, the state after chunk i (0-based, of a sequence of nch chunks)
+is a checkpoint when (i + 1) is a multiple of c and i + 1 < nch: its token (i + 1) * CHUNK is
+strictly inside the sequence (the state after the last token is the final state, which the
+spines write anyway).  It is the sequence's j-th checkpoint, j = (i + 1) / c - 1, and goes to
+pool slot checkpoints[n, j] when j < J (the table's columns) and that entry is >= 0.
+"""
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import BFloat16, Float32, Int32
+from cutlass.cute.nvgpu import cpasync
+
+# The pools' element types: every spine is built for each (a variant per type, the suffix in its
+# name; the launcher picks by the state's dtype).  bf16 pools are read once and rounded once when
+# written (the final state, a checkpoint); inside, the state stays fp32.
+STATE_DTYPES = {"fp32": ("", Float32), "bf16": ("_sbf16", BFloat16)}
+
+
+def state_dtype(name: str):
+    """The DSL type of a variant's state_dtype kwarg."""
+    return STATE_DTYPES[name][1]
+
+
+def variants(base: dict[str, dict]) -> dict[str, dict]:
+    """A module's variants, each for every pool element type: name + suffix, kwargs + state_dtype."""
+    return {name + sfx: {**kw, "state_dtype": dt} for dt, (sfx, _) in STATE_DTYPES.items()
+            for name, kw in base.items()}
+
+
+@cute.jit
+def to_f32(x):
+    """A pool element as fp32 (no instruction for an fp32 pool)."""
+    if cutlass.const_expr(x.dtype == Float32):
+        return x
+    else:
+        return x.to(Float32)
+
+
+@cute.jit
+def from_f32(x: Float32, dtype: cutlass.Constexpr):
+    """An fp32 state element in the pool's type (one rounding for a bf16 pool)."""
+    if cutlass.const_expr(dtype == Float32):
+        return x
+    else:
+        return x.to(dtype)
+
+
+@cute.jit
+def checkpoint_index_after(i: Int32, nch: Int32, checkpoint_chunks: Int32, J: Int32) -> Int32:
+    """j of the checkpoint after chunk i (the table column to read), or -1: arithmetic only."""
+    j = Int32(-1)
+    if checkpoint_chunks > 0:
+        done = i + 1
+        if done < nch:
+            if done % checkpoint_chunks == 0:
+                if done // checkpoint_chunks <= J:
+                    j = done // checkpoint_chunks - 1
+    return j
+
+
+@cute.jit
+def checkpoint_slot_after(i: Int32, nch: Int32, n: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32) -> Int32:
+    """The pool slot that takes the state after chunk i of sequence n, or -1 (a register load of
+    the table entry when there is a checkpoint)."""
+    j = checkpoint_index_after(i, nch, checkpoint_chunks, checkpoints.shape[1])
+    slot = Int32(-1)
+    if j >= 0:
+        slot = checkpoints[n, j]
+    return slot
+
+
+@cute.jit
+def copy_checkpoint_slot_after(i: Int32, nch: Int32, n: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
+                    dst: cute.Tensor):
+    """For a loop that must not wait on register loads: a 4-byte cp.async of the table entry
+    checkpoint_slot_after(i) would read into dst (one Int32 of shared memory), when chunk i has a checkpoint
+    (else nothing is copied and dst is not to be read).  The caller completes it on its own
+    mbarrier (cp.async.mbarrier.arrive) and reads dst after that barrier, under checkpoint_index_after."""
+    j = checkpoint_index_after(i, nch, checkpoint_chunks, checkpoints.shape[1])
+    if j >= 0:
+        atom = cute.make_copy_atom(cpasync.CopyG2SOp(), Int32, num_bits_per_copy=32)
+        cute.copy(atom, cute.local_tile(checkpoints[n, None], (1,), (j,)), dst)
+
+
+@cute.jit
+def load(acc: cute.Tensor, coords: cute.Tensor, gS: cute.Tensor, gI: cute.Tensor, state_in: Int32):
+    """The initial state into fp32 accumulators: acc[e] = S[coords[e]] from gS (state_in 1) or gI
+    (state_in 2), views of one slot's block in the caller's index order; zeros for state_in 0."""
+    if state_in == 1:
+        for e in cutlass.range_constexpr(cute.size(acc)):
+            acc[e] = to_f32(gS[coords[e]])
+    elif state_in == 2:
+        for e in cutlass.range_constexpr(cute.size(acc)):
+            acc[e] = to_f32(gI[coords[e]])
+    else:
+        acc.fill(0.0)
+
+
+@cute.jit
+def store(acc: cute.Tensor, coords: cute.Tensor, gS: cute.Tensor):
+    """fp32 accumulators back to a slot's block (the final state or a checkpoint)."""
+    for e in cutlass.range_constexpr(cute.size(acc)):
+        gS[coords[e]] = from_f32(acc[e], gS.element_type)
