@@ -547,88 +547,96 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
     mma_s.set(warpgroup.Field.ACCUMULATE, True)
     accY.fill(0.0)                        # chunk 0's G4 (a chunk -1 that does not exist) reads these
     rV.fill(0.0)
-    for i in cutlass.range(nch, unroll=1):
-        s = i % NSLOT
-        t0 = bos + i * CHUNK
-        L = cutlass.min(eos - t0, CHUNK)
-        cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
-        if L < CHUNK:
-            # K rows j >= L may be NaN (NaN * 0 = NaN inside G3): thread ltid owns column k = ltid,
-            # warpgroup wg the rows L + wg, L + wg + active, ... (the tile is every active warpgroup's);
-            # and this warpgroup's V rows j >= L (another sequence's), column ltid % 64, rows
-            # L + ltid // 64, + 2, ...: with Z's columns there 0 (K rows) and a_j = 0 (the table),
-            # Y^T's columns j >= L are then exactly 0 without a select per element
-            for j in cutlass.range(L + wg, CHUNK, active, unroll=1):
-                sK[ltid, j, s] = BFloat16(0.0)
-            for j in cutlass.range(L + ltid // VB, CHUNK, 128 // VB, unroll=1):
-                sV_vj[ltid % VB, j, s * nwg + wg] = BFloat16(0.0)
-            cute.arch.fence_proxy("async.shared", space="cta")
-            cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128 * active)
-        # G1: Z = bf16(S^T) K^T (the K tile read K-major)
-        rS.store(accSt.load().to(BFloat16))
-        warpgroup.fence()
-        for kb in cutlass.range_constexpr(cute.size(tSa, mode=[2])):
-            mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
-            cute.gemm(mma_n64, accX, tSa[None, None, kb], tKkb[None, None, kb, s], accX)
-        warpgroup.commit_group()
-        # under G1: the decay of S^T, V^T, and the output of chunk i - 1
-        decay = sTab[TAB_GL, s]
-        for e in cutlass.range_constexpr(cute.size(accSt)):
-            accSt[e] = accSt[e] * decay
-        # G4 of chunk i - 1: O^T += bf16(Vnew^T) Pqk^T, in the tensor pipe while the CUDA cores form Y^T.
-        # In chunk 0 it runs on the zeros set before the loop and this chunk's landed P tile, and G2
-        # overwrites the result: a wgmma under a branch makes ptxas serialise every wgmma of the loop
-        ps = cutlass.select_(i > 0, (i + NSLOT - 1) % NSLOT, s)
-        mma_n64.set(warpgroup.Field.ACCUMULATE, True)
-        for kb in cutlass.range_constexpr(cute.size(tVa, mode=[2])):
-            cute.gemm(mma_n64, accY, tVa[None, None, kb], tPqb[None, None, kb, ps], accY)
-        warpgroup.commit_group()
-        cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * nwg + wg]), rVt_cv)
-        warpgroup.wait_group(1)           # G1 (G4 of chunk i - 1 may still run)
-        # Y^T = V^T - Z diag(a), a_m = exp(gcum_m) rk_m (columns m >= L: 0 - 0 * 0, the V and K rows
-        # zeroed above); G1b: Vnew^T = bf16(Y^T) Tu^T, then G2: Q S behind it.  a_m is loaded once
-        # per column (a thread's 32 values lie on 16 columns), and no element is selected: a load
-        # inside `if m < L` made each element predicated code with a conversion of its own (32
-        # F2FP and 16 PRMT where 16 F2FP pack the pairs)
-        a_col = [sTab[TAB_A + tXc[wgmma_acc.first_of_col(c)][1], s] for c in range(cute.size(accX) // 2)]
-        for e in cutlass.range_constexpr(cute.size(accX)):
-            rP[e] = BFloat16(Float32(rVt[e]) - accX[e] * a_col[wgmma_acc.col(e)])
-        warpgroup.fence()
-        for kb in cutlass.range_constexpr(cute.size(tPa, mode=[2])):
-            mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
-            cute.gemm(mma_n64, accX, tPa[None, None, kb], tTb[None, None, kb, s], accX)
-        warpgroup.commit_group()
-        # chunk i - 1's output, its G4 complete (in the pipe before G1b): O^T -> bf16 -> the store
-        # warp under G1b, then G2 may overwrite accY
-        warpgroup.wait_group(1)           # G4 of chunk i - 1 (G1b may still run)
-        if i > 0:
-            rO.store(accY_cv.load().to(BFloat16))
-            _epilogue(i - 1, ltid, wg, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
-        warpgroup.fence()                 # accY was read above
-        for kb in cutlass.range_constexpr(cute.size(tSa, mode=[2])):
-            mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
-            cute.gemm(mma_n64, accY, tSa[None, None, kb], tQb[None, None, kb, s], accY)
-        warpgroup.commit_group()
-        warpgroup.wait_group(1)           # G1b (G2 may still run)
-        # Vnew^T columns j >= L selected to 0 (Tu rows there are another sequence's); P^T = Vnew^T coef_j
-        for e in cutlass.range_constexpr(cute.size(accX)):
-            j = tXc[e][1]
-            vn = Float32(0.0)
-            if j < L:
-                vn = accX[e]
-            rV[e] = BFloat16(vn)
-            rP[e] = BFloat16(vn * sTab[j, s])
-        # G3: S^T = g S^T + bf16(P^T) K (the chain)
-        warpgroup.fence()
-        for kb in cutlass.range_constexpr(cute.size(tPa, mode=[2])):
-            cute.gemm(mma_s, accSt, tPa[None, None, kb], tKb[None, None, kb, s], accSt)
-        warpgroup.commit_group()
-        warpgroup.wait_group(1)           # G2 (G3 may still run)
-        for e in cutlass.range_constexpr(cute.size(accY)):
-            accY[e] = accY[e] * sTab[TAB_C + tXc[e][1], s]
-        warpgroup.wait_group(0)           # G3: nothing is in flight across the loop's back edge
-        # a checkpoint (state_pool.py): the chunk's end state S^T, complete after G3's wait
-        ck = state_pool.checkpoint_slot_after(i, nch, n, checkpoints, checkpoint_chunks)
+    # The chunks in segments of checkpoint_chunks (one segment of all of them without checkpoints):
+    # the chunk loop itself holds no checkpoint code, the state goes out between segments (inside
+    # the loop, the ~140 instructions of a checkpoint store cost the B = 1 chain 6-7 % even where
+    # none is taken, run 142)
+    seg = cutlass.select_(checkpoint_chunks > 0, checkpoint_chunks, cutlass.max(nch, 1))
+    for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
+        i_end = cutlass.min((sg + 1) * seg, nch)
+        for i in cutlass.range(sg * seg, i_end, unroll=1):
+            s = i % NSLOT
+            t0 = bos + i * CHUNK
+            L = cutlass.min(eos - t0, CHUNK)
+            cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
+            if L < CHUNK:
+                # K rows j >= L may be NaN (NaN * 0 = NaN inside G3): thread ltid owns column k = ltid,
+                # warpgroup wg the rows L + wg, L + wg + active, ... (the tile is every active warpgroup's);
+                # and this warpgroup's V rows j >= L (another sequence's), column ltid % 64, rows
+                # L + ltid // 64, + 2, ...: with Z's columns there 0 (K rows) and a_j = 0 (the table),
+                # Y^T's columns j >= L are then exactly 0 without a select per element
+                for j in cutlass.range(L + wg, CHUNK, active, unroll=1):
+                    sK[ltid, j, s] = BFloat16(0.0)
+                for j in cutlass.range(L + ltid // VB, CHUNK, 128 // VB, unroll=1):
+                    sV_vj[ltid % VB, j, s * nwg + wg] = BFloat16(0.0)
+                cute.arch.fence_proxy("async.shared", space="cta")
+                cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128 * active)
+            # G1: Z = bf16(S^T) K^T (the K tile read K-major)
+            rS.store(accSt.load().to(BFloat16))
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(cute.size(tSa, mode=[2])):
+                mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
+                cute.gemm(mma_n64, accX, tSa[None, None, kb], tKkb[None, None, kb, s], accX)
+            warpgroup.commit_group()
+            # under G1: the decay of S^T, V^T, and the output of chunk i - 1
+            decay = sTab[TAB_GL, s]
+            for e in cutlass.range_constexpr(cute.size(accSt)):
+                accSt[e] = accSt[e] * decay
+            # G4 of chunk i - 1: O^T += bf16(Vnew^T) Pqk^T, in the tensor pipe while the CUDA cores form Y^T.
+            # In chunk 0 it runs on the zeros set before the loop and this chunk's landed P tile, and G2
+            # overwrites the result: a wgmma under a branch makes ptxas serialise every wgmma of the loop
+            ps = cutlass.select_(i > 0, (i + NSLOT - 1) % NSLOT, s)
+            mma_n64.set(warpgroup.Field.ACCUMULATE, True)
+            for kb in cutlass.range_constexpr(cute.size(tVa, mode=[2])):
+                cute.gemm(mma_n64, accY, tVa[None, None, kb], tPqb[None, None, kb, ps], accY)
+            warpgroup.commit_group()
+            cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * nwg + wg]), rVt_cv)
+            warpgroup.wait_group(1)           # G1 (G4 of chunk i - 1 may still run)
+            # Y^T = V^T - Z diag(a), a_m = exp(gcum_m) rk_m (columns m >= L: 0 - 0 * 0, the V and K rows
+            # zeroed above); G1b: Vnew^T = bf16(Y^T) Tu^T, then G2: Q S behind it.  a_m is loaded once
+            # per column (a thread's 32 values lie on 16 columns), and no element is selected: a load
+            # inside `if m < L` made each element predicated code with a conversion of its own (32
+            # F2FP and 16 PRMT where 16 F2FP pack the pairs)
+            a_col = [sTab[TAB_A + tXc[wgmma_acc.first_of_col(c)][1], s] for c in range(cute.size(accX) // 2)]
+            for e in cutlass.range_constexpr(cute.size(accX)):
+                rP[e] = BFloat16(Float32(rVt[e]) - accX[e] * a_col[wgmma_acc.col(e)])
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(cute.size(tPa, mode=[2])):
+                mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
+                cute.gemm(mma_n64, accX, tPa[None, None, kb], tTb[None, None, kb, s], accX)
+            warpgroup.commit_group()
+            # chunk i - 1's output, its G4 complete (in the pipe before G1b): O^T -> bf16 -> the store
+            # warp under G1b, then G2 may overwrite accY
+            warpgroup.wait_group(1)           # G4 of chunk i - 1 (G1b may still run)
+            if i > 0:
+                rO.store(accY_cv.load().to(BFloat16))
+                _epilogue(i - 1, ltid, wg, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
+            warpgroup.fence()                 # accY was read above
+            for kb in cutlass.range_constexpr(cute.size(tSa, mode=[2])):
+                mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
+                cute.gemm(mma_n64, accY, tSa[None, None, kb], tQb[None, None, kb, s], accY)
+            warpgroup.commit_group()
+            warpgroup.wait_group(1)           # G1b (G2 may still run)
+            # Vnew^T columns j >= L selected to 0 (Tu rows there are another sequence's); P^T = Vnew^T coef_j
+            for e in cutlass.range_constexpr(cute.size(accX)):
+                j = tXc[e][1]
+                vn = Float32(0.0)
+                if j < L:
+                    vn = accX[e]
+                rV[e] = BFloat16(vn)
+                rP[e] = BFloat16(vn * sTab[j, s])
+            # G3: S^T = g S^T + bf16(P^T) K (the chain)
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(cute.size(tPa, mode=[2])):
+                cute.gemm(mma_s, accSt, tPa[None, None, kb], tKb[None, None, kb, s], accSt)
+            warpgroup.commit_group()
+            warpgroup.wait_group(1)           # G2 (G3 may still run)
+            for e in cutlass.range_constexpr(cute.size(accY)):
+                accY[e] = accY[e] * sTab[TAB_C + tXc[e][1], s]
+            warpgroup.wait_group(0)           # G3: nothing is in flight across the loop's back edge
+        # a checkpoint (state_pool.py) after the segment's last chunk: its end state S^T, complete
+        # after G3's wait
+        ck = state_pool.checkpoint_slot_after(i_end - 1, nch, n, checkpoints, checkpoint_chunks)
         if ck >= 0:
             state_pool.store(accSt, tScS, _transposed_block(state, ck, hv, col0))
 
