@@ -1,0 +1,223 @@
+"""Context parallelism: one long sequence sharded over the ranks of a torch.distributed group.
+
+Rank r holds tokens [t_r, t_{r+1}) of the sequence, the shards in rank order.  The state map of a
+segment is affine (docs/DESIGN.md §1: S_t = e^{g_t} (I - beta_t k_t k_t^T) S_{t-1} + beta_t k_t v_t^T):
+
+    S_end = A_r S_start + B_r,    A_r = prod_t e^{g_t} (I - beta_t k_t k_t^T)  (K x K per head),
+                                  B_r = the segment's final state from S_start = 0.
+
+With K = V = 128 the prefill kernels produce both, and the outputs' dependence on S_start too:
+
+    pass A: v = 0, initial state I   -> final state A_r; out o^A_t = scale Phi_t^T q_t
+            (Phi_t the prefix of the product: out's 128 columns are K of them)
+    pass B: the real v, initial state 0 -> final state B_r; out o^0_t
+
+Every rank runs its two passes at once, then one all_gather exchanges the (A_r, B_r), each rank
+composes its initial state S_r = A_{r-1} S_{r-1} + B_{r-1} from the first rank's, and finishes
+without another pass over its tokens:
+
+    o_t = o^0_t + o^A_t S_r   (per head, [T_r, K] x [K, V], fp32, rounded once to out's bf16)
+    S_end = A_r S_r + B_r
+
+The first rank knows its initial state: it runs one pass from it and publishes (A, B) = (0, S_end).
+Per rank: two passes over T / R tokens (the first rank one), one collective of 2 x Hv x 128 x 128
+fp32, and two small batched GEMMs; no host sync beyond the collective.  Rounding: o^A and o^0
+are bf16 (the kernels' output type) before the fix-up, one more rounding of each than a
+one-device prefill (tests/test_distributed.py measures the error against the fp64 oracle).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from . import plan
+from .errors import GdnShapeError
+
+if TYPE_CHECKING:
+    from torch import Tensor
+
+# A segment pass: (q, k, v, g, beta, initial state [Hv, K, V] or None for zeros, scale, use_qk_l2norm)
+# -> (out [T_r, Hv, V], final state [Hv, K, V] fp32).  The default runs gdn_prefill.prefill;
+# tests pass reference_pass (the fp64 oracle) to check the composition on the CPU.
+SegmentPass = Callable[..., "tuple[Tensor, Tensor]"]
+
+
+def prefill_pass(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initial: Optional[Tensor],
+                 scale: Optional[float], use_qk_l2norm: bool, spine: str = "auto") -> tuple[Tensor, Tensor]:
+    """One segment through gdn_prefill.prefill (one sequence, the current stream)."""
+    import torch
+
+    from . import _ext
+    Hv = v.shape[1]
+    out = torch.empty(v.shape, dtype=torch.bfloat16, device=v.device)
+    final = torch.empty(1, Hv, plan.HEAD_DIM_K, plan.HEAD_DIM_V, dtype=torch.float32, device=v.device)
+    _ext.prefill(q, k, v, g, beta, out, final, scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine,
+                 initial_state=None if initial is None else initial[None], has_initial_state=initial is not None)
+    return out, final[0]
+
+
+def reference_pass(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initial: Optional[Tensor],
+                   scale: Optional[float], use_qk_l2norm: bool, **_: Any) -> tuple[Tensor, Tensor]:
+    """One segment through the fp64 oracle (gdn_prefill.reference.chunked), on any device."""
+    import torch
+
+    from . import reference
+    Hv = v.shape[1]
+    init = (torch.zeros(1, Hv, plan.HEAD_DIM_K, plan.HEAD_DIM_V, dtype=torch.float64) if initial is None
+            else initial[None].double())
+    o, s = reference.chunked(q, k, v, g, beta, state=init, scale=scale, use_qk_l2norm=use_qk_l2norm)
+    return o.to(v.device), s[0].to(v.device)
+
+
+def segment_maps(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, *, scale: Optional[float] = None,
+                 use_qk_l2norm: bool = False, segment_pass: SegmentPass = prefill_pass,
+                 **kw: Any) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(A, B, o^A, o^0) of one segment (module docstring): A, B [Hv, K, V] fp32 (K = V), o^A and
+    o^0 the two passes' outputs."""
+    import torch
+    Hv, K = v.shape[1], plan.HEAD_DIM_K
+    eye = torch.eye(K, dtype=torch.float32, device=v.device).expand(Hv, K, K).contiguous()
+    o_a, A = segment_pass(q, k, torch.zeros_like(v), g, beta, eye, scale, use_qk_l2norm, **kw)
+    o_0, B = segment_pass(q, k, v, g, beta, None, scale, use_qk_l2norm, **kw)
+    return A.float(), B.float(), o_a, o_0
+
+
+def compose(maps: list[tuple[Tensor, Tensor]], upto: int) -> Tensor:
+    """The initial state of segment `upto`: S = 0, then S = A_j S + B_j for j < upto (the first
+    segment's pair is (0, its final state))."""
+    import torch
+    S = torch.zeros_like(maps[0][1])
+    for A, B in maps[:upto]:
+        S = torch.bmm(A, S) + B
+    return S
+
+
+def _check_shard(q: Tensor, v: Tensor, out: Tensor, seq_lens: list[int]) -> None:
+    """What the composition itself needs (prefill() checks the rest of each pass's arguments)."""
+    if q.dim() != 3 or v.dim() != 3:
+        raise GdnShapeError(f"q: a rank's shard is [T_r, H, 128], got {q.dim()} dims")
+    if v.shape[2] != plan.HEAD_DIM_K:
+        raise GdnShapeError(f"v: context parallelism needs V = K = {plan.HEAD_DIM_K} (the state map is K x K), "
+                            f"got V = {v.shape[2]}")
+    if tuple(out.shape) != tuple(v.shape):
+        raise GdnShapeError(f"out: must have v's shape {tuple(v.shape)}, got {tuple(out.shape)}")
+    if not seq_lens or any(n < 1 for n in seq_lens) or sum(seq_lens) != q.shape[0]:
+        raise GdnShapeError(f"seq_lens: positive lengths summing to the shard's {q.shape[0]} tokens, got {seq_lens}")
+
+
+class _Plan:
+    """One rank's part: its sequences (local token ranges), whether the first continues from the
+    previous rank and the last into the next, and what it keeps between the passes and the fix-up."""
+
+    def __init__(self, rank: int, world: int, seq_lens: list[int], first_in: Optional[bool],
+                 last_out: Optional[bool]):
+        self.rank = rank
+        self.bounds = [0]
+        for n in seq_lens:
+            self.bounds.append(self.bounds[-1] + n)
+        self.first_in = rank > 0 if first_in is None else bool(first_in)
+        self.last_out = rank < world - 1 if last_out is None else bool(last_out)
+        if rank == 0 and self.first_in:
+            raise GdnShapeError("first_continues: the first rank's first sequence continues from no rank")
+        if rank == world - 1 and self.last_out:
+            raise GdnShapeError("last_continues: the last rank's last sequence continues into no rank")
+        self.kept: tuple[Tensor, ...] = ()
+
+    def seq(self, i: int) -> slice:
+        return slice(self.bounds[i], self.bounds[i + 1])
+
+
+def _local(pl: _Plan, x: dict[str, Tensor], out: Tensor, initial_states: Optional[Tensor],
+           scale: Optional[float], use_qk_l2norm: bool, segment_pass: SegmentPass,
+           pass_kw: dict[str, Any]) -> tuple[Tensor, list[Tensor]]:
+    """A rank's work before the exchange: every sequence that starts here through one pass from
+    its initial state (its outputs final), the one that continues from the previous rank through
+    segment_maps; returns the pair it publishes, (A, B) of the state it hands to the next rank
+    as a function of the state it received ((0, S) when that does not depend on it), and the
+    states after each sequence's last local token (the first's still to be fixed up)."""
+    import torch
+    n = len(pl.bounds) - 1
+    finals: list[Tensor] = []
+    for i in range(n):
+        part = {name: t[pl.seq(i)] for name, t in x.items()}
+        if i == 0 and pl.first_in:
+            A, B, o_a, o_0 = segment_maps(**part, scale=scale, use_qk_l2norm=use_qk_l2norm,
+                                          segment_pass=segment_pass, **pass_kw)
+            pl.kept = (A, B, o_a, o_0)
+            finals.append(B)
+        else:
+            init = None if initial_states is None else initial_states[i].float()
+            o, S = segment_pass(**part, initial=init, scale=scale, use_qk_l2norm=use_qk_l2norm, **pass_kw)
+            out[pl.seq(i)] = o
+            finals.append(S.float())
+    zero = torch.zeros_like(finals[-1])
+    if not pl.last_out:
+        pair = torch.stack([zero, zero])               # nothing crosses into the next rank
+    elif n == 1 and pl.first_in:
+        pair = torch.stack([pl.kept[0], pl.kept[1]])   # the sequence passes through this rank
+    else:
+        pair = torch.stack([zero, finals[-1]])
+    return pair, finals
+
+
+def _finish(pl: _Plan, gathered: list[Tensor], out: Tensor, finals: list[Tensor]) -> Tensor:
+    """A rank's work after the exchange: the continuing sequence's outputs and state from the state
+    the previous ranks hand over; returns the states after each local sequence [N_r, Hv, K, V]."""
+    import torch
+    if pl.first_in:
+        A, B, o_a, o_0 = pl.kept
+        S_start = compose([(g[0], g[1]) for g in gathered], pl.rank)
+        # o_t = o^0_t + o^A_t S_start per head: [Hv, T, K] x [Hv, K, V]
+        out[pl.seq(0)] = o_0.float() + torch.bmm(o_a.float().transpose(0, 1), S_start).transpose(0, 1)
+        finals[0] = torch.bmm(A, S_start) + B
+    return torch.stack(finals)
+
+
+def context_parallel_prefill(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Tensor, *,
+                             group: Any = None, seq_lens: Optional[list[int]] = None,
+                             first_continues: Optional[bool] = None, last_continues: Optional[bool] = None,
+                             initial_states: Optional[Tensor] = None, scale: Optional[float] = None,
+                             use_qk_l2norm: bool = False, segment_pass: SegmentPass = prefill_pass,
+                             **pass_kw: Any) -> Tensor:
+    """The prefill of sequences sharded over `group` (torch.distributed; None: the default group),
+    the ranks holding consecutive stretches of one packed token stream: this rank's q, k
+    [T_r, Hk, 128], v [T_r, Hv, 128], g, beta [T_r, Hv], its sequences' local lengths seq_lens
+    (host ints; None: one sequence of T_r tokens).  By default the first continues from the
+    previous rank (rank > 0) and the last into the next (rank < world - 1); first_continues /
+    last_continues say otherwise where a sequence boundary falls on the rank boundary.
+    initial_states [N_r, Hv, 128, 128] holds the initial state of each sequence that starts on
+    this rank (None: zeros; the continuing sequence's entry is not read).  Writes out and returns
+    the state after each local sequence's last local token [N_r, Hv, 128, 128] fp32 (a sequence's
+    final state on the rank where it ends).  Every rank of the group calls it; its one
+    communication is an all_gather of 2 x Hv x 128 x 128 fp32 per rank (NCCL: on the device; gloo,
+    which gathers host tensors only, through the host)."""
+    import torch.distributed as dist
+    lens = [q.shape[0]] if seq_lens is None else [int(n) for n in seq_lens]
+    _check_shard(q, v, out, lens)
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    pl = _Plan(rank, world, lens, first_continues, last_continues)
+    pair, finals = _local(pl, dict(q=q, k=k, v=v, g=g, beta=beta), out, initial_states, scale, use_qk_l2norm,
+                          segment_pass, pass_kw)
+    via_host = pair.is_cuda and dist.get_backend(group) == "gloo"
+    send = pair.cpu() if via_host else pair.contiguous()
+    gathered = [send.new_empty(send.shape) for _ in range(world)]
+    dist.all_gather(gathered, send, group=group)
+    if via_host:
+        gathered = [t.to(pair.device) for t in gathered]
+    return _finish(pl, gathered, out, finals)
+
+
+def emulate(shards: list[dict[str, Any]], outs: list[Tensor], *, scale: Optional[float] = None,
+            use_qk_l2norm: bool = False, segment_pass: SegmentPass = prefill_pass, **pass_kw: Any) -> list[Tensor]:
+    """context_parallel_prefill's ranks in one process (no process group): shards[r] holds rank r's
+    q, k, v, g, beta and optionally seq_lens, first_continues, last_continues, initial_states;
+    writes outs[r]; returns each rank's states."""
+    plans, work = [], []
+    for r, (sh, o) in enumerate(zip(shards, outs)):
+        lens = [sh["q"].shape[0]] if sh.get("seq_lens") is None else list(sh["seq_lens"])
+        _check_shard(sh["q"], sh["v"], o, lens)
+        pl = _Plan(r, len(shards), lens, sh.get("first_continues"), sh.get("last_continues"))
+        x = {n: sh[n] for n in ("q", "k", "v", "g", "beta")}
+        work.append(_local(pl, x, o, sh.get("initial_states"), scale, use_qk_l2norm, segment_pass, pass_kw))
+        plans.append(pl)
+    gathered = [w[0] for w in work]
+    return [_finish(pl, gathered, o, w[1]) for pl, w, o in zip(plans, work, outs)]
