@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import statistics
 import sys
 
 from gdn_prefill import bench
@@ -41,23 +40,6 @@ def _shard(T: int, hk: int, hv: int, rank: int, world: int, device: str):
                 v=rn(t, hv, 128).bfloat16(), g=F.logsigmoid(3.0 + 1.5 * rn(t, hv)), beta=torch.sigmoid(rn(t, hv)))
 
 
-def _time(call, reps: int, barrier=None) -> float:
-    import torch
-    call()
-    call()
-    times = []
-    for _ in range(reps):
-        if barrier:
-            barrier()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        call()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0)
-    return statistics.median(times)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tokens", default="1M")
@@ -81,7 +63,7 @@ def main(argv=None) -> int:
         out = torch.empty_like(sh["v"])
         state = torch.zeros(1, hv, 128, 128, device="cuda")
         torch.cuda.reset_peak_memory_stats()
-        us = _time(lambda: gdn_prefill.prefill(**sh, out=out, state=state), a.reps)
+        us = bench.eager_median_us(lambda: gdn_prefill.prefill(**sh, out=out, state=state), a.reps)
         rows.append(dict(gpus=1, rank=0, tokens=T, us=round(us, 1), gib=torch.cuda.max_memory_allocated() / 2**30))
     else:
         import torch.distributed as dist
@@ -92,7 +74,8 @@ def main(argv=None) -> int:
         out = torch.empty_like(sh["v"])
         init = torch.zeros(1, hv, 128, 128, device="cuda") if rank == 0 else None
         torch.cuda.reset_peak_memory_stats()
-        us = _time(lambda: cp.context_parallel_prefill(**sh, out=out, initial_states=init), a.reps, dist.barrier)
+        us = bench.eager_median_us(lambda: cp.context_parallel_prefill(**sh, out=out, initial_states=init), a.reps,
+                                   dist.barrier)
         mine = torch.tensor([us, torch.cuda.max_memory_allocated() / 2**30], device="cuda")
         every = [torch.empty_like(mine) for _ in range(world)]
         dist.all_gather(every, mine)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import statistics
 import sys
 
 from gdn_prefill import bench
@@ -52,18 +51,7 @@ def time_call(N: int, T: int, hk: int, hv: int, spine: str, reps: int, stages=No
                             workspace=ws, fused=1, overlap_split=0)
         call = lambda: _ext._launch_stages((stages,), q, k, v, g, beta, out, None, cu_seqlens=cu,  # noqa: E731
                                            spine=spine, workspace=ws, fused=1)
-    call()
-    call()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        call()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0)
-    return statistics.median(times)
+    return bench.eager_median_us(call, reps)
 
 
 def main(argv=None) -> int:

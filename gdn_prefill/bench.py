@@ -103,6 +103,26 @@ def hopper_status() -> tuple[bool, str]:
     return True, name
 
 
+def eager_median_us(call, reps: int, before=None) -> float:
+    """Median microseconds of one eager call() between two CUDA events, after two warm-up calls
+    (before(), e.g. a barrier, ahead of each timed one): the benchmark scripts' simple timer."""
+    import torch
+    call()
+    call()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        if before is not None:
+            before()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        call()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0)
+    return statistics.median(times)
+
+
 def script_cannot_time(script: str) -> bool:
     """A benchmark script's first check: True, having said why, where no Hopper GPU can time it
     (the script then exits 0)."""
@@ -509,12 +529,12 @@ def host_overhead(impls: list[str], Hk: int = 16, Hv: int = 32, T: int = 64, cal
             row["error"] = f"{type(e).__name__}: {e}"
             rows.append(row)
         if impl.startswith("gdn:"):
-            # the FLA-shaped layer: allocates out and the state copy, as a drop-in for FLA would
+            # the FLA-shaped layer: allocates out and the final state, as a drop-in for FLA would
             import gdn_prefill
             q, k, v, g, b = s.q[None], s.k[None], s.v[None], s.g[None], s.beta[None]
             spine = impl[4:]
             r2 = dict(impl="gdn.chunk_gated_delta_rule", problem=row["problem"],
-                      note=f"FLA-shaped API, spine={spine}, allocates out + state copy")
+                      note=f"FLA-shaped API, spine={spine}, allocates out and the final state")
             try:
                 r2.update(_host_loop(lambda: gdn_prefill.chunk_gated_delta_rule(
                     q, k, v, g, b, initial_state=s.state, output_final_state=True, cu_seqlens=cu["cu32"],
