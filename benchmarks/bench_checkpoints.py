@@ -1,7 +1,7 @@
 """The cost of state checkpoints (prefix caching): prefill() with and without them.
 
     python benchmarks/bench_checkpoints.py [--shapes 8x4K,1x8K,1x64K] [--every 1024,256]
-                                           [--spines wgmma,scalar] [--md PATH] [--json PATH]
+                                           [--spines wgmma,scalar] [--pools fp32,bf16] [--md PATH] [--json PATH]
 
 Hk/Hv 16/32, bf16, pre-normed q and k, a state pool of N live slots plus one slot per
 checkpoint (checkpoint_every tokens, a table entry for every boundary strictly inside each
@@ -23,8 +23,8 @@ from gdn_prefill.bench_cases import Case, parse_shape
 HK, HV = 16, 32
 
 
-def calls_for(case: Case, spine: str, every: int | None):
-    """One prefill() call on fresh buffers: every=None, no checkpoints."""
+def calls_for(case: Case, spine: str, every: int | None, pool_dtype: str = "fp32"):
+    """One prefill() call on fresh buffers (every=None: no checkpoints), the pool fp32 or bf16."""
     import torch
 
     import gdn_prefill
@@ -33,7 +33,8 @@ def calls_for(case: Case, spine: str, every: int | None):
     cu = bench._cu(case)["cu32"]
     N = case.N
     n_ck = sum(max(0, (n - 1) // every) for n in case.lens) if every else 0
-    pool = torch.randn(N + n_ck, HV, 128, 128, device="cuda") * 128 ** -0.5
+    pool = (torch.randn(N + n_ck, HV, 128, 128, device="cuda") * 128 ** -0.5).to(
+        torch.bfloat16 if pool_dtype == "bf16" else torch.float32)
     idx = torch.arange(N, dtype=torch.int32, device="cuda")
     table = ref.checkpoint_table(cu, idx, N + n_ck, every, device="cuda") if every else None
     ws = torch.empty(gdn_prefill.workspace_bytes(case.T, N, HV), dtype=torch.uint8, device="cuda")
@@ -48,6 +49,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default="8x4K,1x8K,1x64K")
     ap.add_argument("--every", default="1024,256")
     ap.add_argument("--spines", default="wgmma")
+    ap.add_argument("--pools", default="fp32", help="state-pool types: fp32, bf16 (each its own rows)")
     ap.add_argument("--md")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
@@ -57,9 +59,9 @@ def main(argv=None) -> int:
     rows = []
     for shape in a.shapes.split(","):
         case = Case(shape, tuple(parse_shape(shape)), HK, HV)
-        for spine in a.spines.split(","):
+        for spine, pool in ((s, p) for s in a.spines.split(",") for p in a.pools.split(",")):
             variants = [None] + [int(e) for e in a.every.split(",")]
-            calls = {e: calls_for(case, spine, e) for e in variants}
+            calls = {e: calls_for(case, spine, e, pool) for e in variants}
             got: dict = {e: [] for e in variants}
             for _ in range(2):
                 for e in variants:
@@ -68,16 +70,17 @@ def main(argv=None) -> int:
             for e in variants:
                 us = statistics.median(got[e])
                 n_ck = sum(max(0, (n - 1) // e) for n in case.lens) if e else 0
-                rows.append(dict(shape=case.shape, spine=spine, every=e or "-", checkpoints=n_ck, us=round(us, 1),
+                rows.append(dict(shape=case.shape, spine=spine, pool=pool, every=e or "-", checkpoints=n_ck,
+                                 us=round(us, 1),
                                  cost=f"{100 * (us / base - 1):+.1f} %" if e else ""))
                 print(rows[-1], flush=True)
             del calls
             torch.cuda.empty_cache()
     head = (f"prefill() with state checkpoints, Hk/Hv {HK}/{HV}, graph mode, median of two alternated "
             f"timings; {torch.cuda.get_device_name(0)}, {datetime.date.today()}")
-    cols = ["shape", "spine", "every (tokens)", "checkpoints per call", "us", "cost"]
-    table_report(head, cols, [[r["shape"], r["spine"], r["every"], r["checkpoints"], f"{r['us']:,.1f}", r["cost"]]
-                              for r in rows], dict(head=head, rows=rows), a.md, a.json)
+    cols = ["shape", "spine", "pool", "every (tokens)", "checkpoints per call", "us", "cost"]
+    table_report(head, cols, [[r["shape"], r["spine"], r["pool"], r["every"], r["checkpoints"], f"{r['us']:,.1f}",
+                               r["cost"]] for r in rows], dict(head=head, rows=rows), a.md, a.json)
     return 0
 
 

@@ -318,7 +318,7 @@ def test_microbenchmark_scripts_without_gpu():
         pytest.skip("a CUDA device is visible: the scripts would time it")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     for script in ("bench_spine.py", "bench_overlap.py", "bench_many_seqs.py", "bench_checkpoints.py",
-                   "bench_context_parallel.py"):
+                   "bench_context_parallel.py", "numerics_state_dtype.py"):
         run = subprocess.run([sys.executable, os.path.join(root, "benchmarks", script)], capture_output=True,
                              text=True, timeout=120)
         assert run.returncode == 0 and "no Hopper GPU" in run.stdout, script + run.stdout + run.stderr

@@ -12,6 +12,7 @@
 #         spine     bench_spine --quick                         -> $OUT/spine.md
 #         overlap   bench_overlap (the opt-in plan's split)     -> $OUT/overlap.md
 #         numerics  the fp64 oracle table at T = 4K, 16K        -> $OUT/numerics.txt
+#         numerics16  fp32 and bf16 state pools against the oracle at T = 4K, 64K -> $OUT/numerics16.md
 #         mainjob   python -m gdn_prefill (the README's first command) -> $OUT/mainjob.log
 #         host      a call's host cost, and a bare launch's      -> $OUT/host.log, launch_cost.log
 #         wheel     the wheel built from the objects, installed alone, used (last: it uninstalls the editable package)
@@ -49,6 +50,8 @@ for task in "$@"; do
                 --slots 2,4,8 --md "$OUT/overlap.md"
               grep -E "^\| 1x" "$OUT/overlap.md" ;;
     numerics) num run ;;
+    numerics16) step numerics16 200 python3 benchmarks/numerics_state_dtype.py --md "$OUT/numerics16.md"
+              grep "^|" "$OUT/numerics16.md" ;;
     mainjob)  step mainjob 160 python3 -m gdn_prefill
               tail -12 "$OUT/mainjob.log" ;;
     host)     step host 100 python3 tools/host_overhead.py
