@@ -16,7 +16,7 @@ import argparse
 import datetime
 import sys
 
-from gdn_prefill import plan
+from gdn_prefill import bench, plan
 from gdn_prefill.bench import write_json, write_text
 
 FRACTIONS = (0, 15, 25, 35, 45, 55, 70)
@@ -81,10 +81,9 @@ def main(argv=None) -> int:
     if not all(x >= 1 for x in slots):
         ap.error("--slots: each split slot must be >= 1 (the serial plan is always timed)")
     shapes = [(int(b), _tokens(t)) for b, t in (s.split("x") for s in a.shapes.split(","))]
-    import torch
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
-        print("bench_overlap: no Hopper GPU visible; nothing to time.")
+    if bench.script_cannot_time("bench_overlap"):
         return 0
+    import torch
     from gdn_prefill import _ext
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []

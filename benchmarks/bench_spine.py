@@ -41,6 +41,7 @@ import datetime
 import statistics
 import sys
 
+from gdn_prefill import bench
 from gdn_prefill.bench import PEAK_TBPS, queued_graph_times, write_json, write_text
 
 PEAK_TFLOPS = 989.0
@@ -235,11 +236,10 @@ def main(argv=None) -> int:
     unknown = [s for s in wanted if s not in ("scalar", "wgmma", "wgmma-o")]
     if unknown:
         ap.error(f"--spines: unknown spine(s) {unknown}; choose from scalar, wgmma, wgmma-o")
+    if bench.script_cannot_time("bench_spine"):
+        return 0
     import torch
 
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
-        print("bench_spine: no Hopper GPU visible; nothing to time.")
-        return 0
     import gdn_prefill
     from gdn_prefill import plan
     spines = [s for s in ("scalar", "wgmma") if any(v.startswith(f"spine_{s}_") for v in gdn_prefill.compiled_variants())]

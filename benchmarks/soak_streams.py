@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 
+from gdn_prefill import bench
 from gdn_prefill.bench import table_report
 
 HERE = os.path.abspath(__file__)
@@ -206,10 +207,9 @@ def main(argv=None) -> int:
     hk, hv = (int(x) for x in a.heads.split("/"))
     if a.worker:
         return worker(a.worker, a.iters, _lens(a.shape), hk, hv, a.seed)
-    import torch
-    if not (torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] == 9):
-        print("soak_streams: no Hopper GPU visible; nothing to soak")
+    if bench.script_cannot_time("soak_streams"):
         return 0
+    import torch
     overlap = os.environ.get("GDN_PREFILL_OVERLAP", "0") == "1"
     rows = []
     for mode in a.modes.split(","):
