@@ -470,8 +470,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         "chunk_slots": int(cb),
         "overlap": overlap,
         "overlap_split": int(split) if split > 0 else None,
-        "initial_state": ("zeros" if p.zero_initial or (p.state.rank == 0 and p.initial_state.rank == 0)
-                          else ("initial_state" if p.initial_state.rank != 0 else "state (in place)")),
+        "initial_state": ("zeros", "state (in place)", "initial_state")[_state_source(&p)],
         "checkpoints": (f"every {p.checkpoint_chunks * GDN_CHUNK} tokens, up to {p.checkpoints.shape[1]} per "
                         "sequence, into the state pool" if p.checkpoint_chunks > 0 else None),
     }

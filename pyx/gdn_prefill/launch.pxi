@@ -3,6 +3,16 @@
 # definition.)
 
 # ----------------------------------------------------------------------------- plan + launch
+cdef inline int _state_source(const gdn_problem_t *p) noexcept nogil:
+    """gdn_problem_t.state_in of a validated problem (its one home: _prepare sets it, explain()
+    reports it): 0 zeros (has_initial_state=False, or no pool), 2 initial_state, 1 state in place."""
+    if p.zero_initial:
+        return 0
+    if p.initial_state.rank != 0:
+        return 2
+    return 1 if p.state.rank != 0 else 0
+
+
 cdef void _logical_kv(gdn_tensor_t *t) noexcept nogil:
     """A bound "vk" pool [P, Hv, V, K] as its logical S[k, v] view: its last two strides swapped."""
     cdef int64_t tmp
@@ -36,7 +46,7 @@ cdef int _prepare(gdn_problem_t *p, int spine, int state_layout, int *chosen, ch
         return rc
     p.has_state = 1 if p.state.rank != 0 else 0
     p.use_state_indices = 1 if p.state_indices.rank != 0 else 0
-    p.state_in = 0 if p.zero_initial else (2 if p.initial_state.rank != 0 else p.has_state)
+    p.state_in = _state_source(p)
     if state_layout == GDN_STATE_VK:
         _logical_kv(&p.state)
         _logical_kv(&p.initial_state)
