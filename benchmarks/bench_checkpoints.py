@@ -32,7 +32,7 @@ def calls_for(case: Case, spine: str, every: int | None, pool_dtype: str = "fp32
     s = bench._make_set(case, 7, normed=True)
     cu = bench._cu(case)["cu32"]
     N = case.N
-    n_ck = sum(max(0, (n - 1) // every) for n in case.lens) if every else 0
+    n_ck = sum(ref.checkpoints_in(n, every) for n in case.lens) if every else 0
     pool = (torch.randn(N + n_ck, HV, 128, 128, device="cuda") * 128 ** -0.5).to(
         torch.bfloat16 if pool_dtype == "bf16" else torch.float32)
     idx = torch.arange(N, dtype=torch.int32, device="cuda")
@@ -56,6 +56,8 @@ def main(argv=None) -> int:
     if bench.script_cannot_time("bench_checkpoints"):
         return 0
     import torch
+
+    from gdn_prefill import reference as ref
     rows = []
     for shape in a.shapes.split(","):
         case = Case(shape, tuple(parse_shape(shape)), HK, HV)
@@ -69,7 +71,7 @@ def main(argv=None) -> int:
             base = statistics.median(got[None])
             for e in variants:
                 us = statistics.median(got[e])
-                n_ck = sum(max(0, (n - 1) // e) for n in case.lens) if e else 0
+                n_ck = sum(ref.checkpoints_in(n, e) for n in case.lens) if e else 0
                 rows.append(dict(shape=case.shape, spine=spine, pool=pool, every=e or "-", checkpoints=n_ck,
                                  us=round(us, 1),
                                  cost=f"{100 * (us / base - 1):+.1f} %" if e else ""))

@@ -445,6 +445,12 @@ def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
     return d / r
 
 
+def checkpoints_in(length: int, every: int) -> int:
+    """How many checkpoints a sequence of `length` tokens has at interval `every`: the multiples
+    of `every` strictly inside it (prefill()'s contract)."""
+    return max(0, (length - 1) // every)
+
+
 def checkpoint_table(cu_seqlens, state_indices, P: int, every: int, *, skip_every: int = 0, extra_cols: int = 0,
                      device=None) -> torch.Tensor:
     """A checkpoint table for prefill(checkpoint_every=every, checkpoints=...): int32 [N, J] whose
@@ -455,7 +461,7 @@ def checkpoint_table(cu_seqlens, state_indices, P: int, every: int, *, skip_ever
     cu = _int_list(cu_seqlens, "cu_seqlens")
     live = {i for i in _int_list(state_indices, "state_indices") if i >= 0}
     free = iter([s for s in range(P) if s not in live])
-    counts = [max(0, (b - a - 1) // every) for a, b in zip(cu, cu[1:])]
+    counts = [checkpoints_in(b - a, every) for a, b in zip(cu, cu[1:])]
     J = max(counts + [0]) + extra_cols
     table = torch.full((len(counts), max(J, 1)), -1, dtype=torch.int32)
     k = 0
