@@ -27,28 +27,46 @@ def spine_compiled(spine: str) -> bool:
     return any(v.startswith(f"spine_{spine}_") for v in gdn_prefill.compiled_variants())
 
 
-def run_ours(inp, *, spine, use_qk_l2norm=False, scale=None):
-    """Poisoned out, a private copy of the state; returns (out, state).  spine "wgmma-4k": the
-    wgmma spine in the unfused plan (spine, then fwd_o) even where prefill() would fuse the
-    output into the spine (forced through the stage hook, all four stages)."""
-    T, Hv = inp["v"].shape[0], inp["v"].shape[1]
-    out = torch.full((T, Hv, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
-    state = None if inp["state"] is None else inp["state"].clone()
+# Every plan and build by name: (spine, the stage hook's plan arguments, or None for prefill()
+# itself).  "wgmma-4k": the wgmma spine in the unfused plan (spine, then fwd_o) even where
+# prefill() would fuse the output into the spine.
+PLANS = {
+    "scalar": ("scalar", None),
+    "wgmma": ("wgmma", None),
+    "wgmma-4k": ("wgmma", dict(stages=("recompute_wu", "spine", "fwd_o"), fused=0)),
+    "rs-solo": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=0, rs_build=0)),
+    "rs-pair": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=0, rs_build=1)),
+    "rs-dual": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=0, rs_build=2)),
+    "rs-overlap": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=4)),
+}
+
+
+def _run_plan(plan_name, inp, state, **extra):
+    """One call of plan `plan_name` (PLANS) on inp's tensors with `state` and extra prefill()
+    arguments; returns out (poisoned with NaN before the call)."""
+    from gdn_prefill import _ext
+    spine, hook = PLANS[plan_name]
+    T, N, Hv = inp["q"].shape[0], inp["cu_seqlens"].numel() - 1, inp["v"].shape[1]
+    out = torch.full_like(inp["v"], float("nan"))
     args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
     kw = dict(cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"], state_layout=inp["state_layout"],
-              scale=scale, use_qk_l2norm=use_qk_l2norm)
-    if spine == "wgmma-4k":
-        from gdn_prefill import _ext
-        ws = torch.empty(gdn_prefill.workspace_bytes(T, inp["cu_seqlens"].numel() - 1, Hv), dtype=torch.uint8,
-                         device="cuda")
-        ran = _ext._launch_stages(("recompute_wu", "spine", "fwd_o"), *args, spine="wgmma",
-                                  workspace=ws, fused=0, **kw)
-        assert ran == "wgmma"
+              spine=spine, **extra)
+    if hook is None:
+        ran = gdn_prefill.prefill(*args, **kw)
     else:
-        ran = gdn_prefill.prefill(*args, spine=spine, **kw)
-        assert ran == spine
+        ws = torch.empty(gdn_prefill.workspace_bytes(T, N, Hv), dtype=torch.uint8, device="cuda")
+        h = dict(hook)
+        ran = _ext._launch_stages(h.pop("stages"), *args, workspace=ws, **kw, **h)
+    assert ran == spine
     torch.cuda.synchronize()
-    return out, state
+    return out
+
+
+def run_ours(inp, *, spine, use_qk_l2norm=False, scale=None):
+    """Plan `spine` (PLANS: "scalar", "wgmma", "wgmma-4k", ...) on a private copy of the state;
+    returns (out, state), out poisoned with NaN before the call."""
+    state = None if inp["state"] is None else inp["state"].clone()
+    return _run_plan(spine, inp, state, scale=scale, use_qk_l2norm=use_qk_l2norm), state
 
 
 def oracle(inp, *, use_qk_l2norm=False, scale=None):
@@ -459,49 +477,16 @@ def test_fused_spine_builds_agree_bit_for_bit(form):
     assert ref.rel_err(results[2][1].double(), s_ref) <= BOUND
 
 
-# Checkpoints (prefix caching): every plan and build, both layouts.  (name: spine, the stage
-# hook's plan arguments or None for prefill() itself)
-_CK_PLANS = {
-    "scalar": ("scalar", None),
-    "wgmma": ("wgmma", None),
-    "wgmma-4k": ("wgmma", dict(stages=("recompute_wu", "spine", "fwd_o"), fused=0)),
-    "rs-solo": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=0, rs_build=0)),
-    "rs-pair": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=0, rs_build=1)),
-    "rs-dual": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=0, rs_build=2)),
-    "rs-overlap": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=4)),
-}
-
-
-def _run_plan(plan_name, inp, state, **extra):
-    """One call of plan `plan_name` (_CK_PLANS) on inp's tensors with `state` and extra prefill()
-    arguments; returns out (poisoned with NaN before the call)."""
-    from gdn_prefill import _ext
-    spine, hook = _CK_PLANS[plan_name]
-    T, N, Hv = inp["q"].shape[0], inp["cu_seqlens"].numel() - 1, inp["v"].shape[1]
-    out = torch.full_like(inp["v"], float("nan"))
-    args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
-    kw = dict(cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"], state_layout=inp["state_layout"],
-              spine=spine, **extra)
-    if hook is None:
-        gdn_prefill.prefill(*args, **kw)
-    else:
-        ws = torch.empty(gdn_prefill.workspace_bytes(T, N, Hv), dtype=torch.uint8, device="cuda")
-        h = dict(hook)
-        _ext._launch_stages(h.pop("stages"), *args, workspace=ws, **kw, **h)
-    torch.cuda.synchronize()
-    return out
-
-
 @pytest.mark.parametrize("every", [64, 192])
 @pytest.mark.parametrize("layout", ["kv", "vk"])
-@pytest.mark.parametrize("plan_name", list(_CK_PLANS))
+@pytest.mark.parametrize("plan_name", list(PLANS))
 def test_checkpoints_against_oracle(plan_name, layout, every):
     """State checkpoints into pool slots: lengths just below, at and above the boundaries, shorter
     than the interval, empty, a padding entry, -1 table entries (every third) and a spare column;
     each checkpoint slot within the bound of the oracle's prefix state, the outputs and final
     states as without checkpoints (bit for bit), every other slot untouched (the padding entry's
     checkpoint slots included)."""
-    if not spine_compiled(_CK_PLANS[plan_name][0]):
+    if not spine_compiled(PLANS[plan_name][0]):
         pytest.skip(f"{plan_name} not built")
     lens = [127, 128, 129, 63, 0, 1000, 200, 385]
     inp = ref.make_inputs(lens, 2, 4, seed=5, device="cuda", l2norm_inputs=True, state="pool", pad_every=7,
@@ -541,12 +526,12 @@ def test_checkpoints_against_oracle(plan_name, layout, every):
 
 
 @pytest.mark.parametrize("layout", ["kv", "vk"])
-@pytest.mark.parametrize("plan_name", list(_CK_PLANS))
+@pytest.mark.parametrize("plan_name", list(PLANS))
 def test_initial_state_apart_and_zero_start(plan_name, layout):
     """The initial state read from initial_state (state only written, or not bound) gives the
     in-place run's bits; initial_state is never written; has_initial_state=False starts every
     sequence from zero, whatever its slot held; slots no live sequence uses stay as they were."""
-    if not spine_compiled(_CK_PLANS[plan_name][0]):
+    if not spine_compiled(PLANS[plan_name][0]):
         pytest.skip(f"{plan_name} not built")
     inp = ref.make_inputs([130, 64, 0, 700, 65], 2, 4, seed=9, device="cuda", l2norm_inputs=True, state="pool",
                           pad_every=4, state_layout=layout)
@@ -628,13 +613,13 @@ def test_fla_layer_paths_match_prefill_bit_for_bit():
 
 
 @pytest.mark.parametrize("layout", ["kv", "vk"])
-@pytest.mark.parametrize("plan_name", list(_CK_PLANS))
+@pytest.mark.parametrize("plan_name", list(PLANS))
 def test_bf16_state_pool_is_the_fp32_run_rounded_once(plan_name, layout):
     """A bf16 pool is read once and written rounded once: with bf16-representable initial states,
     the outputs equal the fp32 pool's bit for bit, and the final states and checkpoints are the
     fp32 run's rounded to bf16 (round to nearest even, as torch's conversion), bit for bit; every
     other slot untouched.  Also read from a bf16 initial_state with the bf16 pool only written."""
-    if not spine_compiled(_CK_PLANS[plan_name][0]):
+    if not spine_compiled(PLANS[plan_name][0]):
         pytest.skip(f"{plan_name} not built")
     lens = [130, 64, 0, 700, 65, 300]
     inp = ref.make_inputs(lens, 2, 4, seed=8, device="cuda", l2norm_inputs=True, state="pool", pad_every=5,
