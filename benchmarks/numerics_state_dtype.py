@@ -43,7 +43,7 @@ def main(argv=None) -> int:
             runs = []
             for _ in range(2):
                 out = torch.empty_like(inp["v"])
-                state = inp["state"].to(dtype)
+                state = inp["state"].to(dtype, copy=True)     # a fresh pool each run: prefill writes it
                 gdn_prefill.prefill(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state,
                                     cu_seqlens=inp["cu_seqlens"])
                 runs.append((out, state))
