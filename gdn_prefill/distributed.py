@@ -12,7 +12,8 @@ With K = V = 128 the prefill kernels produce both, and the outputs' dependence o
             (Phi_t the prefix of the product: out's 128 columns are K of them)
     pass B: the real v, initial state 0 -> final state B_r; out o^0_t
 
-Every rank runs its two passes at once, then one all_gather exchanges the (A_r, B_r), each rank
+Every rank runs its two passes at once (pass A on a side stream beside pass B: one sequence's
+spine fills 2 Hv CTAs, fewer than an H200's SMs at Hv <= 64), then one all_gather exchanges the (A_r, B_r), each rank
 composes its initial state S_r = A_{r-1} S_{r-1} + B_{r-1} from the first rank's, and finishes
 without another pass over its tokens:
 
@@ -76,9 +77,43 @@ def segment_maps(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, *, sc
     import torch
     Hv, K = v.shape[1], plan.HEAD_DIM_K
     eye = torch.eye(K, dtype=torch.float32, device=v.device).expand(Hv, K, K).contiguous()
-    o_a, A = segment_pass(q, k, torch.zeros_like(v), g, beta, eye, scale, use_qk_l2norm, **kw)
+    zero_v = torch.zeros_like(v)
+    side = _side_stream(v, segment_pass)
+    if side is None:
+        o_a, A = segment_pass(q, k, zero_v, g, beta, eye, scale, use_qk_l2norm, **kw)
+    else:
+        main = torch.cuda.current_stream(v.device)
+        side.wait_stream(main)
+        with torch.cuda.stream(side):
+            o_a, A = segment_pass(q, k, zero_v, g, beta, eye, scale, use_qk_l2norm, **kw)
     o_0, B = segment_pass(q, k, v, g, beta, None, scale, use_qk_l2norm, **kw)
+    if side is not None:
+        main.wait_stream(side)
+        for t in (o_a, A):          # made on the side stream, read on this one from here on
+            t.record_stream(main)
     return A.float(), B.float(), o_a, o_0
+
+
+_SIDE_STREAMS: dict[Any, Any] = {}
+
+
+def _side_stream(v: Tensor, segment_pass: SegmentPass):
+    """The stream that runs pass A beside pass B, or None to run them one after the other.  One
+    sequence's spine fills 2 Hv CTAs (64 of an H200's 132 SMs at Hv = 32), so the two passes'
+    spines fit side by side.  Not for the oracle's pass, and not where the process opted in to
+    the overlap plan (GDN_PREFILL_OVERLAP=1: its spine waits for a kernel of its own call's side
+    stream and is documented for a process that calls prefill from one stream)."""
+    if segment_pass is not prefill_pass or not v.is_cuda:
+        return None
+    import torch
+
+    from . import _ext
+    if _ext._overlap_opt_in():
+        return None
+    dev = v.device.index if v.device.index is not None else torch.cuda.current_device()
+    if dev not in _SIDE_STREAMS:
+        _SIDE_STREAMS[dev] = torch.cuda.Stream(device=dev)
+    return _SIDE_STREAMS[dev]
 
 
 def compose(maps: list[tuple[Tensor, Tensor]], upto: int) -> Tensor:
