@@ -551,7 +551,7 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
     # the chunk loop itself holds no checkpoint code, the state goes out between segments (inside
     # the loop, the ~140 instructions of a checkpoint store cost the B = 1 chain 6-7 % even where
     # none is taken, run 142)
-    seg = cutlass.select_(checkpoint_chunks > 0, checkpoint_chunks, cutlass.max(nch, 1))
+    seg = state_pool.segment_chunks(nch, checkpoint_chunks)
     for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
         i_end = cutlass.min((sg + 1) * seg, nch)
         for i in cutlass.range(sg * seg, i_end, unroll=1):

@@ -151,97 +151,102 @@ def spine_scalar_kernel(
         wst = [cute.make_rmem_tensor((8,), BFloat16) for _ in range(STAGE_ITERS)]
         kst = [cute.make_rmem_tensor((8,), BFloat16) for _ in range(STAGE_ITERS)]
 
-        for i in cutlass.range(nchunks, unroll=1):
-            t0 = bos + i * CHUNK
-            c = coff + i
-            L = cutlass.min(eos - t0, CHUNK)
+        # the chunks in segments of checkpoint_chunks (state_pool.segment_chunks): the chunk loop
+        # holds no checkpoint code, the store goes between segments (spine_rs: run 142)
+        seg = state_pool.segment_chunks(nchunks, checkpoint_chunks)
+        for sg in cutlass.range((nchunks + seg - 1) // seg, unroll=1):
+            i_end = cutlass.min((sg + 1) * seg, nchunks)
+            for i in cutlass.range(sg * seg, i_end, unroll=1):
+                t0 = bos + i * CHUNK
+                c = coff + i
+                L = cutlass.min(eos - t0, CHUNK)
 
-            # -- h[c] = bf16(S at chunk entry), from the registers ----------------------
-            for e in cutlass.range_constexpr(8):
-                hrow = h[c, hv, kb + e, None]
-                h4 = cute.make_tensor(hrow.iterator, cute.make_layout((4, DV // 4), stride=(1, 4)))
-                h4[None, vc0 + vg].store(Sr[None, e].load().to(BFloat16))
+                # -- h[c] = bf16(S at chunk entry), from the registers ----------------------
+                for e in cutlass.range_constexpr(8):
+                    hrow = h[c, hv, kb + e, None]
+                    h4 = cute.make_tensor(hrow.iterator, cute.make_layout((4, DV // 4), stride=(1, 4)))
+                    h4[None, vc0 + vg].store(Sr[None, e].load().to(BFloat16))
 
-            # -- all of the chunk's global loads first, branch-free, so that they overlap --
-            # Rows past the chunk end are clamped to row L - 1 (always a token of this
-            # sequence, < T): their w / u / k values only reach rows j >= L of the vnew
-            # accumulator, which are replaced by 0 before anything reads them, so the
-            # inner loops need no bounds and never read past the sequence.
-            g_last = gcum[t0 + L - 1, hv]
-            jf = cutlass.min(tid % CHUNK, L - 1)
-            g_j = gcum[t0 + jf, hv]
-            r_j = rk[t0 + jf, hv]
-            for r in cutlass.range_constexpr(4):
-                urow = u[t0 + cutlass.min(q + 16 * r, L - 1), hv, None]
-                u4 = cute.make_tensor(urow.iterator, cute.make_layout((4, DV // 4), stride=(1, 4)))
-                ur[None, r].store(u4[None, vc0 + vg].load().to(Float32))
-            for it in cutlass.range_constexpr(STAGE_ITERS):
-                jr = cutlass.min(it * (THREADS // 16) + tid // 16, L - 1)
-                cc = tid % 16
-                wrow = w[t0 + jr, hv, None]
-                w8 = cute.make_tensor(wrow.iterator, cute.make_layout((8, DK // 8), stride=(1, 8)))
-                wst[it].store(w8[None, cc].load())
-                krow = k[t0 + jr, hk, None]
-                k8 = cute.make_tensor(krow.iterator, cute.make_layout((8, DK // 8), stride=(1, 8)))
-                kst[it].store(k8[None, cc].load())
-
-            # -- chunk gate: sF[j] = rk_j exp(g_last - g_j) for j < L, else 0 ---------------
-            decay = cute.math.exp(g_last)
-            f = r_j * cute.math.exp(g_last - g_j)
-            if tid >= L:
-                f = Float32(0.0)
-            if tid < CHUNK:
-                sF[tid] = f
-            for it in cutlass.range_constexpr(STAGE_ITERS):
-                j = it * (THREADS // 16) + tid // 16
-                cc = tid % 16
-                sW[None, cc, j].store(wst[it].load())
-                sK[None, cc, j].store(kst[it].load())
-            cute.arch.sync_threads()
-
-            # -- vnew = u - w . S  (fp32) -------------------------------------------------
-            acc.fill(0.0)
-            for kk in cutlass.range(DK // 8, unroll=2):
+                # -- all of the chunk's global loads first, branch-free, so that they overlap --
+                # Rows past the chunk end are clamped to row L - 1 (always a token of this
+                # sequence, < T): their w / u / k values only reach rows j >= L of the vnew
+                # accumulator, which are replaced by 0 before anything reads them, so the
+                # inner loops need no bounds and never read past the sequence.
+                g_last = gcum[t0 + L - 1, hv]
+                jf = cutlass.min(tid % CHUNK, L - 1)
+                g_j = gcum[t0 + jf, hv]
+                r_j = rk[t0 + jf, hv]
                 for r in cutlass.range_constexpr(4):
-                    wr[None, r].store(sW[None, kk, q + 16 * r].load().to(Float32))
-                for e in cutlass.range_constexpr(8):
-                    sr[None, e].store(sS[None, _swz(vg, e), kk * 8 + e].load())
-                for e in cutlass.range_constexpr(8):
-                    for r in cutlass.range_constexpr(4):
-                        for cc in cutlass.range_constexpr(4):
-                            acc[cc, r] = cute.math.fma(wr[e, r], sr[cc, e], acc[cc, r])
-            for r in cutlass.range_constexpr(4):
-                j = q + 16 * r
-                for cc in cutlass.range_constexpr(4):
-                    acc[cc, r] = ur[cc, r] - acc[cc, r]
-                if j < L:
-                    vrow = vnew[t0 + j, hv, None]
-                    v4 = cute.make_tensor(vrow.iterator, cute.make_layout((4, DV // 4), stride=(1, 4)))
-                    v4[None, vc0 + vg].store(acc[None, r].load().to(BFloat16))
-                    fj = sF[j]
-                    for cc in cutlass.range_constexpr(4):
-                        acc[cc, r] = acc[cc, r] * fj
-                else:
-                    acc[None, r].fill(0.0)
-                sV[None, vg, j].store(acc[None, r].load())
-            cute.arch.sync_threads()
+                    urow = u[t0 + cutlass.min(q + 16 * r, L - 1), hv, None]
+                    u4 = cute.make_tensor(urow.iterator, cute.make_layout((4, DV // 4), stride=(1, 4)))
+                    ur[None, r].store(u4[None, vc0 + vg].load().to(Float32))
+                for it in cutlass.range_constexpr(STAGE_ITERS):
+                    jr = cutlass.min(it * (THREADS // 16) + tid // 16, L - 1)
+                    cc = tid % 16
+                    wrow = w[t0 + jr, hv, None]
+                    w8 = cute.make_tensor(wrow.iterator, cute.make_layout((8, DK // 8), stride=(1, 8)))
+                    wst[it].store(w8[None, cc].load())
+                    krow = k[t0 + jr, hk, None]
+                    k8 = cute.make_tensor(krow.iterator, cute.make_layout((8, DK // 8), stride=(1, 8)))
+                    kst[it].store(k8[None, cc].load())
 
-            # -- S <- exp(g_last) S + K^T (f * vnew) ---------------------------------------
-            for e in cutlass.range_constexpr(8):
-                for cc in cutlass.range_constexpr(4):
-                    Sr[cc, e] = Sr[cc, e] * decay
-            for j in cutlass.range(CHUNK, unroll=4):
-                kr.store(sK[None, q, j].load().to(Float32))
-                vr.store(sV[None, vg, j].load())
+                # -- chunk gate: sF[j] = rk_j exp(g_last - g_j) for j < L, else 0 ---------------
+                decay = cute.math.exp(g_last)
+                f = r_j * cute.math.exp(g_last - g_j)
+                if tid >= L:
+                    f = Float32(0.0)
+                if tid < CHUNK:
+                    sF[tid] = f
+                for it in cutlass.range_constexpr(STAGE_ITERS):
+                    j = it * (THREADS // 16) + tid // 16
+                    cc = tid % 16
+                    sW[None, cc, j].store(wst[it].load())
+                    sK[None, cc, j].store(kst[it].load())
+                cute.arch.sync_threads()
+
+                # -- vnew = u - w . S  (fp32) -------------------------------------------------
+                acc.fill(0.0)
+                for kk in cutlass.range(DK // 8, unroll=2):
+                    for r in cutlass.range_constexpr(4):
+                        wr[None, r].store(sW[None, kk, q + 16 * r].load().to(Float32))
+                    for e in cutlass.range_constexpr(8):
+                        sr[None, e].store(sS[None, _swz(vg, e), kk * 8 + e].load())
+                    for e in cutlass.range_constexpr(8):
+                        for r in cutlass.range_constexpr(4):
+                            for cc in cutlass.range_constexpr(4):
+                                acc[cc, r] = cute.math.fma(wr[e, r], sr[cc, e], acc[cc, r])
+                for r in cutlass.range_constexpr(4):
+                    j = q + 16 * r
+                    for cc in cutlass.range_constexpr(4):
+                        acc[cc, r] = ur[cc, r] - acc[cc, r]
+                    if j < L:
+                        vrow = vnew[t0 + j, hv, None]
+                        v4 = cute.make_tensor(vrow.iterator, cute.make_layout((4, DV // 4), stride=(1, 4)))
+                        v4[None, vc0 + vg].store(acc[None, r].load().to(BFloat16))
+                        fj = sF[j]
+                        for cc in cutlass.range_constexpr(4):
+                            acc[cc, r] = acc[cc, r] * fj
+                    else:
+                        acc[None, r].fill(0.0)
+                    sV[None, vg, j].store(acc[None, r].load())
+                cute.arch.sync_threads()
+
+                # -- S <- exp(g_last) S + K^T (f * vnew) ---------------------------------------
                 for e in cutlass.range_constexpr(8):
                     for cc in cutlass.range_constexpr(4):
-                        Sr[cc, e] = cute.math.fma(kr[e], vr[cc], Sr[cc, e])
-            for e in cutlass.range_constexpr(8):
-                sS[None, _swz(vg, e), kb + e].store(Sr[None, e].load())
-            cute.arch.sync_threads()
-            # a checkpoint (state_pool.py): the chunk's end state from sS, which the next chunk
-            # rewrites only after two more CTA barriers
-            ck = state_pool.checkpoint_slot_after(i, nchunks, n, checkpoints, checkpoint_chunks)
+                        Sr[cc, e] = Sr[cc, e] * decay
+                for j in cutlass.range(CHUNK, unroll=4):
+                    kr.store(sK[None, q, j].load().to(Float32))
+                    vr.store(sV[None, vg, j].load())
+                    for e in cutlass.range_constexpr(8):
+                        for cc in cutlass.range_constexpr(4):
+                            Sr[cc, e] = cute.math.fma(kr[e], vr[cc], Sr[cc, e])
+                for e in cutlass.range_constexpr(8):
+                    sS[None, _swz(vg, e), kb + e].store(Sr[None, e].load())
+                cute.arch.sync_threads()
+            # a checkpoint (state_pool.py) after the segment's last chunk: its end state from sS,
+            # which the next chunk rewrites only after two more CTA barriers
+            ck = state_pool.checkpoint_slot_after(i_end - 1, nchunks, n, checkpoints, checkpoint_chunks)
             if ck >= 0:
                 _state_io(state, ck, hv, vc0, sS, wi, lane, state_kv, False, False)
 

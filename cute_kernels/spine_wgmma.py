@@ -474,123 +474,128 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
             nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _row_data(gcum, rk, hv, bos, eos, row_a, row_b,
                                                              nx_ga, nx_ra, nx_gb, nx_rb)
 
-    for i in cutlass.range(nch, unroll=1):
-        stage = i % ns
-        phase = (i // ns) % 2
-        t0 = bos + i * CHUNK
-        L = cutlass.min(eos - t0, CHUNK)
-        c = coff + i
+    # the chunks in segments of checkpoint_chunks (state_pool.segment_chunks): the chunk loop
+    # holds no checkpoint code, the store goes between segments (spine_rs: run 142)
+    seg = state_pool.segment_chunks(nch, checkpoint_chunks)
+    for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
+        i_end = cutlass.min((sg + 1) * seg, nch)
+        for i in cutlass.range(sg * seg, i_end, unroll=1):
+            stage = i % ns
+            phase = (i // ns) % 2
+            t0 = bos + i * CHUNK
+            L = cutlass.min(eos - t0, CHUNK)
+            c = coff + i
 
-        # (0) coef_j = exp(g_last - gcum_j) * rk_j for this thread's rows j < L, exactly 0 for
-        # j >= L; decay = exp(g_last).  Throughput build: here, from registers; latency build:
-        # under wgmma 1, from the stage's row data
-        if cutlass.const_expr(not rows_smem):
-            decay, coef_a, coef_b = _coefs(nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, L, row_a, row_b)
+            # (0) coef_j = exp(g_last - gcum_j) * rk_j for this thread's rows j < L, exactly 0 for
+            # j >= L; decay = exp(g_last).  Throughput build: here, from registers; latency build:
+            # under wgmma 1, from the stage's row data
+            if cutlass.const_expr(not rows_smem):
+                decay, coef_a, coef_b = _coefs(nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, L, row_a, row_b)
 
-        # (1) bf16(S) into smem (wgmma 1's B operand; also the TMA source of h[c]).  The TMA
-        # store of h[c - 1] finished reading sS before barrier B of chunk i - 1
-        _stmatrix_bf16(st_S, accS_cv, rS_bf, tSsS)
+            # (1) bf16(S) into smem (wgmma 1's B operand; also the TMA source of h[c]).  The TMA
+            # store of h[c - 1] finished reading sS before barrier B of chunk i - 1
+            _stmatrix_bf16(st_S, accS_cv, rS_bf, tSsS)
 
-        # barrier A (CTA-wide): sS visible to all (and to the async proxy: tensor cores, TMA);
-        # every warp of every warpgroup is done with chunk i - 1 (its wgmma 2 waited, its K tail
-        # zeroing and sVn reads done), so chunk i - 1's stage may be refilled.  In the latency
-        # build the TMA store of vnew of chunk i - 1 may still be reading its buffer (sVn is
-        # double-buffered: (3) writes the other one), so the store warp lets that newest bulk
-        # group run on: it is waited for at barrier B, a whole wgmma 1 later, off the chain; the
-        # throughput build waits for it here, as (3) rewrites its one tile
-        _barrier(store_warp, _vn_buffers(num_wg) - 1)
+            # barrier A (CTA-wide): sS visible to all (and to the async proxy: tensor cores, TMA);
+            # every warp of every warpgroup is done with chunk i - 1 (its wgmma 2 waited, its K tail
+            # zeroing and sVn reads done), so chunk i - 1's stage may be refilled.  In the latency
+            # build the TMA store of vnew of chunk i - 1 may still be reading its buffer (sVn is
+            # double-buffered: (3) writes the other one), so the store warp lets that newest bulk
+            # group run on: it is waited for at barrier B, a whole wgmma 1 later, off the chain; the
+            # throughput build waits for it here, as (3) rewrites its one tile
+            _barrier(store_warp, _vn_buffers(num_wg) - 1)
 
-        if cutlass.const_expr(cz > 1):
-            # release chunk i - 1's stage to every CTA of the cluster (each multicasts into it)
-            if tidx == 0:
-                if i > 0:
-                    for r in cutlass.range_constexpr(cz):
-                        cute.arch.mbarrier_arrive(empty_bar + (i - 1) % ns, r)
-        # Off the chain: the store warp writes h[c, hv, :, cols] = bf16(S) from sS, warp 0 refills
-        # chunk i - 1's stage (free since barrier A) with chunk i + stages - 1, and in the
-        # throughput build every thread loads the next chunk's row data into registers.  The
-        # latency build (1 warpgroup, B=1) issues the h store here, as early as possible (issued
-        # after wgmma 1, barrier B waits for the store's read), and the stage's loads after wgmma
-        # 1, which starts only when its last warp has issued it; with four stages they still land
-        # three chunks ahead (_stages; docs/PERFORMANCE.md, refuted: loads issued after the MMAs).
-        # The throughput build (2 warpgroups, B=8, ~6.5 us per chunk of slack) issues all of it
-        # after wgmma 1, out of the MMAs' way, where it is faster.
-        if cutlass.const_expr(num_wg == 1):
-            nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _h_and_rows(
-                i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, sS_kv,
-                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, num_wg)
+            if cutlass.const_expr(cz > 1):
+                # release chunk i - 1's stage to every CTA of the cluster (each multicasts into it)
+                if tidx == 0:
+                    if i > 0:
+                        for r in cutlass.range_constexpr(cz):
+                            cute.arch.mbarrier_arrive(empty_bar + (i - 1) % ns, r)
+            # Off the chain: the store warp writes h[c, hv, :, cols] = bf16(S) from sS, warp 0 refills
+            # chunk i - 1's stage (free since barrier A) with chunk i + stages - 1, and in the
+            # throughput build every thread loads the next chunk's row data into registers.  The
+            # latency build (1 warpgroup, B=1) issues the h store here, as early as possible (issued
+            # after wgmma 1, barrier B waits for the store's read), and the stage's loads after wgmma
+            # 1, which starts only when its last warp has issued it; with four stages they still land
+            # three chunks ahead (_stages; docs/PERFORMANCE.md, refuted: loads issued after the MMAs).
+            # The throughput build (2 warpgroups, B=8, ~6.5 us per chunk of slack) issues all of it
+            # after wgmma 1, out of the MMAs' way, where it is faster.
+            if cutlass.const_expr(num_wg == 1):
+                nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _h_and_rows(
+                    i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, sS_kv,
+                    gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, num_wg)
 
-        cute.arch.mbarrier_wait(full_bar + stage, phase)
+            cute.arch.mbarrier_wait(full_bar + stage, phase)
 
-        # partial chunk: zero K rows j >= L so that NaN/Inf there cannot reach S (NaN * 0 = NaN);
-        # the shared tile is split between the warpgroups by row (thread ltid = column k)
-        if L < CHUNK:
-            for j in cutlass.range(L + wg, CHUNK, num_wg, unroll=1):
-                sK[ltid, j, stage] = BFloat16(0.0)
+            # partial chunk: zero K rows j >= L so that NaN/Inf there cannot reach S (NaN * 0 = NaN);
+            # the shared tile is split between the warpgroups by row (thread ltid = column k)
+            if L < CHUNK:
+                for j in cutlass.range(L + wg, CHUNK, num_wg, unroll=1):
+                    sK[ltid, j, stage] = BFloat16(0.0)
 
-        # (2) wgmma 1: accV = W @ S (S read from sS); meanwhile U -> registers (ldmatrix)
-        accV.fill(0.0)
-        warpgroup.fence()
-        for kb in cutlass.range_constexpr(num_kb1):
-            cute.gemm(mma1, accV, tWr[None, None, kb, stage], tSr[None, None, kb, wg], accV)
-        warpgroup.commit_group()
-        _refill(i, nch, bos, eos, cta_col0, rank, warp_idx, hv, tma_w, mW_h, tma_u, mU_h, tma_k, mK_h,
-                sW, sU, sK, sRow, gcum, rk, full_bar, empty_bar, num_wg, cz, n, checkpoints, checkpoint_chunks, sCk)
-        if cutlass.const_expr(rows_smem):
-            decay, coef_a, coef_b = _coefs(*_rows_from_smem(sRow, stage, L, row_a, row_b), L, row_a, row_b)
-        if cutlass.const_expr(num_wg > 1):
-            nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _h_and_rows(
-                i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, sS_kv,
-                gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, num_wg)
-        cute.copy(ld_U, ld_U.partition_S(sU[None, None, stage * num_wg + wg]), rU_bf)
-        for e in cutlass.range_constexpr(cute.size(rU_cv)):
-            rU_cv[e] = Float32(rU_bf[e])
-        warpgroup.wait_group(0)
-        # (4) S *= exp(g_last) after the wait: accumulator registers touched while a wgmma is in
-        # flight make ptxas insert a wait for every group (ptxas -v: C7517), so "under wgmma 1"
-        # was never overlapped
-        for e in cutlass.range_constexpr(cute.size(accS)):
-            accS[e] = accS[e] * decay
+            # (2) wgmma 1: accV = W @ S (S read from sS); meanwhile U -> registers (ldmatrix)
+            accV.fill(0.0)
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(num_kb1):
+                cute.gemm(mma1, accV, tWr[None, None, kb, stage], tSr[None, None, kb, wg], accV)
+            warpgroup.commit_group()
+            _refill(i, nch, bos, eos, cta_col0, rank, warp_idx, hv, tma_w, mW_h, tma_u, mU_h, tma_k, mK_h,
+                    sW, sU, sK, sRow, gcum, rk, full_bar, empty_bar, num_wg, cz, n, checkpoints, checkpoint_chunks, sCk)
+            if cutlass.const_expr(rows_smem):
+                decay, coef_a, coef_b = _coefs(*_rows_from_smem(sRow, stage, L, row_a, row_b), L, row_a, row_b)
+            if cutlass.const_expr(num_wg > 1):
+                nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _h_and_rows(
+                    i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, sS_kv,
+                    gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, num_wg)
+            cute.copy(ld_U, ld_U.partition_S(sU[None, None, stage * num_wg + wg]), rU_bf)
+            for e in cutlass.range_constexpr(cute.size(rU_cv)):
+                rU_cv[e] = Float32(rU_bf[e])
+            warpgroup.wait_group(0)
+            # (4) S *= exp(g_last) after the wait: accumulator registers touched while a wgmma is in
+            # flight make ptxas insert a wait for every group (ptxas -v: C7517), so "under wgmma 1"
+            # was never overlapped
+            for e in cutlass.range_constexpr(cute.size(accS)):
+                accS[e] = accS[e] * decay
 
-        # (3) Vnew = U - W S -> sVn (bf16); P = Vnew * coef_j -> sP.  Rows j >= L of Vnew are
-        # set to 0 by a select, not a product (they may be NaN), so P rows j >= L are exactly 0
-        for e in cutlass.range_constexpr(cute.size(accV)):
-            accV[e] = rU[e] - accV[e]
-        if L < CHUNK:
+            # (3) Vnew = U - W S -> sVn (bf16); P = Vnew * coef_j -> sP.  Rows j >= L of Vnew are
+            # set to 0 by a select, not a product (they may be NaN), so P rows j >= L are exactly 0
             for e in cutlass.range_constexpr(cute.size(accV)):
-                vval = Float32(0.0)
-                if tVcV[e][0] < L:
-                    vval = accV[e]
-                accV[e] = vval
-        vbuf = (i % _vn_buffers(num_wg)) * num_wg + wg            # this chunk's sVn buffer
-        _stmatrix_bf16(st_V, accV_cv, rV_bf, st_V.partition_D(sVn[None, None, vbuf]))
-        for e in cutlass.range_constexpr(cute.size(accV)):
-            cf = coef_b
-            if tVcV[e][0] == row_a:
-                cf = coef_a
-            accV[e] = accV[e] * cf
-        _stmatrix_bf16(st_V, accV_cv, rV_bf, tPsP)
+                accV[e] = rU[e] - accV[e]
+            if L < CHUNK:
+                for e in cutlass.range_constexpr(cute.size(accV)):
+                    vval = Float32(0.0)
+                    if tVcV[e][0] < L:
+                        vval = accV[e]
+                    accV[e] = vval
+            vbuf = (i % _vn_buffers(num_wg)) * num_wg + wg            # this chunk's sVn buffer
+            _stmatrix_bf16(st_V, accV_cv, rV_bf, st_V.partition_D(sVn[None, None, vbuf]))
+            for e in cutlass.range_constexpr(cute.size(accV)):
+                cf = coef_b
+                if tVcV[e][0] == row_a:
+                    cf = coef_a
+                accV[e] = accV[e] * cf
+            _stmatrix_bf16(st_V, accV_cv, rV_bf, tPsP)
 
-        # barrier B: sP, sVn and the zeroed K rows visible to the tensor cores / TMA; the TMA
-        # store of h[c] has read sS, which (1) of chunk i + 1 rewrites
-        _barrier(store_warp, 0)
+            # barrier B: sP, sVn and the zeroed K rows visible to the tensor cores / TMA; the TMA
+            # store of h[c] has read sS, which (1) of chunk i + 1 rewrites
+            _barrier(store_warp, 0)
 
-        # (5) wgmma 2: S += K^T P; meanwhile vnew[t0 + j, cols] = bf16(Vnew_j), j < L
-        warpgroup.fence()
-        for kb in cutlass.range_constexpr(num_kb2):
-            cute.gemm(mma2, accS, tKr[None, None, kb, stage], tPr[None, None, kb, wg], accS)
-        warpgroup.commit_group()
-        tma.store_rows(L, store_warp, tma_vn, sVn, mVn_h, vnew, cp_v, thr_v,
-                       thr_v.partition_S(sVn[None, None, vbuf]), tVnC, t0, hv, col0, vbuf, VB)
-        warpgroup.wait_group(0)
-        # a checkpoint (state_pool.py): the chunk's end state, from the accumulators wgmma 2 wrote;
-        # the latency build reads its slot from the stage (copied with the chunk's row data)
+            # (5) wgmma 2: S += K^T P; meanwhile vnew[t0 + j, cols] = bf16(Vnew_j), j < L
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(num_kb2):
+                cute.gemm(mma2, accS, tKr[None, None, kb, stage], tPr[None, None, kb, wg], accS)
+            warpgroup.commit_group()
+            tma.store_rows(L, store_warp, tma_vn, sVn, mVn_h, vnew, cp_v, thr_v,
+                           thr_v.partition_S(sVn[None, None, vbuf]), tVnC, t0, hv, col0, vbuf, VB)
+            warpgroup.wait_group(0)
+        # a checkpoint (state_pool.py) after the segment's last chunk, from the accumulators wgmma 2
+        # wrote; the latency build reads its slot from that chunk's stage (copied with its row data)
         ck = Int32(-1)
         if cutlass.const_expr(rows_smem):
-            if state_pool.checkpoint_index_after(i, nch, checkpoint_chunks, checkpoints.shape[1]) >= 0:
-                ck = sCk[stage]
+            if state_pool.checkpoint_index_after(i_end - 1, nch, checkpoint_chunks, checkpoints.shape[1]) >= 0:
+                ck = sCk[(i_end - 1) % ns]
         else:
-            ck = state_pool.checkpoint_slot_after(i, nch, n, checkpoints, checkpoint_chunks)
+            ck = state_pool.checkpoint_slot_after(i_end - 1, nch, n, checkpoints, checkpoint_chunks)
         if ck >= 0:
             state_pool.store(accS, tScS, cute.domain_offset((0, col0), state[ck, hv, None, None]))
 

@@ -56,6 +56,15 @@ def from_f32(x: Float32, dtype: cutlass.Constexpr):
 
 
 @cute.jit
+def segment_chunks(nch: Int32, checkpoint_chunks: Int32) -> Int32:
+    """Chunks per segment of a spine's chunk loop: the checkpoint interval, or all of the
+    sequence's chunks (at least 1) without checkpoints.  The spines run their chunk loop inside a
+    loop over segments and store a checkpoint between segments: inside the chunk loop, the store's
+    code (never executed without checkpoints) cost the one-sequence rows 6-7 % (run 142)."""
+    return cutlass.select_(checkpoint_chunks > 0, checkpoint_chunks, cutlass.max(nch, 1))
+
+
+@cute.jit
 def checkpoint_index_after(i: Int32, nch: Int32, checkpoint_chunks: Int32, J: Int32) -> Int32:
     """j of the checkpoint after chunk i (the table column to read), or -1: arithmetic only."""
     j = Int32(-1)
