@@ -6,25 +6,23 @@ segment is affine (docs/DESIGN.md §1: S_t = e^{g_t} (I - beta_t k_t k_t^T) S_{t
     S_end = A_r S_start + B_r,    A_r = prod_t e^{g_t} (I - beta_t k_t k_t^T)  (K x K per head),
                                   B_r = the segment's final state from S_start = 0.
 
-With K = V = 128 the prefill kernels produce both, and the outputs' dependence on S_start too:
+With K = V = 128 the prefill kernels produce both:
 
-    pass A: v = 0, initial state I   -> final state A_r; out o^A_t = scale Phi_t^T q_t
-            (Phi_t the prefix of the product: out's 128 columns are K of them)
-    pass B: the real v, initial state 0 -> final state B_r; out o^0_t
+    pass A: v = 0, initial state I   -> final state A_r
+    pass B: the real v, initial state 0 -> final state B_r
 
 Every rank runs its two passes at once (pass A on a side stream beside pass B: one sequence's
-spine fills 2 Hv CTAs, fewer than an H200's SMs at Hv <= 64), then one all_gather exchanges the (A_r, B_r), each rank
-composes its initial state S_r = A_{r-1} S_{r-1} + B_{r-1} from the first rank's, and finishes
-without another pass over its tokens:
-
-    o_t = o^0_t + o^A_t S_r   (per head, [T_r, K] x [K, V], fp32, rounded once to out's bf16)
-    S_end = A_r S_r + B_r
-
-The first rank knows its initial state: it runs one pass from it and publishes (A, B) = (0, S_end).
-Per rank: two passes over T / R tokens (the first rank one), one collective of 2 x Hv x 128 x 128
-fp32, and two small batched GEMMs; no host sync beyond the collective.  Rounding: o^A and o^0
-are bf16 (the kernels' output type) before the fix-up, one more rounding of each than a
-one-device prefill (tests/test_distributed.py measures the error against the fp64 oracle).
+spine fills 2 Hv CTAs, fewer than an H200's SMs at Hv <= 64), one all_gather exchanges the
+(A_r, B_r), each rank composes its initial state S_r = A_{r-1} S_{r-1} + B_{r-1} from the first
+rank's, and runs pass C over its tokens from S_r: its outputs and final state, rounded as a
+one-device prefill's are.  The first rank knows its initial state: it runs one pass from it and
+publishes (A, B) = (0, S_end).  Per rank: three passes over T / R tokens (the first rank one),
+one collective of 2 x Hv x 128 x 128 fp32; no host sync beyond the collective.
+Why a third pass and not a fix-up: pass A's outputs are o^A_t = scale Phi_t^T q_t (Phi_t the
+prefix of the product), pass B's o^0_t, and o_t = o^0_t + o^A_t S_r; but that GEMM in fp32
+over [T / R, Hv, 128] moves ~60 GB through HBM (our count) at T / R = 512 K tokens in torch (run 145, one
+GPU, two ranks emulated: the second rank 59.8 ms where one GPU runs all 1 M tokens in 27.4) and
+held 24 GB of temporaries, and it added a bf16 rounding of both outputs.
 """
 from __future__ import annotations
 
@@ -71,27 +69,26 @@ def reference_pass(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, ini
 
 def segment_maps(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, *, scale: Optional[float] = None,
                  use_qk_l2norm: bool = False, segment_pass: SegmentPass = prefill_pass,
-                 **kw: Any) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """(A, B, o^A, o^0) of one segment (module docstring): A, B [Hv, K, V] fp32 (K = V), o^A and
-    o^0 the two passes' outputs."""
+                 **kw: Any) -> tuple[Tensor, Tensor]:
+    """(A, B) of one segment (module docstring), [Hv, K, V] fp32 (K = V): passes A and B, their
+    outputs dropped."""
     import torch
     Hv, K = v.shape[1], plan.HEAD_DIM_K
     eye = torch.eye(K, dtype=torch.float32, device=v.device).expand(Hv, K, K).contiguous()
     zero_v = torch.zeros_like(v)
     side = _side_stream(v, segment_pass)
     if side is None:
-        o_a, A = segment_pass(q, k, zero_v, g, beta, eye, scale, use_qk_l2norm, **kw)
+        _, A = segment_pass(q, k, zero_v, g, beta, eye, scale, use_qk_l2norm, **kw)
     else:
         main = torch.cuda.current_stream(v.device)
         side.wait_stream(main)
         with torch.cuda.stream(side):
-            o_a, A = segment_pass(q, k, zero_v, g, beta, eye, scale, use_qk_l2norm, **kw)
-    o_0, B = segment_pass(q, k, v, g, beta, None, scale, use_qk_l2norm, **kw)
+            _, A = segment_pass(q, k, zero_v, g, beta, eye, scale, use_qk_l2norm, **kw)
+    _, B = segment_pass(q, k, v, g, beta, None, scale, use_qk_l2norm, **kw)
     if side is not None:
         main.wait_stream(side)
-        for t in (o_a, A):          # made on the side stream, read on this one from here on
-            t.record_stream(main)
-    return A.float(), B.float(), o_a, o_0
+        A.record_stream(main)       # made on the side stream, read on this one from here on
+    return A.float(), B.float()
 
 
 _SIDE_STREAMS: dict[Any, Any] = {}
@@ -156,6 +153,7 @@ class _Plan:
         if rank == world - 1 and self.last_out:
             raise GdnShapeError("last_continues: the last rank's last sequence continues into no rank")
         self.kept: tuple[Tensor, ...] = ()
+        self.rerun: Optional[Callable[[Tensor], tuple[Tensor, Tensor]]] = None   # pass C of the first sequence
 
     def seq(self, i: int) -> slice:
         return slice(self.bounds[i], self.bounds[i + 1])
@@ -175,9 +173,11 @@ def _local(pl: _Plan, x: dict[str, Tensor], out: Tensor, initial_states: Optiona
     for i in range(n):
         part = {name: t[pl.seq(i)] for name, t in x.items()}
         if i == 0 and pl.first_in:
-            A, B, o_a, o_0 = segment_maps(**part, scale=scale, use_qk_l2norm=use_qk_l2norm,
-                                          segment_pass=segment_pass, **pass_kw)
-            pl.kept = (A, B, o_a, o_0)
+            A, B = segment_maps(**part, scale=scale, use_qk_l2norm=use_qk_l2norm, segment_pass=segment_pass,
+                                **pass_kw)
+            pl.kept = (A, B)
+            pl.rerun = lambda S, part=part: segment_pass(**part, initial=S, scale=scale,
+                                                         use_qk_l2norm=use_qk_l2norm, **pass_kw)
             finals.append(B)
         else:
             init = None if initial_states is None else initial_states[i].float()
@@ -195,15 +195,15 @@ def _local(pl: _Plan, x: dict[str, Tensor], out: Tensor, initial_states: Optiona
 
 
 def _finish(pl: _Plan, gathered: list[Tensor], out: Tensor, finals: list[Tensor]) -> Tensor:
-    """A rank's work after the exchange: the continuing sequence's outputs and state from the state
-    the previous ranks hand over; returns the states after each local sequence [N_r, Hv, K, V]."""
+    """A rank's work after the exchange: the continuing sequence's pass C from the state the
+    previous ranks hand over (its outputs and state final); returns the states after each local
+    sequence [N_r, Hv, K, V]."""
     import torch
     if pl.first_in:
-        A, B, o_a, o_0 = pl.kept
         S_start = compose([(g[0], g[1]) for g in gathered], pl.rank)
-        # o_t = o^0_t + o^A_t S_start per head: [Hv, T, K] x [Hv, K, V]
-        out[pl.seq(0)] = o_0.float() + torch.bmm(o_a.float().transpose(0, 1), S_start).transpose(0, 1)
-        finals[0] = torch.bmm(A, S_start) + B
+        o, S = pl.rerun(S_start)
+        out[pl.seq(0)] = o
+        finals[0] = S.float()
     return torch.stack(finals)
 
 
