@@ -9,7 +9,7 @@ initial state on rank 0) and runs gdn_prefill.distributed.context_parallel_prefi
 row runs gdn_prefill.prefill on all T tokens.  Timed with CUDA events around the call (a
 barrier before each), after two warm-up calls, median of --reps; memory is
 torch.cuda.max_memory_allocated per rank (inputs included).  Rank 0 prints the table.
---emulate R runs on one GPU what each of R ranks computes (its passes, its fix-up from the
+--emulate R runs on one GPU what each of R ranks computes (its passes A and B, its pass C from the
 others' gathered maps), rank after rank, the collective left out: each rank's time and the
 memory its work adds (beside every shard's inputs, which stay resident): the prediction for
 the R-GPU run where it cannot be had.  Needs

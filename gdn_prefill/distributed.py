@@ -138,7 +138,7 @@ def _check_shard(q: Tensor, v: Tensor, out: Tensor, seq_lens: list[int]) -> None
 
 class _Plan:
     """One rank's part: its sequences (local token ranges), whether the first continues from the
-    previous rank and the last into the next, and what it keeps between the passes and the fix-up."""
+    previous rank and the last into the next, and what it keeps between the passes and pass C."""
 
     def __init__(self, rank: int, world: int, seq_lens: list[int], first_in: Optional[bool],
                  last_out: Optional[bool]):
@@ -166,7 +166,7 @@ def _local(pl: _Plan, x: dict[str, Tensor], out: Tensor, initial_states: Optiona
     its initial state (its outputs final), the one that continues from the previous rank through
     segment_maps; returns the pair it publishes, (A, B) of the state it hands to the next rank
     as a function of the state it received ((0, S) when that does not depend on it), and the
-    states after each sequence's last local token (the first's still to be fixed up)."""
+    states after each sequence's last local token (the first's B until pass C replaces it)."""
     import torch
     n = len(pl.bounds) - 1
     finals: list[Tensor] = []
