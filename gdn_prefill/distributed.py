@@ -35,36 +35,58 @@ if TYPE_CHECKING:
     from torch import Tensor
 
 # A segment pass: (q, k, v, g, beta, initial state [Hv, K, V] or None for zeros, scale, use_qk_l2norm)
-# -> (out [T_r, Hv, V], final state [Hv, K, V] fp32).  The default runs gdn_prefill.prefill;
-# tests pass reference_pass (the fp64 oracle) to check the composition on the CPU.
+# -> (out [T_r, Hv, V], final state [Hv, K, V] fp32); with lens= (host ints, the lengths of the
+# packed sequences in these tokens) the states are [N, Hv, K, V] instead.  The default runs
+# gdn_prefill.prefill; tests pass reference_pass (the fp64 oracle) to check the composition on the CPU.
 SegmentPass = Callable[..., "tuple[Tensor, Tensor]"]
 
 
+def _offsets(lens: list[int]) -> list[int]:
+    offs = [0]
+    for n in lens:
+        offs.append(offs[-1] + n)
+    return offs
+
+
 def prefill_pass(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initial: Optional[Tensor],
-                 scale: Optional[float], use_qk_l2norm: bool, spine: str = "auto") -> tuple[Tensor, Tensor]:
-    """One segment through gdn_prefill.prefill (one sequence, the current stream)."""
+                 scale: Optional[float], use_qk_l2norm: bool, spine: str = "auto",
+                 lens: Optional[list[int]] = None) -> tuple[Tensor, Tensor]:
+    """One segment through gdn_prefill.prefill on the current stream: one sequence, or with lens
+    the packed sequences, in one launch (their cu_seqlens copied from pinned host memory without
+    waiting)."""
     import torch
 
     from . import _ext
     Hv = v.shape[1]
     out = torch.empty(v.shape, dtype=torch.bfloat16, device=v.device)
-    final = torch.empty(1, Hv, plan.HEAD_DIM_K, plan.HEAD_DIM_V, dtype=torch.float32, device=v.device)
-    _ext.prefill(q, k, v, g, beta, out, final, scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine,
-                 initial_state=None if initial is None else initial[None], has_initial_state=initial is not None)
-    return out, final[0]
+    final = torch.empty(1 if lens is None else len(lens), Hv, plan.HEAD_DIM_K, plan.HEAD_DIM_V, dtype=torch.float32,
+                        device=v.device)
+    cu = None
+    if lens is not None:
+        cu = torch.tensor(_offsets(lens), dtype=torch.int32, pin_memory=v.is_cuda).to(v.device, non_blocking=True)
+    init = initial if initial is None or lens is not None else initial[None]
+    _ext.prefill(q, k, v, g, beta, out, final, cu_seqlens=cu, scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine,
+                 initial_state=init, has_initial_state=initial is not None)
+    return out, final if lens is not None else final[0]
 
 
 def reference_pass(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initial: Optional[Tensor],
-                   scale: Optional[float], use_qk_l2norm: bool, **_: Any) -> tuple[Tensor, Tensor]:
-    """One segment through the fp64 oracle (gdn_prefill.reference.chunked), on any device."""
+                   scale: Optional[float], use_qk_l2norm: bool, lens: Optional[list[int]] = None,
+                   **_: Any) -> tuple[Tensor, Tensor]:
+    """One segment (or with lens the packed sequences) through the fp64 oracle
+    (gdn_prefill.reference.chunked), on any device."""
     import torch
 
     from . import reference
-    Hv = v.shape[1]
-    init = (torch.zeros(1, Hv, plan.HEAD_DIM_K, plan.HEAD_DIM_V, dtype=torch.float64) if initial is None
-            else initial[None].double())
-    o, s = reference.chunked(q, k, v, g, beta, state=init, scale=scale, use_qk_l2norm=use_qk_l2norm)
-    return o.to(v.device), s[0].to(v.device)
+    Hv, n = v.shape[1], 1 if lens is None else len(lens)
+    if initial is None:
+        init = torch.zeros(n, Hv, plan.HEAD_DIM_K, plan.HEAD_DIM_V, dtype=torch.float64)
+    else:
+        init = (initial if lens is not None else initial[None]).double()
+    cu = None if lens is None else torch.tensor(_offsets(lens), dtype=torch.int32, device=v.device)
+    o, s = reference.chunked(q, k, v, g, beta, cu_seqlens=cu, state=init.to(v.device), scale=scale,
+                             use_qk_l2norm=use_qk_l2norm)
+    return o.to(v.device), (s if lens is not None else s[0]).to(v.device)
 
 
 def segment_maps(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, *, scale: Optional[float] = None,
@@ -162,28 +184,34 @@ class _Plan:
 def _local(pl: _Plan, x: dict[str, Tensor], out: Tensor, initial_states: Optional[Tensor],
            scale: Optional[float], use_qk_l2norm: bool, segment_pass: SegmentPass,
            pass_kw: dict[str, Any]) -> tuple[Tensor, list[Tensor]]:
-    """A rank's work before the exchange: every sequence that starts here through one pass from
-    its initial state (its outputs final), the one that continues from the previous rank through
+    """A rank's work before the exchange: the sequences that start here through one pass from
+    their initial states (their outputs final), the one that continues from the previous rank through
     segment_maps; returns the pair it publishes, (A, B) of the state it hands to the next rank
     as a function of the state it received ((0, S) when that does not depend on it), and the
     states after each sequence's last local token (the first's B until pass C replaces it)."""
     import torch
     n = len(pl.bounds) - 1
     finals: list[Tensor] = []
-    for i in range(n):
-        part = {name: t[pl.seq(i)] for name, t in x.items()}
-        if i == 0 and pl.first_in:
-            A, B = segment_maps(**part, scale=scale, use_qk_l2norm=use_qk_l2norm, segment_pass=segment_pass,
-                                **pass_kw)
-            pl.kept = (A, B)
-            pl.rerun = lambda S, part=part: segment_pass(**part, initial=S, scale=scale,
-                                                         use_qk_l2norm=use_qk_l2norm, **pass_kw)
-            finals.append(B)
-        else:
-            init = None if initial_states is None else initial_states[i].float()
+    if pl.first_in:
+        cont = {name: t[pl.seq(0)] for name, t in x.items()}
+        A, B = segment_maps(**cont, scale=scale, use_qk_l2norm=use_qk_l2norm, segment_pass=segment_pass, **pass_kw)
+        pl.kept = (A, B)
+        pl.rerun = lambda S: segment_pass(**cont, initial=S, scale=scale, use_qk_l2norm=use_qk_l2norm, **pass_kw)
+        finals.append(B)
+    first = 1 if pl.first_in else 0
+    if n > first:                   # the sequences that start here: one pass over all of them
+        span = slice(pl.bounds[first], pl.bounds[n])
+        part = {name: t[span] for name, t in x.items()}
+        if n - first == 1:           # one sequence: no cu_seqlens to copy
+            init = None if initial_states is None else initial_states[first].float()
             o, S = segment_pass(**part, initial=init, scale=scale, use_qk_l2norm=use_qk_l2norm, **pass_kw)
-            out[pl.seq(i)] = o
-            finals.append(S.float())
+            S = S[None]
+        else:
+            init = None if initial_states is None else initial_states[first:n].float()
+            o, S = segment_pass(**part, initial=init, lens=[pl.bounds[i + 1] - pl.bounds[i] for i in range(first, n)],
+                                scale=scale, use_qk_l2norm=use_qk_l2norm, **pass_kw)
+        out[span] = o
+        finals.extend(S.float().unbind(0))
     zero = torch.zeros_like(finals[-1])
     if not pl.last_out:
         pair = torch.stack([zero, zero])               # nothing crosses into the next rank

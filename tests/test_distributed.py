@@ -54,11 +54,11 @@ def test_emulated_ranks_equal_one_sequence(cuts):
     assert ref.rel_err(states[-1][0].double(), s_ref[0]) < 1e-6
 
 
-def _packed(lens, cuts, seed=6):
+def _packed(lens, cuts, seed=6, Hk=1, Hv=2, device="cpu"):
     """Sequences `lens` packed in one stream, cut into rank shards at `cuts`: each shard's local
     sequence lengths, whether its first continues from the previous shard and its last into the
     next, and the initial states of the sequences that start in it."""
-    inp = ref.make_inputs(lens, 1, 2, seed=seed, state="dense", l2norm_inputs=True)
+    inp = ref.make_inputs(lens, Hk, Hv, seed=seed, state="dense", l2norm_inputs=True, device=device)
     starts = [sum(lens[:i]) for i in range(len(lens))]
     shards = _shards(inp, cuts)
     for sh, a, b in zip(shards, cuts, cuts[1:]):
@@ -161,6 +161,25 @@ def test_emulated_ranks_on_the_gpu(T, R):
     e_s = ref.rel_err(states[-1][0].double(), s_ref[0])
     print(f"\ncontext parallel emulated, T={T} R={R}: o {e_o:.3e}, final state {e_s:.3e}")
     assert e_o <= BOUND and e_s <= BOUND
+
+
+@pytest.mark.gpu
+def test_packed_sequences_across_ranks_on_the_gpu():
+    """Packed ranks through the kernels (the sequences that start on a rank in one prefill with
+    local cu_seqlens): every sequence's outputs and final state against the fp64 oracle."""
+    lens, cuts = [1500, 700, 90, 2100], [0, 1000, 2300, 4390]
+    inp, shards = _packed(lens, cuts, Hk=16, Hv=32, device="cuda")
+    outs = [torch.empty(sh["v"].shape, dtype=torch.bfloat16, device="cuda") for sh in shards]
+    states = cp.emulate(shards, outs)
+    with torch.device("cuda"):
+        o_ref, s_ref = ref.chunked(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], cu_seqlens=inp["cu_seqlens"],
+                                   state=inp["state"])
+    assert ref.rel_err(torch.cat(outs).double(), o_ref) <= BOUND
+    ends = [sum(lens[:i + 1]) for i in range(len(lens))]
+    for n, end in enumerate(ends):
+        r = max(i for i, a in enumerate(cuts[:-1]) if a < end)
+        local_ends = [cuts[r] + sum(shards[r]["seq_lens"][:i + 1]) for i in range(len(shards[r]["seq_lens"]))]
+        assert ref.rel_err(states[r][local_ends.index(end)].double(), s_ref[n].to("cuda")) <= BOUND, n
 
 
 @pytest.mark.gpu
