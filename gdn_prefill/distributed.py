@@ -26,6 +26,7 @@ held 24 GB of temporaries, and it added a bf16 rounding of both outputs.
 """
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from . import plan
@@ -41,19 +42,12 @@ if TYPE_CHECKING:
 SegmentPass = Callable[..., "tuple[Tensor, Tensor]"]
 
 
-def _offsets(lens: list[int]) -> list[int]:
-    offs = [0]
-    for n in lens:
-        offs.append(offs[-1] + n)
-    return offs
-
-
 def prefill_pass(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initial: Optional[Tensor],
                  scale: Optional[float], use_qk_l2norm: bool, spine: str = "auto",
                  lens: Optional[list[int]] = None) -> tuple[Tensor, Tensor]:
     """One segment through gdn_prefill.prefill on the current stream: one sequence, or with lens
     the packed sequences, in one launch (their cu_seqlens copied from pinned host memory without
-    waiting)."""
+    waiting; none for a single one)."""
     import torch
 
     from . import _ext
@@ -62,8 +56,9 @@ def prefill_pass(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initi
     final = torch.empty(1 if lens is None else len(lens), Hv, plan.HEAD_DIM_K, plan.HEAD_DIM_V, dtype=torch.float32,
                         device=v.device)
     cu = None
-    if lens is not None:
-        cu = torch.tensor(_offsets(lens), dtype=torch.int32, pin_memory=v.is_cuda).to(v.device, non_blocking=True)
+    if lens is not None and len(lens) > 1:
+        cu = torch.tensor(list(accumulate(lens, initial=0)), dtype=torch.int32, pin_memory=v.is_cuda).to(
+            v.device, non_blocking=True)
     init = initial if initial is None or lens is not None else initial[None]
     _ext.prefill(q, k, v, g, beta, out, final, cu_seqlens=cu, scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine,
                  initial_state=init, has_initial_state=initial is not None)
@@ -83,7 +78,7 @@ def reference_pass(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, ini
         init = torch.zeros(n, Hv, plan.HEAD_DIM_K, plan.HEAD_DIM_V, dtype=torch.float64)
     else:
         init = (initial if lens is not None else initial[None]).double()
-    cu = None if lens is None else torch.tensor(_offsets(lens), dtype=torch.int32, device=v.device)
+    cu = None if lens is None else torch.tensor(list(accumulate(lens, initial=0)), dtype=torch.int32, device=v.device)
     o, s = reference.chunked(q, k, v, g, beta, cu_seqlens=cu, state=init.to(v.device), scale=scale,
                              use_qk_l2norm=use_qk_l2norm)
     return o.to(v.device), (s if lens is not None else s[0]).to(v.device)
@@ -165,9 +160,8 @@ class _Plan:
     def __init__(self, rank: int, world: int, seq_lens: list[int], first_in: Optional[bool],
                  last_out: Optional[bool]):
         self.rank = rank
-        self.bounds = [0]
-        for n in seq_lens:
-            self.bounds.append(self.bounds[-1] + n)
+        self.lens = seq_lens
+        self.bounds = list(accumulate(seq_lens, initial=0))
         self.first_in = rank > 0 if first_in is None else bool(first_in)
         self.last_out = rank < world - 1 if last_out is None else bool(last_out)
         if rank == 0 and self.first_in:
@@ -202,14 +196,9 @@ def _local(pl: _Plan, x: dict[str, Tensor], out: Tensor, initial_states: Optiona
     if n > first:                   # the sequences that start here: one pass over all of them
         span = slice(pl.bounds[first], pl.bounds[n])
         part = {name: t[span] for name, t in x.items()}
-        if n - first == 1:           # one sequence: no cu_seqlens to copy
-            init = None if initial_states is None else initial_states[first].float()
-            o, S = segment_pass(**part, initial=init, scale=scale, use_qk_l2norm=use_qk_l2norm, **pass_kw)
-            S = S[None]
-        else:
-            init = None if initial_states is None else initial_states[first:n].float()
-            o, S = segment_pass(**part, initial=init, lens=[pl.bounds[i + 1] - pl.bounds[i] for i in range(first, n)],
-                                scale=scale, use_qk_l2norm=use_qk_l2norm, **pass_kw)
+        init = None if initial_states is None else initial_states[first:n].float()
+        o, S = segment_pass(**part, initial=init, lens=pl.lens[first:], scale=scale, use_qk_l2norm=use_qk_l2norm,
+                            **pass_kw)
         out[span] = o
         finals.extend(S.float().unbind(0))
     zero = torch.zeros_like(finals[-1])
