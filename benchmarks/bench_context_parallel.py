@@ -24,11 +24,8 @@ import sys
 
 from gdn_prefill import bench
 from gdn_prefill.bench import table_report
+from gdn_prefill.bench_cases import parse_count, parse_heads
 
-
-def _tokens(s: str) -> int:
-    s = s.upper()
-    return int(s[:-1]) * (1 << 20 if s.endswith("M") else 1 << 10) if s[-1] in "KM" else int(s)
 
 
 def _shard(T: int, hk: int, hv: int, rank: int, world: int, device: str):
@@ -98,8 +95,8 @@ def main(argv=None) -> int:
     import torch
 
     from gdn_prefill import distributed as cp
-    T = _tokens(a.tokens)
-    hk, hv = (int(x) for x in a.heads.split("/"))
+    T = parse_count(a.tokens)
+    hk, hv = parse_heads(a.heads)
     rows = []
     if a.emulate:
         rows = [dict(gpus=1, rank="all", tokens=T, **_one_gpu(T, hk, hv, a.reps))] + _emulated(T, hk, hv, a.emulate,

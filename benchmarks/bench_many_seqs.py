@@ -19,11 +19,8 @@ import sys
 
 from gdn_prefill import bench
 from gdn_prefill.bench import table_report
+from gdn_prefill.bench_cases import parse_count, parse_heads
 
-
-def _count(s: str) -> int:
-    s = s.upper()
-    return int(s[:-1]) * 1024 * (1024 if s.endswith("M") else 1) if s[-1] in "KM" else int(s)
 
 
 def time_call(N: int, T: int, hk: int, hv: int, spine: str, reps: int, stages=None) -> float:
@@ -69,8 +66,8 @@ def main(argv=None) -> int:
     if bench.script_cannot_time("bench_many_seqs"):
         return 0
     import torch
-    hk, hv = (int(x) for x in a.heads.split("/"))
-    ns = [_count(x) for x in a.ns.split(",")]
+    hk, hv = parse_heads(a.heads)
+    ns = [parse_count(x) for x in a.ns.split(",")]
     t_big = max(ns) * a.tokens
     rows = []
     for spine in a.spines.split(","):

@@ -18,13 +18,9 @@ import sys
 
 from gdn_prefill import bench, plan
 from gdn_prefill.bench import write_json, write_text
+from gdn_prefill.bench_cases import parse_count, parse_heads
 
 FRACTIONS = (0, 15, 25, 35, 45, 55, 70)
-
-
-def _tokens(s: str) -> int:
-    s = s.upper()
-    return int(s[:-1]) * 1024 if s.endswith("K") else int(s)
 
 
 def time_split(B: int, T: int, hk: int, hv: int, split: int, rs_build: int = -1) -> dict:
@@ -73,14 +69,14 @@ def main(argv=None) -> int:
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--md", help="write a markdown table here")
     a = ap.parse_args(argv)
-    hk, hv = (int(x) for x in a.heads.split("/"))
+    hk, hv = parse_heads(a.heads)
     pcts = sorted({0, *(int(x) for x in a.pcts.split(","))})      # 0 always: "vs serial" needs it
     if not all(0 <= x < 100 for x in pcts):
         ap.error("--pcts: each split percentage must be in [0, 100)")
     slots = sorted({int(x) for x in a.slots.split(",")}) if a.slots else []
     if not all(x >= 1 for x in slots):
         ap.error("--slots: each split slot must be >= 1 (the serial plan is always timed)")
-    shapes = [(int(b), _tokens(t)) for b, t in (s.split("x") for s in a.shapes.split(","))]
+    shapes = [(int(b), parse_count(t)) for b, t in (s.split("x") for s in a.shapes.split(","))]
     if bench.script_cannot_time("bench_overlap"):
         return 0
     import torch

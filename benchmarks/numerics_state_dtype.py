@@ -17,6 +17,7 @@ import sys
 
 from gdn_prefill import bench
 from gdn_prefill.bench import table_report
+from gdn_prefill.bench_cases import parse_heads
 
 
 def main(argv=None) -> int:
@@ -32,7 +33,7 @@ def main(argv=None) -> int:
 
     import gdn_prefill
     from gdn_prefill import reference as ref
-    hk, hv = (int(x) for x in a.heads.split("/"))
+    hk, hv = parse_heads(a.heads)
     rows = []
     for T in (int(t) for t in a.T.split(",")):
         inp = ref.make_inputs([T], hk, hv, seed=T, device="cuda", state="dense", l2norm_inputs=True)

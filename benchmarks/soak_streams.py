@@ -30,6 +30,7 @@ import time
 
 from gdn_prefill import bench
 from gdn_prefill.bench import table_report
+from gdn_prefill.bench_cases import parse_heads
 
 HERE = os.path.abspath(__file__)
 SLEEP_CYCLES = 900_000          # torch.cuda._sleep: ~0.5 ms at the H200's ~1.8 GHz
@@ -204,7 +205,7 @@ def main(argv=None) -> int:
     ap.add_argument("--md")
     ap.add_argument("--json")
     a = ap.parse_args(argv)
-    hk, hv = (int(x) for x in a.heads.split("/"))
+    hk, hv = parse_heads(a.heads)
     if a.worker:
         return worker(a.worker, a.iters, _lens(a.shape), hk, hv, a.seed)
     if bench.script_cannot_time("soak_streams"):

@@ -78,6 +78,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from .bench_cases import (  # noqa: F401  (re-exported: the benchmark scripts and tests use bench.<name>)
     CHUNK, PEAK_TFLOPS, PEAK_TBPS, L2_FALLBACK_BYTES, HOST_OVERHEAD_CALLS, HOST_OVERHEAD_SAMPLES, HEADS, SHAPES, QUICK_HEADS, QUICK_SHAPES, VARLEN_SEED, VARLEN_N, VARLEN_TOKENS, NUMERICS_T, NUMERICS_HEADS, NUMERICS_FALLBACK_HEADS, NUMERICS_REPEATS, varlen_lengths, parse_shape, parse_heads, Case, select_cases, flops_per_token, flops, hbm_bytes, floors_us, rotation_sets)
@@ -241,10 +242,7 @@ def _make_set(case: Case, seed: int, *, normed: bool):
 
 def _cu(case: Case):
     import torch
-    offs = [0]
-    for n in case.lens:
-        offs.append(offs[-1] + n)
-    cpu64 = torch.tensor(offs, dtype=torch.int64)
+    cpu64 = torch.tensor(list(accumulate(case.lens, initial=0)), dtype=torch.int64)
     return dict(cu32=cpu64.to(torch.int32).cuda(), cu64=cpu64.cuda(), cu64_cpu=cpu64)
 
 
@@ -902,10 +900,7 @@ def show_plan(case: Case = REPRESENTATIVE, out=print) -> bool:
         v = torch.empty(T, case.Hv, case.V, dtype=torch.bfloat16)
         gb = torch.empty(T, case.Hv, dtype=torch.float32)
         state = torch.empty(case.N, case.Hv, case.K, case.V, dtype=torch.float32)
-        offs = [0]
-        for n in case.lens:
-            offs.append(offs[-1] + n)
-        cu = torch.tensor(offs, dtype=torch.int32)
+        cu = torch.tensor(list(accumulate(case.lens, initial=0)), dtype=torch.int32)
         plan = gdn_prefill.explain(q, torch.empty_like(q), v, gb, torch.empty_like(gb), torch.empty_like(v), state,
                                    cu_seqlens=cu, check_device=False)
     except Exception as e:

@@ -53,6 +53,15 @@ def parse_shape(name: str) -> list[int]:
     return [tok] * B
 
 
+def parse_count(text: str) -> int:
+    """'8K' -> 8192, '1M' -> 1048576, '300' -> 300 (token or sequence counts of the scripts)."""
+    t = text.strip().upper()
+    try:
+        return int(t[:-1]) * (1 << 20 if t.endswith("M") else 1 << 10) if t[-1:] in ("K", "M") else int(t)
+    except ValueError:
+        raise ValueError(f"count {text!r}: expected an integer with an optional K or M suffix") from None
+
+
 def parse_heads(text: str) -> tuple[int, int]:
     try:
         hk, hv = (int(x) for x in text.split("/"))
