@@ -25,6 +25,8 @@ class Dims:
         self.Hv = cute.sym_int(symbol="Hv")
         self.CB = cute.sym_int(symbol="CB")       # chunk slots, ceil(T/64) + N
         self.P = cute.sym_int(symbol="P")         # state slots
+        self.M = cute.sym_int(symbol="M")         # segment slots of the segmented plan
+        self.M2 = cute.sym_int(symbol="M2")       # 2 M: a map A and a map B per segment slot
 
 
 def _stride(divisibility: int = 1):
@@ -68,6 +70,14 @@ def ws_h(dims: Dims):
     """Workspace h: [CB, Hv, K, V] bf16 compact, the state at every chunk's entry."""
     kv = HEAD_DIM_K * HEAD_DIM_V
     return cute.runtime.make_fake_tensor(BFloat16, (dims.CB, dims.Hv, HEAD_DIM_K, HEAD_DIM_V),
+                                         stride=(_stride(kv), kv, HEAD_DIM_V, 1), assumed_align=16)
+
+
+def ws_states(dims: Dims, rows):
+    """Workspace maps / seg_state: [rows, Hv, K, V] fp32 compact, states S[k, v] (the segmented
+    plan's maps A, B of every segment slot, and the composed state at each segment's entry)."""
+    kv = HEAD_DIM_K * HEAD_DIM_V
+    return cute.runtime.make_fake_tensor(Float32, (rows, dims.Hv, HEAD_DIM_K, HEAD_DIM_V),
                                          stride=(_stride(kv), kv, HEAD_DIM_V, 1), assumed_align=16)
 
 

@@ -9,6 +9,7 @@ MODULES = (
     "spine_scalar",
     "spine_wgmma",
     "spine_rs",
+    "compose",
     "fwd_o",
 )
 

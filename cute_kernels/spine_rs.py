@@ -92,6 +92,21 @@ beside this spine, recompute_wu's chunk slots >= ready_from run concurrently wit
 each (slot, head) in `ready`; the loader warp acquires that flag before it reads the chunk's row
 data and tiles (_await_ready).  The consumer warpgroup is unchanged: it waits on the TMA ring.
 
+Roles (Role, compile time; docs/DESIGN.md §3, the segmented plan): SEQUENCE is the above, one
+chain per (sequence, head, 64 columns) from the sequence's initial state.  The segmented plan cuts
+each sequence into segments of seg_chunks chunks (segment slots, cute_kernels/slots.py) and runs
+two launches of this body around compose.py:
+- MAPS (dual build, one CTA per (segment slot, head, A | B)): the affine map of each segment j >= 1,
+  S_end = A S_start + B, as two chains of 128 columns: A from S = I with V taken as 0, B from
+  S = 0 (K = V, so A is a state of its own).  No output: no q or P tile, no G2, no G4, no store
+  warp.  Segment 0's B chain starts from the sequence's initial state instead and ends in the
+  state at segment 1's entry; it also copies that initial state (fp32) into seg_state, so that no
+  CTA of the last pass reads the pool slot another one overwrites with the final state.
+- SEGMENT (solo build): one chain per (segment slot, head, 64 columns) from seg_state (the
+  composed state at the segment's entry), with outputs; the last segment writes the final state,
+  and checkpoints count chunks from the sequence's start (seg_chunks is a multiple of the
+  checkpoint interval).  A sequence of one segment runs as in SEQUENCE.
+
 State pool (state_pool.py, the rule every spine shares): the initial S^T from `state`,
 `initial_state` or zeros (state_in); the final one into `state` when bound; a checkpoint after
 chunk i straight from the accumulators, after G3's wait (nothing in flight), by the consumer
@@ -105,7 +120,9 @@ rows < L).
 """
 from __future__ import annotations
 
+import enum
 import functools
+import typing
 
 import cuda.bindings.driver as cuda
 
@@ -118,7 +135,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from gdn_prefill import plan
 
-from cute_kernels import pdl, spine_wgmma as sw, state_pool, tma, wgmma_acc
+from cute_kernels import pdl, slots, spine_wgmma as sw, state_pool, tma, wgmma_acc
 
 CHUNK = sw.CHUNK                      # 64
 DK = sw.DK                            # 128
@@ -133,6 +150,19 @@ DUAL_WG = plan.RS_SPINE_DUAL_WG
 assert DUAL_WG * VB == DV, "the dual build's warpgroups cover a head's V columns"
 BAR_WG = 1                            # the consumers' own named barrier (0 is the CTA barrier)
 ORDER_MAX_SEQS = plan.ORDER_MAX_SEQS   # _longest_first: stage 1 ranked the sequences up to this many
+
+
+class Role(enum.IntEnum):
+    """What one launch of the kernel computes (compile time; module docstring, Roles)."""
+    SEQUENCE = 0      # each sequence from its initial state: outputs, final state (the serial plan)
+    MAPS = 1          # the segmented plan's first pass: each segment's (A, B); no output
+    SEGMENT = 2       # the segmented plan's last pass: each segment from its composed state
+
+
+class Map(enum.IntEnum):
+    """The two chains of a MAPS CTA pair, and their index in the workspace's maps[slot, map]."""
+    A = 0             # from S = I with V = 0: the segment's transition
+    B = 1             # from S = 0 (segment 0: from the initial state): the segment's offset
 # The dual build's registers after setmaxnreg: each chain warpgroup close to what the solo build's
 # one holds at 192 threads (226-234; 224 without spills), the I/O warpgroup the rest.  The increase
 # can only take what the decrease gave back to the CTA's own pool, which the launch sized at 168
@@ -281,22 +311,34 @@ def spine_rs_kernel(
     state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, ready: cute.Tensor, order: cute.Tensor,
     scale: Float32, has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
     checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
-    cz: cutlass.Constexpr, nwg: cutlass.Constexpr,
+    maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32,
+    cz: cutlass.Constexpr, nwg: cutlass.Constexpr, role: cutlass.Constexpr,
 ):
     """cz: CTAs per cluster (compile time).  1: the solo build; 2: the pair build, the two CTAs of
     a head (adjacent in the grid) each TMA-load half of the Tu, K, q and P tiles and multicast it
     to both, and a slot is refilled once both CTAs' consumers have released it.  nwg: consumer
     warpgroups per CTA (compile time): 1, or DUAL_WG for the dual build (one CTA per head, the
-    shared tiles loaded once for both warpgroups' chains)."""
+    shared tiles loaded once for both warpgroups' chains).  role: a Role (module docstring)."""
     pdl.enter()
     tidx, _, _ = cute.arch.thread_idx()
     bx, _, _ = cute.arch.block_idx()
     # plan.grid_spine_rs: solo / pair: vb fastest, then hv, then the sequence (pair: a cluster),
-    # longest first; dual: _dual_block
+    # longest first; dual: _dual_block; the segmented roles: _segment_block
     col0 = Int32(0)                       # the CTA's first state column
     active = 1                            # consumer warpgroups with work (dual: 1 or 2, at run time)
     work = Int32(1)
-    if cutlass.const_expr(nwg == 1):
+    seg = _Segment(Int32(0), Int32(0), Int32(1), Int32(0), Int32(Map.B))
+    if cutlass.const_expr(role != Role.SEQUENCE):
+        n, hv, sub, work, seg = _segment_block(bx, Hv, cu_seqlens, seg_chunks)
+        if cutlass.const_expr(role == Role.MAPS):
+            active = DUAL_WG
+            # segment 0 has no A chain; a sequence of one segment needs no map
+            if seg.nseg < 2 or (seg.j == 0 and sub == Map.A):
+                work = Int32(0)
+            seg = seg._replace(map_=sub)
+        else:
+            col0 = sub * VB
+    elif cutlass.const_expr(nwg == 1):
         nvb = DV // VB
         col0 = (bx % nvb) * VB
         hv = (bx // nvb) % Hv
@@ -357,27 +399,60 @@ def spine_rs_kernel(
         if cutlass.const_expr(nwg > 1):
             cute.arch.setmaxregister_decrease(DUAL_IO_REGS)
         if run != 0:
-            bos, eos, nch = _chunks(cu_seqlens, n)
+            bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
             if warp_idx == load_warp:
                 _loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, gcum, rk, rq, scale,
                        tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
-                       ready, ready_from, plan.first_slot(bos, n), cz, nwg, active)
+                       ready, ready_from, plan.first_slot(cu_seqlens[n], n) + seg.j * seg_chunks, cz, nwg, active,
+                       role, seg.map_)
             elif warp_idx == store_warp:
-                _stores(nch, bos, eos, hv, col0, ostaged_bar, ofree_bar, sO, tma_o, mO, out, nwg, active)
+                if cutlass.const_expr(role != Role.MAPS):
+                    _stores(nch, bos, eos, hv, col0, ostaged_bar, ofree_bar, sO, tma_o, mO, out, nwg, active)
     else:
         if cutlass.const_expr(nwg > 1):
             cute.arch.setmaxregister_increase(DUAL_CHAIN_REGS)
         if run != 0:
             wg = tidx // 128                  # the consumer warpgroup (0 unless dual)
             if wg < active:
-                bos, eos, nch = _chunks(cu_seqlens, n)
-                _state(tidx % 128, wg, n, hv, slot, bos, eos, nch, col0 + wg * VB, sT, sK, sKk, sV_vj, sQ, sPq,
-                       sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state,
-                       checkpoints, checkpoint_chunks, initial_state, state_in, cz, nwg, active)
+                bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
+                if cutlass.const_expr(role == Role.MAPS):
+                    _maps(tidx % 128, wg, hv, slot, bos, eos, nch, wg * VB, sT, sK, sKk, sV_vj, sTab, full_bar,
+                          empty_bar, state, initial_state, state_in, maps, seg_state, seg)
+                else:
+                    _state(tidx % 128, wg, n, hv, slot, bos, eos, nch, col0 + wg * VB, sT, sK, sKk, sV_vj, sQ, sPq,
+                           sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state,
+                           checkpoints, checkpoint_chunks, initial_state, state_in, cz, nwg, active,
+                           seg_state, seg, seg_chunks, role)
     if cutlass.const_expr(cz > 1):
         # no CTA leaves while its peer may still multicast into it or arrive on its barriers
         cute.arch.cluster_arrive()
         cute.arch.cluster_wait()
+
+
+class _Segment(typing.NamedTuple):
+    """A segmented-plan CTA's segment (SEQUENCE: the whole sequence, j = 0 of nseg = 1): its slot,
+    its index j in the sequence and the sequence's segment count, the sequence's chunk count, and
+    the map a MAPS CTA computes (Map)."""
+    slot: Int32
+    j: Int32
+    nseg: Int32
+    nch_seq: Int32
+    map_: Int32
+
+
+@cute.jit
+def _segment_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor, seg_chunks: Int32):
+    """The segmented roles' work for block bx: (n, hv, sub, live, segment).  The grid is (segment
+    slot, head, sub) with sub fastest (plan.grid_spine_rs_segments): MAPS, sub = Map (the A and B
+    CTAs of a head read the same tiles side by side); SEGMENT, sub = the 64-column half of the
+    state.  live = 0 where no segment maps to the slot."""
+    sub = bx % 2
+    hv = (bx // 2) % Hv
+    sslot = bx // (2 * Hv)
+    live, n, j, nseg, bos, eos = slots.segment_of_slot(sslot, cu_seqlens, seg_chunks)
+    n = cute.arch.make_warp_uniform(n)
+    nch_seq = (eos - bos + (CHUNK - 1)) // CHUNK
+    return n, hv, sub, live, _Segment(sslot, j, nseg, nch_seq, Int32(Map.B))
 
 
 @cute.jit
@@ -493,20 +568,26 @@ def _lead_solo(batch, Hv: Int32) -> Int32:
 
 
 @cute.jit
-def _chunks(cu_seqlens: cute.Tensor, n: Int32):
-    """Sequence n's first token, end and number of chunks."""
-    bos = cu_seqlens[n]
+def _chunks(cu_seqlens: cute.Tensor, n: Int32, seg: _Segment, seg_chunks: Int32):
+    """The first token, end and number of chunks of the CTA's work: sequence n, or its segment
+    seg.j of seg_chunks chunks (the end stays the sequence's: the last chunk may be partial)."""
+    bos = cu_seqlens[n] + seg.j * seg_chunks * CHUNK
     eos = cu_seqlens[n + 1]
-    return bos, eos, (eos - bos + (CHUNK - 1)) // CHUNK
+    nch = (eos - bos + (CHUNK - 1)) // CHUNK
+    if seg.nseg > 1:
+        nch = cutlass.min(nch, seg_chunks)
+    return bos, eos, nch
 
 
 @cute.jit
 def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32,
            col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar,
            state: cute.Tensor, has_state: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
-           initial_state: cute.Tensor, state_in: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr, active):
+           initial_state: cute.Tensor, state_in: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr, active,
+           seg_state: cute.Tensor, seg: _Segment, seg_chunks: Int32, role: cutlass.Constexpr):
     """Consumer warpgroup wg (of the `active` ones that share the tiles): S^T[col0 .. col0 + 64)
-    through the sequence and the output of those columns for every chunk (module docstring)."""
+    through the sequence (SEGMENT: through its segment seg) and the output of those columns for
+    every chunk (module docstring)."""
     mma_n64, mma_s = _tiled_mmas()
 
     thr_n = mma_n64.get_slice(ltid)
@@ -542,7 +623,24 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
 
     # S^T[v, k] = S[k, col0 + v]: spine_wgmma's state load / store through the transposed view
     gSt = _transposed_block(state, slot, hv, col0)                   # (v, k) -> S[k, col0 + v]
-    state_pool.load(accSt, tScS, gSt, _transposed_block(initial_state, slot, hv, col0), state_in)
+    # chunks before this CTA's first (SEGMENT: the segment's first chunk in the sequence); a
+    # segment of a sequence of several starts from its composed state (seg_state, fp32)
+    c0 = Int32(0)
+    last = Int32(1)
+    nch_seq = nch
+    if cutlass.const_expr(role == Role.SEGMENT):
+        c0 = seg.j * seg_chunks
+        nch_seq = seg.nch_seq
+        if seg.j + 1 < seg.nseg:
+            last = Int32(0)
+        if seg.nseg > 1:
+            gI = _transposed_block(seg_state, seg.slot, hv, col0)
+            for e in cutlass.range_constexpr(cute.size(accSt)):
+                accSt[e] = gI[tScS[e]]
+        else:
+            state_pool.load(accSt, tScS, gSt, _transposed_block(initial_state, slot, hv, col0), state_in)
+    else:
+        state_pool.load(accSt, tScS, gSt, _transposed_block(initial_state, slot, hv, col0), state_in)
 
     mma_s.set(warpgroup.Field.ACCUMULATE, True)
     accY.fill(0.0)                        # chunk 0's G4 (a chunk -1 that does not exist) reads these
@@ -636,7 +734,7 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
             warpgroup.wait_group(0)           # G3: nothing is in flight across the loop's back edge
         # a checkpoint (state_pool.py) after the segment's last chunk: its end state S^T, complete
         # after G3's wait
-        ck = state_pool.checkpoint_slot_after(i_end - 1, nch, n, checkpoints, checkpoint_chunks)
+        ck = state_pool.checkpoint_slot_after(c0 + i_end - 1, nch_seq, n, checkpoints, checkpoint_chunks)
         if ck >= 0:
             state_pool.store(accSt, tScS, _transposed_block(state, ck, hv, col0))
 
@@ -650,8 +748,101 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
         warpgroup.wait_group(0)
         rO.store(accY_cv.load().to(BFloat16))
         _epilogue(nch - 1, ltid, wg, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
-    if has_state != 0:
+    if has_state != 0 and last != 0:
         state_pool.store(accSt, tScS, gSt)
+
+
+@cute.jit
+def _maps(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32, col0: Int32,
+          sT, sK, sKk, sV_vj, sTab, full_bar, empty_bar, state: cute.Tensor, initial_state: cute.Tensor,
+          state_in: Int32, maps: cute.Tensor, seg_state: cute.Tensor, seg: _Segment):
+    """A MAPS consumer warpgroup: columns col0 .. col0 + 64 of its segment's map (seg.map_), the
+    chain of _state without the output (no G2, G4, epilogue): A from S = I with V = 0, B from
+    S = 0, or, for segment 0's B, from the sequence's initial state (which it also copies into
+    seg_state for the SEGMENT pass).  Ends in maps[2 seg.slot + seg.map_]."""
+    mma_n64, mma_s = _tiled_mmas()
+    thr_n = mma_n64.get_slice(ltid)
+    thr_s = mma_s.get_slice(ltid)
+    tKkb = thr_n.make_fragment_B(thr_n.partition_B(sKk))        # (MMA, 1, 8, NSLOT)
+    tTb = thr_n.make_fragment_B(thr_n.partition_B(sT))          # (MMA, 1, 4, NSLOT)
+    tKb = thr_s.make_fragment_B(thr_s.partition_B(sK))          # (MMA, 1, 4, NSLOT)
+    accSt = cute.make_rmem_tensor(thr_s.partition_shape_C((VB, DK)), Float32)      # S^T[v, k]
+    accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # Z, then Vnew^T
+    rS = cute.make_rmem_tensor_like(accSt, BFloat16)
+    rP = cute.make_rmem_tensor_like(accX, BFloat16)
+    tSa = cute.make_tensor(rS.iterator, _acc_as_a_layout(accSt.layout, DK // 16))
+    tPa = cute.make_tensor(rP.iterator, _acc_as_a_layout(accX.layout, CHUNK // 16))
+    tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))
+    tXc = thr_n.partition_C(cute.make_identity_tensor((VB, CHUNK)))
+    ld_v = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16),
+                                  mma_n64).get_slice(ltid)
+    rVt = cute.make_rmem_tensor_like(accX, BFloat16)           # V^T (64 v, 64 m); A: stays 0
+    rVt_cv = ld_v.retile(rVt)
+    rVt.fill(0.0)
+    with_v = seg.map_ == Map.B
+    if seg.map_ == Map.A:
+        for e in cutlass.range_constexpr(cute.size(accSt)):          # S^T[v, k] = I[k, col0 + v]
+            accSt[e] = cutlass.select_(tScS[e][1] == col0 + tScS[e][0], Float32(1.0), Float32(0.0))
+    elif seg.j == 0:
+        state_pool.load(accSt, tScS, _transposed_block(state, slot, hv, col0),
+                        _transposed_block(initial_state, slot, hv, col0), state_in)
+        gI = _transposed_block(seg_state, seg.slot, hv, col0)
+        for e in cutlass.range_constexpr(cute.size(accSt)):
+            gI[tScS[e]] = accSt[e]
+    else:
+        accSt.fill(0.0)
+    mma_s.set(warpgroup.Field.ACCUMULATE, True)
+    for i in cutlass.range(nch, unroll=1):
+        s = i % NSLOT
+        L = cutlass.min(eos - (bos + i * CHUNK), CHUNK)
+        cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
+        if L < CHUNK:
+            # as in _state: K rows j >= L (both warpgroups share the tile), this warpgroup's V rows
+            for j in cutlass.range(L + wg, CHUNK, DUAL_WG, unroll=1):
+                sK[ltid, j, s] = BFloat16(0.0)
+            for j in cutlass.range(L + ltid // VB, CHUNK, 128 // VB, unroll=1):
+                sV_vj[ltid % VB, j, s * DUAL_WG + wg] = BFloat16(0.0)
+            cute.arch.fence_proxy("async.shared", space="cta")
+            cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128 * DUAL_WG)
+        # G1: Z = bf16(S^T) K^T
+        rS.store(accSt.load().to(BFloat16))
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(tSa, mode=[2])):
+            mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
+            cute.gemm(mma_n64, accX, tSa[None, None, kb], tKkb[None, None, kb, s], accX)
+        warpgroup.commit_group()
+        decay = sTab[TAB_GL, s]
+        for e in cutlass.range_constexpr(cute.size(accSt)):
+            accSt[e] = accSt[e] * decay
+        if with_v:
+            cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * DUAL_WG + wg]), rVt_cv)
+        warpgroup.wait_group(0)
+        # Y^T = V^T - Z diag(a) (A: V = 0); G1b: Vnew^T = bf16(Y^T) Tu^T
+        a_col = [sTab[TAB_A + tXc[wgmma_acc.first_of_col(c)][1], s] for c in range(cute.size(accX) // 2)]
+        for e in cutlass.range_constexpr(cute.size(accX)):
+            rP[e] = BFloat16(Float32(rVt[e]) - accX[e] * a_col[wgmma_acc.col(e)])
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(tPa, mode=[2])):
+            mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
+            cute.gemm(mma_n64, accX, tPa[None, None, kb], tTb[None, None, kb, s], accX)
+        warpgroup.commit_group()
+        warpgroup.wait_group(0)
+        # P^T = Vnew^T coef_j (columns j >= L: 0); G3: S^T = g S^T + bf16(P^T) K
+        for e in cutlass.range_constexpr(cute.size(accX)):
+            j = tXc[e][1]
+            vn = Float32(0.0)
+            if j < L:
+                vn = accX[e]
+            rP[e] = BFloat16(vn * sTab[j, s])
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(cute.size(tPa, mode=[2])):
+            cute.gemm(mma_s, accSt, tPa[None, None, kb], tKb[None, None, kb, s], accSt)
+        warpgroup.commit_group()
+        warpgroup.wait_group(0)
+        cute.arch.mbarrier_arrive(empty_bar + s)       # this thread is done with the slot
+    gM = _transposed_block(maps, seg.slot * 2 + seg.map_, hv, col0)      # maps[2 slot + map]
+    for e in cutlass.range_constexpr(cute.size(accSt)):
+        gM[tScS[e]] = accSt[e]
 
 
 @cute.jit
@@ -724,9 +915,10 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
            gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, scale: Float32,
            tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
            ready: cute.Tensor, ready_from: Int32, slot0: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr,
-           active):
+           active, role: cutlass.Constexpr, map_: Int32):
     """The load warp: the TMA tiles of every chunk and its coefficient table, slot i % NSLOT as soon
     as the consumer warps have released it (the dual build: a V tile per consumer warpgroup).
+    MAPS: no q or P tile (no output), and no V tile for an A chain (V is taken as 0).
     Lane l computes rows l and l + 32 of the table from row data loaded one chunk ahead (the
     global loads' latency stays off the ring).
     Overlap plan: chunk i (chunk slot slot0 + i) is awaited before its row data, the first thing
@@ -757,17 +949,24 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
         if i >= NSLOT:
             cute.arch.mbarrier_wait(empty_bar + s, ((i - NSLOT) // NSLOT) % 2)
         bar = full_bar + s
-        with cute.arch.elect_one():
-            cute.arch.mbarrier_arrive_and_expect_tx(bar, _TMA_BYTES + (active - 1) * _V_BYTES)
+        if cutlass.const_expr(role == Role.MAPS):
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_arrive_and_expect_tx(
+                    bar, _T_BYTES + _K_BYTES + cutlass.select_(map_ == Map.B, active * _V_BYTES, 0))
+        else:
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_arrive_and_expect_tx(bar, _TMA_BYTES + (active - 1) * _V_BYTES)
         # Tu, K, q, P are the same for both CTAs of a head (pair build: each loads 1/cz, multicast)
         tma.load(tma_t, tma.gmem_tile(mT_h, (t0, 0), (CHUNK, CHUNK)), sT[None, None, s], bar, rank, cz)
-        for wg in cutlass.range_constexpr(nwg):
-            if wg < active:
-                tma.load(tma_v, tma.gmem_tile(mV_h, (t0, col0 + wg * VB), (CHUNK, VB)), sV[None, None, s * nwg + wg],
-                         bar, Int32(0), 1)
+        if cutlass.const_expr(role == Role.MAPS):
+            if map_ == Map.B:
+                _load_v(tma_v, mV_h, sV, bar, t0, col0, s, nwg, active)
+        else:
+            _load_v(tma_v, mV_h, sV, bar, t0, col0, s, nwg, active)
         tma.load(tma_k, tma.gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, s], bar, rank, cz)
-        tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (CHUNK, DK)), sQ[None, None, s], bar, rank, cz)
-        tma.load(tma_pq, tma.gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, s], bar, rank, cz)
+        if cutlass.const_expr(role != Role.MAPS):
+            tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (CHUNK, DK)), sQ[None, None, s], bar, rank, cz)
+            tma.load(tma_pq, tma.gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, s], bar, rank, cz)
         # the table: coef_j = exp(g_last - gcum_j) rk_j, c_i = scale rq_i exp(gcum_i),
         # a_m = exp(gcum_m) rk_m (0 past L)
         ca = Float32(0.0)
@@ -799,6 +998,15 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
             _await_ready(ready, slot0 + i + 1, hv, ready_from)
             gl, ga, ka, qa, gb, kb, qb = _row_data(gcum, rk, rq, hv, t0 + CHUNK, eos, lane,
                                                    ga, ka, qa, gb, kb, qb)
+
+
+@cute.jit
+def _load_v(tma_v, mV_h, sV, bar, t0: Int32, col0: Int32, s: Int32, nwg: cutlass.Constexpr, active):
+    """The V tile of each working consumer warpgroup (its 64 state columns) of the chunk at t0."""
+    for wg in cutlass.range_constexpr(nwg):
+        if wg < active:
+            tma.load(tma_v, tma.gmem_tile(mV_h, (t0, col0 + wg * VB), (CHUNK, VB)), sV[None, None, s * nwg + wg],
+                     bar, Int32(0), 1)
 
 
 @cute.jit
@@ -835,12 +1043,14 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, hv: Int32, t0
 
 # --------------------------------------------------------------------------- launch
 @functools.cache
-def _make_launch(pair: bool, dual: bool = False):
+def _make_launch(pair: bool, dual: bool = False, role: Role = Role.SEQUENCE):
     """The launch function of the solo build (one CTA per 64 state columns), the pair build (the
-    two CTAs of a head as a cluster that multicasts Tu, K, q and P) or the dual build (one CTA per
-    head, a consumer warpgroup per 64 state columns): one kernel body, the cluster size and the
-    consumer warpgroups compile-time constants."""
-    assert not (pair and dual)
+    two CTAs of a head as a cluster that multicasts Tu, K, q and P), the dual build (one CTA per
+    head, a consumer warpgroup per 64 state columns), or a segmented role's (MAPS: dual; SEGMENT:
+    solo): one kernel body, the cluster size, the consumer warpgroups and the role compile-time
+    constants."""
+    assert not (pair and dual) and (role == Role.SEQUENCE or not pair)
+    assert role != Role.MAPS or dual, "MAPS runs two chains per CTA"
     cz = plan.RS_SPINE_PAIR if pair else 1
     nwg = DUAL_WG if dual else 1
 
@@ -852,11 +1062,13 @@ def _make_launch(pair: bool, dual: bool = False):
         state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, scale: Float32,
         has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32, order: cute.Tensor,
         checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
+        maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32,
         stream: cuda.CUstream,
     ):
         """The launch (parameter names: gdn_problem_t fields; the inputs q, k, v read by TMA (the
         fused plan's 16-byte alignment), stage 1's tu and pqk, then the overlap plan's ready flags
-        and first published slot, and stage 1's sequence order)."""
+        and first published slot, stage 1's sequence order, and the segmented plan's maps,
+        seg_state and segment length)."""
         lay = _smem_layouts(nwg)
         load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
         shared = cpasync.CopyBulkTensorTileG2SMulticastOp() if cz > 1 else load
@@ -877,9 +1089,12 @@ def _make_launch(pair: bool, dual: bool = False):
             tma_t, mT, tma_v, mV, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
             gcum, rk, rq, cu_seqlens, state, state_indices, out, ready, order, scale,
             has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv, checkpoints, checkpoint_chunks,
-            initial_state, state_in, cz, nwg,
+            initial_state, state_in, maps, seg_state, seg_chunks, cz, nwg, role,
         )
-        grid = plan.grid_spine_rs(T, N, Hv, dual)
+        if cutlass.const_expr(role == Role.SEQUENCE):
+            grid = plan.grid_spine_rs(T, N, Hv, dual)
+        else:
+            grid = plan.grid_spine_rs_segments(T, N, Hv, seg_chunks)
         if cutlass.const_expr(cz > 1):
             kernel.launch(grid=grid, block=[_threads(nwg), 1, 1], cluster=[cz, 1, 1],
                           stream=stream, use_pdl=pdl.USE_PDL)
@@ -889,25 +1104,36 @@ def _make_launch(pair: bool, dual: bool = False):
     return spine_rs
 
 
-def launch_for(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32"):
-    return _make_launch(pair, dual)
+def _build(pair: bool = False, dual: bool = False, role: str = "sequence"):
+    """(pair, dual, Role) of a variant's kwargs (role: the Role's name, lower case)."""
+    r = Role[role.upper()]
+    return pair, dual or r == Role.MAPS, r
 
 
-def THREADS(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32") -> int:  # noqa: N802
-    return _threads(DUAL_WG if dual else 1)
+def launch_for(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32",
+               role: str = "sequence"):
+    return _make_launch(*_build(pair, dual, role))
 
 
-def SMEM_BYTES(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32") -> int:  # noqa: N802
-    return _smem_bytes(DUAL_WG if dual else 1)
+def THREADS(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32",  # noqa: N802
+            role: str = "sequence") -> int:
+    return _threads(DUAL_WG if _build(pair, dual, role)[1] else 1)
 
 
-def CLUSTER(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32") -> int:  # noqa: N802
+def SMEM_BYTES(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32",  # noqa: N802
+               role: str = "sequence") -> int:
+    return _smem_bytes(DUAL_WG if _build(pair, dual, role)[1] else 1)
+
+
+def CLUSTER(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32",  # noqa: N802
+            role: str = "sequence") -> int:
     return plan.RS_SPINE_PAIR if pair else 1
 
 
-# Three builds, picked per call by the launcher (plan.pxi _rs_build, gdn_abi.h has the
-# measurements): pair in the overlap plan (the multicast halves the L2 reads it shares with stage
-# 1), solo or dual in the serial plan by a wave model (two chains per SM once the heads fill the SMs).
+# Three builds of the serial plan, picked per call by the launcher (plan.pxi _rs_build, gdn_abi.h
+# has the measurements): pair in the overlap plan (the multicast halves the L2 reads it shares with
+# stage 1), solo or dual in the serial plan by a wave model (two chains per SM once the heads fill
+# the SMs); and the segmented plan's two passes (maps: dual, seg: solo).
 VARIANTS: dict[str, dict] = state_pool.variants({
     "spine_rs_o_kv": {"layout": "kv", "pair": False},
     "spine_rs_o_vk": {"layout": "vk", "pair": False},
@@ -915,14 +1141,19 @@ VARIANTS: dict[str, dict] = state_pool.variants({
     "spine_rs_o_pair_vk": {"layout": "vk", "pair": True},
     "spine_rs_o_dual_kv": {"layout": "kv", "dual": True},
     "spine_rs_o_dual_vk": {"layout": "vk", "dual": True},
+    "spine_rs_maps_kv": {"layout": "kv", "role": "maps"},
+    "spine_rs_maps_vk": {"layout": "vk", "role": "maps"},
+    "spine_rs_o_seg_kv": {"layout": "kv", "role": "segment"},
+    "spine_rs_o_seg_vk": {"layout": "vk", "role": "segment"},
 })
 
 
-def fake_args(dims, layout, pair=False, dual=False, state_dtype="fp32"):
+def fake_args(dims, layout, pair=False, dual=False, state_dtype="fp32", role="sequence"):
     """Fake tensors/scalars for every parameter of the launch except stream, in order: spine_wgmma's
     list (every spine build's: q, k, out TMA-aligned, the row data, the state) with the input v for
-    w and stage 1's tu for u, without vnew and h, then ready and ready_from (the overlap plan) and
-    order (stage 1's ranking of the sequences, longest first)."""
+    w and stage 1's tu for u, without vnew and h, then ready and ready_from (the overlap plan),
+    order (stage 1's ranking of the sequences, longest first), and the segmented plan's maps,
+    seg_state and seg_chunks."""
     from cute_kernels import fake
     (q, k, _w, _u, pqk, gcum, rq, rk, cu_seqlens, state, state_indices, _vnew, _h, out, scale, has_state,
      use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in) = sw.fake_args(
@@ -930,4 +1161,5 @@ def fake_args(dims, layout, pair=False, dual=False, state_dtype="fp32"):
     v = fake.tv(dims, stride_div=8, align=16)        # a TMA source, as q and k
     return [q, k, v, fake.ws_tvd(dims, CHUNK), pqk, gcum, rq, rk, cu_seqlens, state, state_indices, out, scale,
             has_state, use_state_indices, fake.ws_ready(dims), fake.i32(0), fake.ws_order(dims),
-            checkpoints, checkpoint_chunks, initial_state, state_in]
+            checkpoints, checkpoint_chunks, initial_state, state_in,
+            fake.ws_states(dims, dims.M2), fake.ws_states(dims, dims.M), fake.i32(1)]

@@ -16,6 +16,8 @@ SPINE_NAMES: dict[int, str]
 STATE_LAYOUTS: dict[str, int]
 OVERLAP_OFF: str
 """explain()["overlap"] where the overlap plan would run but is not opted in (GDN_PREFILL_OVERLAP=1)"""
+PLAN_NAMES: tuple[str, ...]
+"""explain()["plan"]["name"] by the planner's code"""
 # C-API capsules for cimport callers (see _ext.pxd): "gdn_prefill_raw", "gdn_workspace_bytes"
 __pyx_capi__: dict[str, object]
 __test__: dict[str, str]
@@ -51,10 +53,26 @@ class Plan(TypedDict):
     """the checkpoint interval and table width, or None without checkpoints"""
     initial_state: str
     """where the initial states come from: zeros, state (in place) or initial_state"""
+    plan: PlanChoice
+    """the plan that runs, why, and the cost model's predictions"""
+
+@type_check_only
+class PlanChoice(TypedDict, total=False):
+    name: Literal["unfused", "serial", "overlap", "segmented"]
+    why: str
+    predicted_us: dict[str, float]
+    """the cost model's time of the serial and (where one fits) the segmented plan"""
+    longest_chunks: int | None
+    """chunks of the longest sequence the model assumed (None: several sequences, no max_seqlen)"""
+    segments: int
+    segment_chunks: int
+    ctas: int
 
 def compiled_variants() -> list[str]: ...
 def workspace_bytes(T: int, N: int, Hv: int, fused: bool | None = None) -> int: ...
-def workspace_layout(T: int, N: int, Hv: int, fused: bool = True) -> dict[str, tuple[int, tuple[int, ...], str]]: ...
+def workspace_layout(
+    T: int, N: int, Hv: int, fused: bool = True, seg_chunks: int = 0
+) -> dict[str, tuple[int, tuple[int, ...], str]]: ...
 def prefill(
     q: Tensor,
     k: Tensor,
@@ -76,6 +94,7 @@ def prefill(
     checkpoints: Tensor | None = None,
     initial_state: Tensor | None = None,
     has_initial_state: bool = True,
+    max_seqlen: int | None = None,
 ) -> _RanSpineName: ...
 def explain(
     q: Tensor,
@@ -98,5 +117,6 @@ def explain(
     checkpoints: Tensor | None = None,
     initial_state: Tensor | None = None,
     has_initial_state: bool = True,
+    max_seqlen: int | None = None,
     check_device: bool = True,
 ) -> Plan: ...

@@ -8,14 +8,15 @@ and ``torch.export`` programs without a graph break:
     gdn_prefill.ops.prefill_op(q, k, v, g, beta, out, state, cu_seqlens=cu, state_layout="vk")
     # the op itself takes every argument (none has a default):
     torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu, None, "kv", None, False, "auto", None,
-                                  None, None, None, True)
+                                  None, None, None, True, None)
 
 Schema (what the compiler sees):
 
     gdn_prefill::prefill(Tensor q, Tensor k, Tensor v, Tensor g, Tensor beta, Tensor(a5!) out,
         Tensor(a6!)? state, Tensor? cu_seqlens, Tensor? state_indices, str state_layout,
         float? scale, bool use_qk_l2norm, str spine, Tensor(a13!)? workspace,
-        Tensor? checkpoints, SymInt? checkpoint_every, Tensor? initial_state, bool has_initial_state) -> ()
+        Tensor? checkpoints, SymInt? checkpoint_every, Tensor? initial_state, bool has_initial_state,
+        SymInt? max_seqlen) -> ()
 
 The operator writes ``out`` and updates ``state`` (and scratch ``workspace``) in place (the
 checkpoints, when asked for, go into slots of ``state``) and
@@ -51,13 +52,14 @@ def _prefill(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Tens
              state: Optional[Tensor], cu_seqlens: Optional[Tensor],
              state_indices: Optional[Tensor], state_layout: str, scale: Optional[float],
              use_qk_l2norm: bool, spine: str, workspace: Optional[Tensor], checkpoints: Optional[Tensor],
-             checkpoint_every: Optional[int], initial_state: Optional[Tensor], has_initial_state: bool) -> None:
+             checkpoint_every: Optional[int], initial_state: Optional[Tensor], has_initial_state: bool,
+             max_seqlen: Optional[int]) -> None:
     # No device_types restriction: CPU tensors reach prefill(), which names the argument
     # ("q: must be a CUDA tensor ...") instead of a dispatcher "no kernel for CPU" error.
     _ext.prefill(q, k, v, g, beta, out, state, cu_seqlens=cu_seqlens, state_indices=state_indices,
                  state_layout=state_layout, scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine,
                  workspace=workspace, checkpoints=checkpoints, checkpoint_every=checkpoint_every,
-                 initial_state=initial_state, has_initial_state=has_initial_state)
+                 initial_state=initial_state, has_initial_state=has_initial_state, max_seqlen=max_seqlen)
 
 
 def _concrete(x: Optional[Tensor]) -> bool:
@@ -110,7 +112,8 @@ def _prefill_fake(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out:
                   state: Optional[Tensor], cu_seqlens: Optional[Tensor],
                   state_indices: Optional[Tensor], state_layout: str, scale: Optional[float],
                   use_qk_l2norm: bool, spine: str, workspace: Optional[Tensor], checkpoints: Optional[Tensor],
-                  checkpoint_every: Optional[int], initial_state: Optional[Tensor], has_initial_state: bool) -> None:
+                  checkpoint_every: Optional[int], initial_state: Optional[Tensor], has_initial_state: bool,
+                  max_seqlen: Optional[int]) -> None:
     tensors = (q, k, v, g, beta, out, state, cu_seqlens, state_indices, workspace, checkpoints, initial_state)
     # prefill()'s order: each tensor's kind (a sparse one has no strides to make a view of), then
     # the devices.
@@ -136,7 +139,7 @@ def _prefill_fake(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out:
         _ext.explain(mq, mk, mv, mg, mb, mo, ms, cu_seqlens=mc, state_indices=mi, state_layout=state_layout,
                      scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine, workspace=mw, checkpoints=mck,
                      checkpoint_every=checkpoint_every, initial_state=minit, has_initial_state=has_initial_state,
-                     check_device=False)
+                     max_seqlen=max_seqlen, check_device=False)
     return None
 
 
@@ -145,7 +148,8 @@ def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Te
                state_indices: Optional[Tensor] = None, state_layout: str = "kv", scale: Optional[float] = None,
                use_qk_l2norm: bool = False, spine: str = "auto", workspace: Optional[Tensor] = None,
                checkpoint_every: Optional[int] = None, checkpoints: Optional[Tensor] = None,
-               initial_state: Optional[Tensor] = None, has_initial_state: bool = True) -> None:
+               initial_state: Optional[Tensor] = None, has_initial_state: bool = True,
+               max_seqlen: Optional[int] = None) -> None:
     """``torch.ops.gdn_prefill.prefill`` with prefill()'s signature (no ``stream``: the
     current stream is used).  Writes ``out`` and updates ``state`` in place; returns None.
     Arguments of the wrong type raise GdnTypeError naming the argument (the operator's own
@@ -170,6 +174,8 @@ def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Te
             raise GdnTypeError(f"{name}: must be a bool, got {type(flag).__qualname__}")
     if checkpoint_every is not None and (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)):
         raise GdnTypeError(f"checkpoint_every: must be an int (tokens) or None, got {type(checkpoint_every).__qualname__}")
+    if max_seqlen is not None and (isinstance(max_seqlen, bool) or not isinstance(max_seqlen, int)):
+        raise GdnTypeError(f"max_seqlen: must be an int (tokens) or None, got {type(max_seqlen).__qualname__}")
     torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu_seqlens, state_indices, state_layout,
                                   scale, use_qk_l2norm, spine, workspace, checkpoints, checkpoint_every, initial_state,
-                                  has_initial_state)
+                                  has_initial_state, max_seqlen)

@@ -30,6 +30,7 @@ RS_BUILDS = ("solo", "pair", "dual")        # spine_rs_o's builds, in the order 
 RS_SOLO_WAVE_NS = _C["GDN_RS_SOLO_WAVE_NS"]                   # a wave of solo / dual CTAs advancing one chunk
 RS_DUAL_WAVE_NS = _C["GDN_RS_DUAL_WAVE_NS"]
 RS_CTA_NS = _C["GDN_RS_CTA_NS"]                               # a spine CTA's fixed cost (the dual build's lead rule)
+COMPOSE_COLS = _C["GDN_COMPOSE_COLS"]                         # state columns per CTA of compose (the segmented plan)
 SM_COUNT = _C["GDN_SM_COUNT"]   # H100/H200 SXM; a fixed constant, the device is never queried
 
 # The wgmma spine is built with 1 and with 2 warpgroups per CTA (CTA = 128 * warpgroups threads,
@@ -59,6 +60,21 @@ def chunk_slots(T, N):
     every chunk of N packed sequences of T tokens in all, so ceil(T / C) + N suffice without
     reading cu_seqlens; slots no chunk maps to are idle."""
     return (T + CHUNK - 1) // CHUNK + N
+
+
+def first_segment_slot(bos, n, seg_chunks):
+    """Segment slot of sequence n's first segment in the segmented plan (segments of seg_chunks
+    chunks; its segment j is first_segment_slot + j).  Strictly increasing in n, and a sequence's
+    segment slots end before the next one's: first_slot(n) // seg_chunks + n is the chunk-slot
+    construction applied to chunk slots (cute_kernels/slots.py)."""
+    return first_slot(bos, n) // seg_chunks + n
+
+
+def segment_slots(T, N, seg_chunks):
+    """Segment slots that cover every segment of N packed sequences of T tokens in all: the last
+    chunk slot is below floor(T / C) + N, so the last segment slot is below
+    (floor(T / C) + N) // seg_chunks + N, whatever the lengths."""
+    return (T // CHUNK + N) // seg_chunks + N
 
 
 RECOMPUTE_WU_THREADS = 256
@@ -99,6 +115,18 @@ def grid_spine_rs(T, N, Hv, dual=False):
     if dual:
         return ((N + 1) * Hv, 1, 1)
     return (N * Hv * (HEAD_DIM_V // RS_SPINE_VBLOCK), 1, 1)
+
+
+def grid_spine_rs_segments(T, N, Hv, seg_chunks):
+    """spine_rs's segmented roles: one CTA per (segment slot, value head, sub) with sub fastest, sub
+    the map (MAPS: A, B; dual CTAs of 128 columns) or the 64-column half of the state (SEGMENT:
+    solo CTAs); slots no segment maps to exit at once (spine_rs._segment_block)."""
+    return (segment_slots(T, N, seg_chunks) * Hv * 2, 1, 1)
+
+
+def grid_compose(N, Hv):
+    """compose.py: one CTA per (sequence, value head, COMPOSE_COLS state columns)."""
+    return (N * Hv * (HEAD_DIM_V // COMPOSE_COLS), 1, 1)
 
 
 def dual_lead_solo(lengths, Hv, sm_count=SM_COUNT):

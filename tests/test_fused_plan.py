@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import gdn_prefill
-from gdn_prefill import _ext, errors
+from gdn_prefill import _ext, errors, plan
 
 D = 128
 
@@ -67,23 +67,37 @@ def test_scalar_spine_runs_three_kernels():
 
 def test_workspace_of_each_plan():
     """Each plan carves only its own tensors: the fused plan gcum, rq, rk, ready, tu, pqk and order;
-    the unfused plan gcum, rq, rk, ready, w, u, vnew and h.  Within a plan they do not overlap and
-    fit in its workspace_bytes; workspace_bytes() without a plan serves either (the larger)."""
+    the segmented plan those and maps, seg_state; the unfused plan gcum, rq, rk, ready, w, u, vnew
+    and h.  Within a plan they do not overlap and fit in its workspace bytes; workspace_bytes()
+    without a plan serves every one, the segmented plan at any segment length the planner may pick
+    (at most GDN_SEG_MAX_CTAS / 2 segment slots x heads)."""
     T, N, Hv = 300, 3, 4
-    want = {True: {"gcum", "rq", "rk", "ready", "tu", "pqk", "order"},
-            False: {"gcum", "rq", "rk", "ready", "w", "u", "vnew", "h"}}
-    for fused in (True, False):
-        lay = gdn_prefill.workspace_layout(T, N, Hv, fused=fused)
-        assert set(lay) == want[fused]
+    fused_set = {"gcum", "rq", "rk", "ready", "tu", "pqk", "order"}
+    want = {"fused": fused_set, "segmented": fused_set | {"maps", "seg_state"},
+            "unfused": {"gcum", "rq", "rk", "ready", "w", "u", "vnew", "h"}}
+    M = plan.segment_slots(T, N, 1)           # one chunk per segment: the most slots
+    kw = {"fused": dict(fused=True), "segmented": dict(fused=True, seg_chunks=1), "unfused": dict(fused=False)}
+    for name in want:
+        lay = gdn_prefill.workspace_layout(T, N, Hv, **kw[name])
+        assert set(lay) == want[name]
         size = {"float32": 4, "int32": 4, "bfloat16": 2}
         spans = sorted((off, off + size[dt] * math.prod(shape)) for off, shape, dt in lay.values())
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))           # disjoint
-        assert spans[-1][1] <= gdn_prefill.workspace_bytes(T, N, Hv, fused=fused)
+        bound = (_ext._segmented_workspace_bytes(T, N, Hv, 1) if name == "segmented"
+                 else gdn_prefill.workspace_bytes(T, N, Hv, fused=kw[name]["fused"]))
+        assert spans[-1][1] <= bound
+    seg = gdn_prefill.workspace_layout(T, N, Hv, seg_chunks=1)
+    assert seg["maps"][1:] == ((2 * M, Hv, 128, 128), "float32") and seg["seg_state"][1:] == ((M, Hv, 128, 128), "float32")
     for name in ("tu", "pqk"):
         assert gdn_prefill.workspace_layout(T, N, Hv)[name][1:] == ((T, Hv, 64), "bfloat16")
     assert gdn_prefill.workspace_layout(T, N, Hv)["order"][1:] == ((N,), "int32")   # one per sequence
     need = {f: gdn_prefill.workspace_bytes(T, N, Hv, fused=f) for f in (True, False)}
-    assert need[True] < need[False] == gdn_prefill.workspace_bytes(T, N, Hv)
+    assert need[True] < need[False] <= gdn_prefill.workspace_bytes(T, N, Hv)
+    # the segmented plan at the planner's smallest segments for this call fits the bound
+    assert _ext._segmented_workspace_bytes(T, N, Hv, 1) <= gdn_prefill.workspace_bytes(T, N, Hv)
+    # without two chunks of tokens nothing is segmented: the bound is the larger plan's
+    assert gdn_prefill.workspace_bytes(100, 1, Hv) == max(gdn_prefill.workspace_bytes(100, 1, Hv, fused=f)
+                                                          for f in (True, False))
     # at 1 x 65536, Hv = 32: the fused plan needs about a fifth of the unfused plan's bytes
     assert gdn_prefill.workspace_bytes(65536, 1, 32, fused=True) < 0.25 * gdn_prefill.workspace_bytes(65536, 1, 32)
 

@@ -38,14 +38,22 @@ PLANS = {
     "rs-pair": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=0, rs_build=1)),
     "rs-dual": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=0, rs_build=2)),
     "rs-overlap": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=4)),
+    # the segmented plan with segments of 6 chunks (a multiple of every checkpoint interval the
+    # tests use: 1, 2 and 3 chunks)
+    "rs-seg6": ("wgmma", dict(stages=("recompute_wu", "maps", "compose", "spine"), seg_chunks=6)),
 }
+# the segmented plan with 1 and 3 chunks per segment: short test sequences in many segments, the
+# composition's longest walks (test_form_against_oracle, test_initial_state_apart_and_zero_start;
+# not in PLANS: the checkpoint tests need segments of a multiple of their interval)
+SEG_PLANS = {f"rs-seg{n}": ("wgmma", dict(stages=("recompute_wu", "maps", "compose", "spine"), seg_chunks=n))
+             for n in (1, 3)}
 
 
 def _run_plan(plan_name, inp, state, **extra):
     """One call of plan `plan_name` (PLANS) on inp's tensors with `state` and extra prefill()
     arguments; returns out (poisoned with NaN before the call)."""
     from gdn_prefill import _ext
-    spine, hook = PLANS[plan_name]
+    spine, hook = {**PLANS, **SEG_PLANS}[plan_name]
     T, N, Hv = inp["q"].shape[0], inp["cu_seqlens"].numel() - 1, inp["v"].shape[1]
     out = torch.full_like(inp["v"], float("nan"))
     args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
@@ -54,8 +62,11 @@ def _run_plan(plan_name, inp, state, **extra):
     if hook is None:
         ran = gdn_prefill.prefill(*args, **kw)
     else:
-        ws = torch.empty(gdn_prefill.workspace_bytes(T, N, Hv), dtype=torch.uint8, device="cuda")
         h = dict(hook)
+        nbytes = gdn_prefill.workspace_bytes(T, N, Hv)
+        if "seg_chunks" in h:
+            nbytes = max(nbytes, _ext._segmented_workspace_bytes(T, N, Hv, h["seg_chunks"]))
+        ws = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
         ran = _ext._launch_stages(h.pop("stages"), *args, workspace=ws, **kw, **h)
     assert ran == spine
     torch.cuda.synchronize()
@@ -102,8 +113,9 @@ def check(name, inp, spine, *, use_qk_l2norm=False, scale=None, bound=BOUND):
 
 
 def spine_params(four_kernel=False):
-    """The spines; four_kernel: also "wgmma-4k", the wgmma spine with the output not fused."""
-    names = SPINES + (["wgmma-4k"] if four_kernel else [])
+    """The spines; four_kernel: also "wgmma-4k", the wgmma spine with the output not fused, and the
+    segmented plan at 1 and 3 chunks per segment ("rs-seg1", "rs-seg3")."""
+    names = SPINES + (["wgmma-4k", "rs-seg1", "rs-seg3"] if four_kernel else [])
     return [pytest.param(s, marks=pytest.mark.skipif(not spine_compiled(s.split("-")[0]), reason=f"{s} not built"))
             for s in names]
 
@@ -526,12 +538,13 @@ def test_checkpoints_against_oracle(plan_name, layout, every):
 
 
 @pytest.mark.parametrize("layout", ["kv", "vk"])
-@pytest.mark.parametrize("plan_name", list(PLANS))
+@pytest.mark.parametrize("plan_name", list(PLANS) + list(SEG_PLANS))
 def test_initial_state_apart_and_zero_start(plan_name, layout):
     """The initial state read from initial_state (state only written, or not bound) gives the
     in-place run's bits; initial_state is never written; has_initial_state=False starts every
-    sequence from zero, whatever its slot held; slots no live sequence uses stay as they were."""
-    if not spine_compiled(PLANS[plan_name][0]):
+    sequence from zero, whatever its slot held; slots no live sequence uses stay as they were; an
+    empty sequence's final state is its initial one (zeros from a zero start)."""
+    if not spine_compiled({**PLANS, **SEG_PLANS}[plan_name][0]):
         pytest.skip(f"{plan_name} not built")
     inp = ref.make_inputs([130, 64, 0, 700, 65], 2, 4, seed=9, device="cuda", l2norm_inputs=True, state="pool",
                           pad_every=4, state_layout=layout)

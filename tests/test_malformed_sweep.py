@@ -334,6 +334,8 @@ def prefill_mutations() -> list[Mutation]:
           Mutation("initial_state", "transposed_blocks", "value",
                    _set("initial_state", lambda x, a: x.transpose(2, 3)), "init")]
     m += _scalars("has_initial_state", ["yes", 2, [True], None, 1.5], [], [True, False, 1, 0, np.bool_(True)])
+    m += _scalars("max_seqlen", ["64", 64.0, True, [64], b"64"], [0, -64, 2 ** 31, 2 ** 40],
+                  [None, 1, 64, 100, 2 ** 31 - 1, np.int64(64)])
     m += _output_mutations("seq") + [x for x in _output_mutations("pool") if x.arg == "state"]
     m += _workspace_mutations()
     m += _option_mutations()
@@ -435,11 +437,11 @@ def _call_prefill(fn, a: dict, **extra):
 
 
 def _op_args(a: dict) -> tuple:
-    """The raw op's 18 arguments (none has a default)."""
+    """The raw op's 19 arguments (none has a default)."""
     return (a["q"], a["k"], a["v"], a["g"], a["beta"], a["out"], a.get("state"), a.get("cu_seqlens"),
             a.get("state_indices"), a.get("state_layout", "kv"), a.get("scale"), a.get("use_qk_l2norm", False),
             a.get("spine", "auto"), a.get("workspace"), a.get("checkpoints"), a.get("checkpoint_every"),
-            a.get("initial_state"), a.get("has_initial_state", True))
+            a.get("initial_state"), a.get("has_initial_state", True), a.get("max_seqlen"))
 
 
 def _fakeable(a: dict) -> bool:

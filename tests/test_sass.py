@@ -50,7 +50,8 @@ def test_no_local_memory_traffic(variant):
 
 
 WGMMA_SPINES = [v for v in VARIANTS if v.startswith("spine_wgmma_")]
-RS_SPINES = [v for v in VARIANTS if v.startswith("spine_rs_")]
+RS_SPINES = [v for v in VARIANTS if v.startswith("spine_rs_o_")]      # with the output (maps: without)
+MAPS_SPINES = [v for v in VARIANTS if v.startswith("spine_rs_maps_")]
 
 
 @needs_nvdisasm
@@ -73,7 +74,50 @@ def test_wgmma_spine_waits_only_where_written(variant):
 
 
 @needs_nvdisasm
-@pytest.mark.parametrize("build", ["solo", "pair", "dual"])
+@pytest.mark.parametrize("variant", MAPS_SPINES)
+def test_maps_pass_runs_the_chain_alone(variant):
+    """The segmented plan's MAPS pass (spine_rs_maps_*, dual): per chunk only the chain's three
+    products, G1 = bf16(S^T) K^T (8 k-steps), G1b = bf16(Y^T) Tu^T (4) and G3 = P^T K (4 of
+    64x128), every A operand in registers, each waited for at once (nothing else to overlap: no G2,
+    no G4); no output (no TMA store, no stmatrix), V by ldmatrix, tiles by TMA; registers moved to
+    the two chains by setmaxnreg; the chunk loop neither loads into registers nor stores."""
+    text = sass.disassemble(_manifest.cubins(variant)[0])
+    c = counts(variant)
+    assert c["HGMMA"] == 8 + 4 + 4, c["HGMMA"]
+    assert len(re.findall(r"HGMMA\.64x64x16\.F32\.BF16 R\d+, R\d+, gdesc", text)) == 12
+    assert len(re.findall(r"HGMMA\.64x128x16\.F32\.BF16 R\d+, R\d+, gdesc", text)) == 4
+    assert re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", text) == ["0x0"] * 3
+    assert c["UTMASTG"] == 0 and c["STSM"] == 0 and c["LDSM"] > 0 and c["UTMALDG"] > 0 and c["LDGSTS"] == 0, c
+    assert sorted(re.findall(r"USETMAXREG\.(DEALLOC|TRY_ALLOC)\.CTAPOOL", text)) == ["DEALLOC", "TRY_ALLOC"]
+    assert _manifest.variant(variant)["threads"] == 384
+    body = [x["text"] for x in _chunk_loop(variant)]
+    assert not [t for t in body if re.match(r"(@!?U?P\w+\s+)?(STG|LDG)\b", t)], variant
+
+
+@needs_nvdisasm
+def test_compose_is_fp32_fma_from_registers_and_shared_memory():
+    """compose_f32: each step 128 x 128 x COLS multiply-adds over 256 threads, 512 a thread in fp32
+    (FFMA, and an FMUL to start each 4-term dot), on A_j's rows in registers (one 16-byte piece of
+    each of the warp's 16 rows a lane, loaded a step ahead: 16 LDG.128 in the walk's loop and 16
+    before it, with B's pieces) and the lane's S_j slice read once from shared memory (8 LDS.128);
+    the warp's sums reduced across lanes by 5 rounds of shuffles (64 + 32 + 16 + 8 + 4 = 124); one
+    CTA barrier a step (two S buffers); no local memory, no tensor-core op."""
+    v = "compose_f32"
+    if v not in VARIANTS:
+        pytest.skip(f"{v} not in this build")
+    c = counts(v)
+    text = sass.disassemble(_manifest.cubins(v)[0])
+    fmul = len(re.findall(r"\bFMUL\b", text))
+    assert c["FFMA"] + fmul == 128 * 128 * ABI["GDN_COMPOSE_COLS"] // 256 and c["HGMMA"] == 0 and c["HMMA"] == 0, c
+    assert c["LDL"] == 0 and c["STL"] == 0, c
+    assert len(re.findall(r"LDG\.E\.128", text)) == 2 * 16 + 2
+    assert len(re.findall(r"LDS\.128", text)) == 8
+    assert len(re.findall(r"SHFL\.BFLY", text)) == 124
+    assert len(re.findall(r"BAR\.SYNC", text)) == 2
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("build", ["solo", "pair", "dual", "seg"])
 @pytest.mark.parametrize("layout", ["kv", "vk"])
 def test_register_state_spine_feeds_every_mma_from_registers(layout, build):
     """spine_rs_o: per chunk G1 = bf16(S^T) K^T and G2 = bf16(S^T) Q^T (8 k-steps of 64x64 each),
@@ -91,7 +135,8 @@ def test_register_state_spine_feeds_every_mma_from_registers(layout, build):
     it exits are cluster barriers).  The dual build is the same chunk run by two consumer
     warpgroups of one CTA (their named barrier counts the working ones, a register), with the registers moved
     from the I/O warpgroup to them by setmaxnreg (the I/O warpgroup's decrease, the chains'
-    increase: both kept by ptxas, which drops them when a role's code does not fit)."""
+    increase: both kept by ptxas, which drops them when a role's code does not fit).  The
+    segmented plan's SEGMENT pass (seg) is the solo build's chunk."""
     pair = build == "pair"
     v = f"spine_rs_o_{layout}" if build == "solo" else f"spine_rs_o_{build}_{layout}"
     if v not in VARIANTS:
@@ -128,7 +173,7 @@ def _chunk_loop(variant: str) -> list[dict]:
 
 
 @needs_nvdisasm
-@pytest.mark.parametrize("v", [f"spine_rs_o_{b}{lay}{sdt}" for b in ("", "pair_") for lay in ("kv", "vk")
+@pytest.mark.parametrize("v", [f"spine_rs_o_{b}{lay}{sdt}" for b in ("", "pair_", "seg_") for lay in ("kv", "vk")
                                for sdt in ("", "_sbf16")])
 def test_fused_spine_chunk_loop_holds_no_state_store(v):
     """Run 142: a checkpoint's store inside spine_rs's chunk loop, never executed without

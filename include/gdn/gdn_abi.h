@@ -36,6 +36,30 @@
  * "the lead rule"). */
 #define GDN_RS_CTA_NS 2200
 #define GDN_RS_SPINE_DUAL_WG 2       /* consumer warpgroups of spine_rs_o's dual build (one CTA per head) */
+/* segmented plan (docs/DESIGN.md §3): the composition of the segment maps, COLS state columns per CTA
+ * (cute_kernels/compose.py) */
+#define GDN_COMPOSE_COLS 8
+/* the planner's cost model (pyx/gdn_prefill/plan.pxi _make_plan, explain()["plan"]): nanoseconds
+ * fitted to measured runs (docs/PERFORMANCE.md, "The segmented plan"; benchmarks/results/run150-153):
+ *   WU_SM_NS       stage 1, one chunk of one head, SM-time (the device runs sms of them at once)
+ *   CHAIN_NS       one chunk of the serial plan's solo chain (few CTAs on the device)
+ *   SEG_CHAIN_NS   one chunk of a SEGMENT pass's chain (every SM busy)
+ *   MAPS_NS        one chunk of a MAPS CTA (two chains of 128 columns, no output)
+ *   PASS_NS        a segmented pass's fixed cost (its launch, state load and store, the ring's fill)
+ *   COMPOSE_NS     one step S = A S + B of the composition
+ *   LAUNCH_NS      a call's fixed cost (stage 1's launch and first wave)
+ * and the most segments the planner cuts a sequence into. */
+#define GDN_MODEL_WU_SM_NS 2230
+#define GDN_MODEL_CHAIN_NS 1150
+#define GDN_MODEL_SEG_CHAIN_NS 1340
+#define GDN_MODEL_MAPS_NS 1200
+#define GDN_MODEL_PASS_NS 8000
+#define GDN_MODEL_COMPOSE_NS 2000
+#define GDN_MODEL_LAUNCH_NS 5000
+#define GDN_SEG_MAX_SEGMENTS 64
+/* the segmented plan's passes have at most this many CTAs (2 x segment slots x heads): two waves of
+ * an H100 / H200, and the bound of its workspace (maps and seg_state, 3 states per slot and head) */
+#define GDN_SEG_MAX_CTAS 264
 #define GDN_TMA_ALIGN_BYTES 16       /* TMA: base pointers and strides 16B aligned  */
 #define GDN_WORKSPACE_ALIGN_BYTES 256
 #define GDN_MAX_RANK 4
@@ -135,12 +159,18 @@ typedef struct {
  *   order         [N] int32        fused plan: the sequences longest first (equal lengths by
  *                 index), written by recompute_wu's first launch (slot_begin == 0), block 0, when
  *                 N <= GDN_ORDER_MAX_SEQS; read by the fused spine's grid
+ * The segmented plan's, besides the fused plan's (M = (floor(T/CHUNK) + N) / seg_chunks + N
+ * segment slots; segment j of sequence n is slot (cu_seqlens[n] / CHUNK + n) / seg_chunks + n + j):
+ *   maps          [2 M, Hv, K, V] fp32   row 2 m: segment slot m's transition A (K x K), row 2 m + 1
+ *                 its offset B (S_end = A S_start + B; segment 0's B from the initial state)
+ *   seg_state     [M, Hv, K, V] fp32     the state at each segment's entry (composed)
  *
  * Launch ranges (set by the launcher per launch, not by the caller):
  *   slot_begin, slot_end  recompute_wu runs chunk slots [slot_begin, slot_end)
  *   ready_from            slots >= ready_from are produced concurrently with the fused spine:
  *                         recompute_wu publishes them in `ready`, the spine waits for them
  *                         (GDN_NO_OVERLAP: the serial plan, nothing published or awaited)
+ *   seg_chunks            the segmented plan's segment length in chunks (0: another plan)
  */
 typedef struct {
     gdn_tensor_t q, k, v, g, beta, out;
@@ -155,6 +185,9 @@ typedef struct {
     int32_t state_in;                /* launcher: 0 zeros, 1 state, 2 initial_state  */
     int32_t slot_begin, slot_end;    /* recompute_wu's chunk slots of this launch   */
     int32_t ready_from;              /* first slot published through `ready`        */
+    gdn_tensor_t maps, seg_state;    /* the segmented plan's workspace               */
+    int32_t seg_chunks;              /* chunks per segment of the segmented plan    */
+    int64_t max_seqlen;              /* the caller's hint: the longest sequence's tokens (0: unknown) */
 } gdn_problem_t;
 
 #endif /* GDN_ABI_H */

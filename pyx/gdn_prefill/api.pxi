@@ -10,7 +10,7 @@ _TENSOR_NAMES[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seql
 cdef int _build(gdn_problem_t *p, q, k, v, g, beta, out, state, cu_seqlens, state_indices,
                 scale, use_qk_l2norm, int rule=DEVICES_ANY, gdn_tensor_t *ws=NULL,
                 workspace=None, checkpoints=None, checkpoint_every=None, initial_state=None,
-                has_initial_state=True) except -100:
+                has_initial_state=True, max_seqlen=None) except -100:
     """Fill p (and ws from workspace, if given) from the arguments, checking their types (the
     library's GdnTypeError, naming the argument), then the device rule (DEVICES_*): an argument of
     the wrong kind is named as such whatever the devices of the others.  Returns the device code
@@ -31,6 +31,7 @@ cdef int _build(gdn_problem_t *p, q, k, v, g, beta, out, state, cu_seqlens, stat
     dev[10] = _fill(&p.initial_state, initial_state, "initial_state")
     dev[11] = _fill(ws, workspace, "workspace") if ws != NULL else DEV_NONE
     p.checkpoint_chunks = _checkpoint_chunks(checkpoint_every)
+    p.max_seqlen = _max_seqlen(max_seqlen)
     p.zero_initial = 0 if _flag(has_initial_state, "has_initial_state") else 1
     p.scale = _scale(scale)
     p.use_qk_l2norm = 1 if _flag(use_qk_l2norm, "use_qk_l2norm") else 0
@@ -60,6 +61,18 @@ cdef int32_t _checkpoint_chunks(object every) except -1:
         raise _errors.GdnArgumentError(f"checkpoint_every: must be a positive multiple of {GDN_CHUNK} tokens "
                                        f"(the chunk), got {n}")
     return n // GDN_CHUNK
+
+
+cdef int64_t _max_seqlen(object n) except -1:
+    """max_seqlen: None (unknown: 0) or a positive int, the caller's bound on the longest sequence's
+    tokens (a planning hint: the lengths themselves are device values)."""
+    if n is None:
+        return 0
+    if isinstance(n, bool) or not isinstance(n, _numbers.Integral):
+        raise _errors.GdnTypeError(f"max_seqlen: must be an int (tokens) or None, got {type(n).__qualname__}")
+    if n <= 0 or n > 0x7fffffff:
+        raise _errors.GdnArgumentError(f"max_seqlen: must be a positive number of tokens below 2^31, got {n}")
+    return int(n)
 
 
 cdef float _scale(object scale) except? -1.0:
@@ -121,11 +134,11 @@ cdef int _codes(object spine, object state_layout, int *spine_code, int *layout_
 
 def workspace_bytes(int64_t T, int64_t N, int64_t Hv, fused=None):
     """Bytes of device workspace a call with T tokens, N sequences and Hv value heads needs:
-    fused None, whichever plan it runs; True / False, the fused-output / unfused plan's
+    fused None, whichever plan it runs; True / False, the serial fused-output / unfused plan's
     (explain()["workspace_bytes"] is the one a given call runs)."""
     if fused is None:
         return gdn_workspace_bytes(T, N, Hv)
-    return _plan_workspace_bytes(T, N, Hv, bool(fused))
+    return _plan_workspace_bytes(T, N, Hv, PLAN_SERIAL if fused else PLAN_UNFUSED, 0)
 
 
 _SUMMARY = os.environ.get("GDN_PREFILL_LOG_CALLS", "") not in ("", "0")
@@ -205,7 +218,7 @@ cdef object _own_workspace(int64_t need, object stream, void *sp, int device):
 def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
             state_layout="kv", scale=None, use_qk_l2norm=False, spine="auto",
             stream=None, workspace=None, checkpoint_every=None, checkpoints=None, initial_state=None,
-            has_initial_state=True):
+            has_initial_state=True, max_seqlen=None):
     """Run the Gated DeltaNet chunked prefill; writes `out` and updates `state` in place.
 
     q, k [T, Hk, 128] and v, out [T, Hv, 128] bf16 (last dim contiguous, other strides
@@ -220,7 +233,9 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     written into pool slot checkpoints[n, j] of `state` (-1, or j >= J: not written).  The
     initial state: with initial_state (fp32, `state`'s shape and layout; `state` may then be None),
     read from there and `state` only written; has_initial_state=False, every sequence starts from
-    zero.  Returns the name of the spine that ran.
+    zero.  max_seqlen (optional): the longest sequence's tokens, when the caller knows it on the
+    host (serving engines do); with several sequences it lets the planner split long ones across
+    the SMs (explain()["plan"]).  Returns the name of the spine that ran.
     """
     cdef gdn_problem_t p
     cdef gdn_tensor_t ws
@@ -234,62 +249,59 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     if cu_seqlens is None:
         cu_seqlens = _whole_sequence(q)
     device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
-                    DEVICES_CUDA, &ws, workspace, checkpoints, checkpoint_every, initial_state, has_initial_state)
+                    DEVICES_CUDA, &ws, workspace, checkpoints, checkpoint_every, initial_state, has_initial_state,
+                    max_seqlen)
     if stream is None:
         _stream_of(device, &sp)
-    if workspace is None:
-        workspace = _own_workspace(_need_bytes(&p, spine_code, layout_code), stream, sp, device)
-        _fill(&ws, workspace, "workspace")
-    return _run(&p, &ws, device, sp, spine_code, layout_code, state_layout)
+    return _run(&p, &ws, workspace, stream, device, sp, spine_code, layout_code, state_layout)
 
 
-cdef int64_t _need_bytes(const gdn_problem_t *p, int spine_code, int layout_code):
-    """The plan's own workspace bytes (the fused plan needs a fifth of the unfused one's at 64K
-    tokens)."""
-    cdef int64_t need
-    with nogil:
-        need = _call_workspace_bytes(p, spine_code, layout_code)
-    return need
-
-
-cdef object _run(gdn_problem_t *p, gdn_tensor_t *ws, int device, void *sp, int spine_code, int layout_code,
-                 str state_layout):
-    """prefill()'s launch, its problem filled and its workspace bound: validate, plan, launch on the
-    tensors' device; returns the name of the spine that ran."""
-    cdef int rc, n, chosen = 0, cur = -1
-    cdef int ids[3]
-    cdef char msg[MSG_CAP]
-    cdef int64_t ws_bytes = _workspace_size(ws)
+cdef object _run(gdn_problem_t *p, gdn_tensor_t *ws, object workspace, object stream, int device, void *sp,
+                 int spine_code, int layout_code, str state_layout):
+    """prefill()'s call, its problem filled: on the tensors' device, plan once (validate, prepare,
+    _make_plan), allocate the plan's workspace when none was given, launch; returns the name of the
+    spine that ran."""
+    cdef int cur = -1
     # the launches go to the current CUDA device: switch only when the tensors live elsewhere
     # (torch's device context manager costs ~2.4 us per call on the H200, run 9)
     if cudaGetDevice(&cur) != 0:
         cudaGetLastError()
         cur = -1
     if cur == device:
-        with nogil:
-            rc = gdn_prefill_raw(p, spine_code, layout_code, ws.data, ws_bytes, <cudaStream_t>sp, &chosen,
-                                 msg, MSG_CAP)
-    else:
-        with _torch.cuda.device(device):
-            with nogil:
-                rc = gdn_prefill_raw(p, spine_code, layout_code, ws.data, ws_bytes, <cudaStream_t>sp, &chosen,
-                                     msg, MSG_CAP)
+        return _plan_and_launch(p, ws, workspace, stream, device, sp, spine_code, layout_code, state_layout)
+    with _torch.cuda.device(device):
+        return _plan_and_launch(p, ws, workspace, stream, device, sp, spine_code, layout_code, state_layout)
+
+
+cdef object _plan_and_launch(gdn_problem_t *p, gdn_tensor_t *ws, object workspace, object stream, int device,
+                             void *sp, int spine_code, int layout_code, str state_layout):
+    cdef int rc
+    cdef char msg[MSG_CAP]
+    cdef plan_t plan
+    cdef int64_t ws_bytes
+    with nogil:
+        rc = _plan_call(p, spine_code, layout_code, &_NO_FORCE, &plan, msg)
     if rc != GDN_OK:
         if rc == GDN_ERR_SPINE:
             _log.warning("gdn_prefill: %s", msg.decode())
         _raise(rc, msg)
-    name = SPINE_NAMES[chosen]
-    if spine_code == GDN_SPINE_AUTO and chosen != GDN_SPINE_WGMMA and _log.isEnabledFor(logging.DEBUG):
+    if workspace is None:
+        workspace = _own_workspace(_plan_bytes(p, &plan), stream, sp, device)
+        _fill(ws, workspace, "workspace")
+    ws_bytes = _workspace_size(ws)
+    with nogil:
+        rc = _execute(p, &plan, ws.data, ws_bytes, <cudaStream_t>sp, msg)
+    if rc != GDN_OK:
+        _raise(rc, msg)
+    name = SPINE_NAMES[plan.chosen]
+    if spine_code == GDN_SPINE_AUTO and plan.chosen != GDN_SPINE_WGMMA and _log.isEnabledFor(logging.DEBUG):
         if _spine_guard(p, GDN_SPINE_WGMMA, layout_code, msg) != GDN_OK:
             _log.debug("gdn_prefill: spine=auto ran %s; wgmma rejected: %s", name, msg.decode())
     if _SUMMARY:
-        # the launches prefill() just made: two for the fused-output plan, its spine build is ids[1]
-        n = _select_ids(p, chosen, layout_code, 0, -1, -1, _sm_count(), ids)
-        _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s grid(spine)=%s build=%s", name,
+        _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s plan=%s grid(spine)=%s build=%s", name,
                   p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.q.shape[1], p.v.shape[1], state_layout,
-                  _spine_grid(chosen, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], 0, n == 2,
-                              gdn_variant_name(ids[1]).decode()),
-                  gdn_variant_name(ids[1]).decode())
+                  PLAN_NAMES[plan.kind], _plan_grids(p, &plan)[plan.n - 1],
+                  gdn_variant_name(plan.ids[plan.n - 1]).decode())
     return name
 
 
@@ -361,45 +373,96 @@ def _prefill_fla(q, k, v, g, beta, out, state, initial_state, has_initial_state,
             and _merge_bt(&p.beta)):
         return None
     _stream_of(device, &sp)
-    workspace = _stream_workspace(_need_bytes(&p, spine_code, layout_code), device, sp)
+    # the per-stream cache serves any plan of these sizes (gdn_workspace_bytes), so the call is planned once
+    workspace = _stream_workspace(gdn_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]),
+                                  device, sp)
     _fill(&ws, workspace, "workspace")
-    return _run(&p, &ws, device, sp, spine_code, layout_code, "kv")
+    return _run(&p, &ws, workspace, None, device, sp, spine_code, layout_code, "kv")
 
 
-def _spine_grid(int chosen, T, N, Hv, int warpgroups=0, bint fused=False, str name=""):
-    """Grid of the spine build that runs (warpgroups 0: the launcher's rule for N, Hv; fused: the
-    fused plan's spine_rs_o build `name`)."""
-    if fused:
-        return _plan.grid_spine_rs(T, N, Hv, "_dual_" in name)
-    if chosen == GDN_SPINE_WGMMA:
-        return _plan.grid_spine_wgmma(T, N, Hv, warpgroups or _wgmma_warpgroups(N, Hv))
-    return _plan.grid_spine_scalar(T, N, Hv)
+cdef inline int _spine_index(const plan_t *plan) noexcept nogil:
+    """Which launch of the plan is its spine (the segmented plan's: the SEGMENT pass)."""
+    return 3 if plan.kind == PLAN_SEGMENTED else 1
+
+
+cdef list _plan_grids(const gdn_problem_t *p, const plan_t *plan):
+    """The grid of each launch of a planned call (gdn_prefill.plan's grid functions, which the
+    kernels' launch functions call too)."""
+    T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
+    wu = _plan.grid_recompute_wu(T, N, Hv)
+    if plan.kind == PLAN_UNFUSED:
+        spine = (_plan.grid_spine_wgmma(T, N, Hv, plan.warpgroups) if plan.chosen == GDN_SPINE_WGMMA
+                 else _plan.grid_spine_scalar(T, N, Hv))
+        return [wu, spine, _plan.grid_fwd_o(T, N, Hv)]
+    if plan.kind == PLAN_SEGMENTED:
+        seg = _plan.grid_spine_rs_segments(T, N, Hv, plan.seg_chunks)
+        return [wu, seg, _plan.grid_compose(N, Hv), seg]
+    return [wu, _plan.grid_spine_rs(T, N, Hv, plan.rs_build == RS_DUAL)]
+
+
+cdef dict _plan_report(const gdn_problem_t *p, const plan_t *plan, const char *fused_why, int state_layout):
+    """explain()'s "plan": the plan's name, its reason, and the cost model's predictions."""
+    T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
+    longest = int(plan.longest)
+    predicted = {}
+    if plan.serial_ns > 0:
+        predicted["serial"] = round(plan.serial_ns / 1000.0, 1)
+    if plan.segmented_ns > 0:
+        predicted["segmented"] = round(plan.segmented_ns / 1000.0, 1)
+    out = dict(name=PLAN_NAMES[plan.kind], predicted_us=predicted, longest_chunks=longest or None)
+    if plan.kind == PLAN_SEGMENTED:
+        nseg = -(-longest // plan.seg_chunks)
+        ctas = int(_plan.grid_spine_rs_segments(T, N, Hv, plan.seg_chunks)[0])
+        out.update(segments=nseg, segment_chunks=int(plan.seg_chunks), ctas=ctas,
+                   why=(f"the longest sequence ({longest} chunks) in {nseg} segments of {plan.seg_chunks} chunks "
+                        f"runs its chains side by side on {ctas} CTAs: predicted {predicted['segmented']} us "
+                        f"against the serial plan's {predicted['serial']} us"))
+    elif plan.kind == PLAN_UNFUSED:
+        out["why"] = f"the fused plans do not run: {fused_why.decode()}"
+    elif plan.kind == PLAN_OVERLAP:
+        out["why"] = "opted in (GDN_PREFILL_OVERLAP=1) and its rule applies (\"overlap\")"
+    elif longest == 0:
+        out["why"] = ("several sequences and no max_seqlen: their lengths are device values, so no sequence is "
+                      "split (pass max_seqlen to let the planner segment long ones)")
+    elif plan.segmented_ns > 0:
+        out["why"] = (f"the serial plan is predicted faster ({predicted['serial']} us) than the best segmented one "
+                      f"({predicted['segmented']} us, segments of {plan.seg_chunks} chunks)")
+    elif not _segmented_builds(p, state_layout):
+        out["why"] = "the segmented plan's builds are not compiled into this build"
+    else:
+        out["why"] = (f"no segmentation of the longest sequence ({longest} chunks) fits: at most "
+                      f"{GDN_SEG_MAX_CTAS} CTAs per pass"
+                      + (f", segments a multiple of the checkpoint interval ({p.checkpoint_chunks} chunks)"
+                         if p.checkpoint_chunks > 0 else ""))
+    return out
 
 
 def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
             state_layout="kv", scale=None, use_qk_l2norm=False, spine="auto",
             stream=None, workspace=None, checkpoint_every=None, checkpoints=None, initial_state=None,
-            has_initial_state=True, check_device=True):
+            has_initial_state=True, max_seqlen=None, check_device=True):
     """The plan prefill() would run, without launching anything.
 
     Takes prefill's arguments and applies every rule prefill() applies that does not need the GPU
     itself: the tensors may live on the CPU or be "meta" tensors, but on one device (any device
     each with check_device=False), and a given workspace must fit the plan.  Returns a dict: "spines" maps each spine to "runs" or the
-    guard that rejects it; "chosen" the spine "auto" (or the requested one) runs;
-    "checkpoints" the checkpoint interval and table width, or None; "initial_state" where the
-    initial states come from ("zeros", "state (in place)" or "initial_state"); "kernels" the builds with
-    grid, block and shared-memory bytes (two when the output is
-    fused into the spine, else three); "fused_output" is "runs" or the reason the unfused plan
-    runs instead; "overlap" is "runs: ..." when stage 1 is split around the spine (the
-    recompute_wu build then launches twice, over chunk slots [0, overlap_split) and the rest;
-    "overlap_split" that slot, else None) or the reason the serial plan runs; "workspace_bytes".
+    guard that rejects it; "chosen" the spine "auto" (or the requested one) runs; "plan" the
+    plan ("serial", "segmented", "overlap" or "unfused"), why, and the cost model's predicted
+    times ("predicted_us"; the segmented plan also its segments, their length in chunks and its
+    CTAs per pass); "checkpoints" the checkpoint interval and table width, or None;
+    "initial_state" where the initial states come from ("zeros", "state (in place)" or
+    "initial_state"); "kernels" the builds with grid, block and shared-memory bytes, in launch
+    order; "fused_output" is "runs" or the reason the unfused plan runs instead; "overlap" is
+    "runs: ..." when stage 1 is split around the spine (the recompute_wu build then launches twice,
+    over chunk slots [0, overlap_split) and the rest; "overlap_split" that slot, else None) or the
+    reason it does not; "workspace_bytes".
     Raises the same errors prefill() raises.
     """
     cdef gdn_problem_t p, pw
     cdef gdn_tensor_t ws
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s, n = 0, sms
+    cdef plan_t plan
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s, sms
     cdef int64_t ws_bytes = 0
-    cdef int ids[3]
     cdef char msg[MSG_CAP]
     cdef char why[MSG_CAP]
     if _torch is None:
@@ -412,7 +475,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         cu_seqlens = _whole_sequence(q, False)
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
            DEVICES_ONE if check_device else DEVICES_ANY, &ws, workspace, checkpoints, checkpoint_every,
-           initial_state, has_initial_state)
+           initial_state, has_initial_state, max_seqlen)
     rc = _validate(&p, layout_code, msg)
     if rc != GDN_OK:
         _raise(rc, msg)
@@ -427,26 +490,32 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
             _log.warning("gdn_prefill: %s", msg.decode())
         _raise(rc, msg)
     sms = _sm_count() if check_device else GDN_SM_COUNT
-    rc = _stage_ids(&p, chosen, layout_code, sms, ids, &n, msg)
+    # the kernels' view of the pools, as _prepare makes it (plans read the pool type and layout)
+    p.state_in = _state_source(&p)
+    rc = _make_plan(&p, chosen, layout_code, sms, &_NO_FORCE, &plan, msg)
     if rc != GDN_OK:
         _raise(rc, msg)
-    fused = "runs" if _fused_guard(&p, chosen, layout_code, sms, why) == GDN_OK else why.decode()
+    fused = "runs" if plan.kind != PLAN_UNFUSED else None
+    if fused is None:
+        _fused_guard(&p, chosen, layout_code, sms, why)
+        fused = why.decode()
     if workspace is not None:
         # prefill()'s workspace rules, on a copy (size for this plan, alignment, no shared bytes)
         ws_bytes = _workspace_size(&ws)
         pw = p
-        rc = _bind_workspace(&pw, ws.data, ws_bytes, n == 2, msg)
+        rc = _bind_workspace(&pw, ws.data, ws_bytes, &plan, msg)
         if rc != GDN_OK:
             _raise(rc, msg)
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
     cb = _plan.chunk_slots(T, N)
-    split = _plan_split(&p, n, sms)
-    if split > 0:
-        overlap = (f"runs: recompute_wu's chunk slots [0, {split}) first, then the spine beside slots "
-                   f"[{split}, {cb}) (library side stream; the first call inside a graph capture runs "
+    if plan.kind == PLAN_OVERLAP:
+        overlap = (f"runs: recompute_wu's chunk slots [0, {plan.split}) first, then the spine beside slots "
+                   f"[{plan.split}, {cb}) (library side stream; the first call inside a graph capture runs "
                    "the serial plan)")
-    elif n != 2:
+    elif plan.kind == PLAN_UNFUSED:
         overlap = "only the fused-output plan overlaps stage 1 with the spine"
+    elif plan.kind == PLAN_SEGMENTED:
+        overlap = "the segmented plan runs instead"
     elif cb < GDN_OVERLAP_MIN_SLOTS:
         overlap = f"{cb} chunk slots: fewer than GDN_OVERLAP_MIN_SLOTS = {GDN_OVERLAP_MIN_SLOTS}"
     elif not _overlap_fits(N, Hv, sms):
@@ -454,39 +523,39 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
                    f"half of the {sms} SMs that stage 1 needs beside it")
     else:
         overlap = OVERLAP_OFF
-    spine_name = SPINE_NAMES[chosen]
-    grids = (_plan.grid_recompute_wu(T, N, Hv),
-             _spine_grid(chosen, T, N, Hv, 0, n == 2, gdn_variant_name(ids[1]).decode() if ids[1] >= 0 else ""),
-             _plan.grid_fwd_o(T, N, Hv))
-    kernels = [(gdn_variant_name(ids[i]).decode(), grids[i]) for i in range(n)]
+    grids = _plan_grids(&p, &plan)
     from gdn_prefill import _manifest
     return {
         "spines": spines,
-        "chosen": spine_name,
+        "chosen": SPINE_NAMES[chosen],
+        "plan": _plan_report(&p, &plan, why, layout_code),
         "fused_output": fused,
-        "kernels": [dict(name=name, grid=tuple(int(x) for x in grid), **_manifest.launch_info(name))
-                    for name, grid in kernels],
-        "workspace_bytes": int(_plan_workspace_bytes(T, N, Hv, n == 2)),
+        "kernels": [dict(name=gdn_variant_name(plan.ids[i]).decode(), grid=tuple(int(x) for x in grids[i]),
+                         **_manifest.launch_info(gdn_variant_name(plan.ids[i]).decode())) for i in range(plan.n)],
+        "workspace_bytes": int(_plan_bytes(&p, &plan)),
         "chunk_slots": int(cb),
         "overlap": overlap,
-        "overlap_split": int(split) if split > 0 else None,
+        "overlap_split": int(plan.split) if plan.kind == PLAN_OVERLAP else None,
         "initial_state": ("zeros", "state (in place)", "initial_state")[_state_source(&p)],
         "checkpoints": (f"every {p.checkpoint_chunks * GDN_CHUNK} tokens, up to {p.checkpoints.shape[1]} per "
                         "sequence, into the state pool" if p.checkpoint_chunks > 0 else None),
     }
 
 
-def workspace_layout(int64_t T, int64_t N, int64_t Hv, bint fused=True):
+def workspace_layout(int64_t T, int64_t N, int64_t Hv, bint fused=True, int seg_chunks=0):
     """{name: (byte offset, shape, dtype name)} of one plan's workspace tensors (gdn_abi.h; fused:
-    the fused-output plan's gcum, rq, rk, ready, tu, pqk, order, else the unfused plan's gcum, rq,
-    rk, ready, w, u, vnew, h); shape is the storage's row-major shape: (Hv, T) for gcum, rq and rk,
-    which are stored head-major (the kernels index them [t, hv]), the logical shape for the others."""
+    the fused-output plan's gcum, rq, rk, ready, tu, pqk, order, and with seg_chunks > 0 the
+    segmented plan's maps and seg_state besides; else the unfused plan's gcum, rq, rk, ready, w, u,
+    vnew, h); shape is the storage's row-major shape: (Hv, T) for gcum, rq and rk, which are stored
+    head-major (the kernels index them [t, hv]), the logical shape for the others."""
     cdef gdn_problem_t p
     cdef char *base = <char *>GDN_WORKSPACE_ALIGN_BYTES  # any aligned non-NULL base: offsets only
-    _carve(&p, base, T, N, Hv, fused)
-    names = ("gcum", "rq", "rk", "ready", "w", "u", "vnew", "h", "pqk", "tu", "order")
-    cdef gdn_tensor_t *ts[11]
-    ts[:] = [&p.gcum, &p.rq, &p.rk, &p.ready, &p.w, &p.u, &p.vnew, &p.h, &p.pqk, &p.tu, &p.order]
+    _carve(&p, base, T, N, Hv, (PLAN_SEGMENTED if seg_chunks > 0 else PLAN_SERIAL) if fused else PLAN_UNFUSED,
+           seg_chunks)
+    names = ("gcum", "rq", "rk", "ready", "w", "u", "vnew", "h", "pqk", "tu", "order", "maps", "seg_state")
+    cdef gdn_tensor_t *ts[13]
+    ts[:] = [&p.gcum, &p.rq, &p.rk, &p.ready, &p.w, &p.u, &p.vnew, &p.h, &p.pqk, &p.tu, &p.order, &p.maps,
+             &p.seg_state]
     out = {}
     for i in range(len(names)):
         if ts[i].data == NULL:

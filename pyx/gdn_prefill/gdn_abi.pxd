@@ -40,6 +40,16 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_RS_DUAL_WAVE_NS
         GDN_RS_CTA_NS
         GDN_RS_SPINE_DUAL_WG
+        GDN_COMPOSE_COLS
+        GDN_MODEL_WU_SM_NS
+        GDN_MODEL_CHAIN_NS
+        GDN_MODEL_SEG_CHAIN_NS
+        GDN_MODEL_PASS_NS
+        GDN_MODEL_MAPS_NS
+        GDN_MODEL_COMPOSE_NS
+        GDN_MODEL_LAUNCH_NS
+        GDN_SEG_MAX_SEGMENTS
+        GDN_SEG_MAX_CTAS
         GDN_TMA_ALIGN_BYTES
         GDN_WORKSPACE_ALIGN_BYTES
         GDN_MAX_RANK
@@ -87,6 +97,9 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         int32_t state_in
         int32_t slot_begin, slot_end
         int32_t ready_from
+        gdn_tensor_t maps, seg_state
+        int32_t seg_chunks
+        int64_t max_seqlen
 
 cdef extern from "gdn/gdn_kernels.h" nogil:
     int gdn_num_variants()

@@ -9,99 +9,142 @@ cdef int _check_rs_build(int rs_build) except -1:
     return 0
 
 
-def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None, str state_layout="kv",
-            str spine="auto", int warpgroups=0, int fused=-1, int rs_build=-1):
-    """Benchmark hook: the variant names of the launches _launch_stages(..., warpgroups, fused,
-    rs_build) makes (what explain() lists for the rules, warpgroups 0, fused -1 and rs_build -1)."""
-    cdef gdn_problem_t p
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, n, i
-    cdef int ids[3]
-    cdef char msg[MSG_CAP]
-    _codes(spine, state_layout, &spine_code, &layout_code)
-    _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, None, False)
-    rc = _validate(&p, layout_code, msg)
-    if rc == GDN_OK:
-        rc = _choose(&p, spine_code, layout_code, &chosen, msg)
-    if rc != GDN_OK:
-        _raise(rc, msg)
-    _check_rs_build(rs_build)
-    n = _select_ids(&p, chosen, layout_code, warpgroups, fused, rs_build, _sm_count(), ids)
-    return [gdn_variant_name(ids[i]).decode() if ids[i] >= 0 else None for i in range(n)]
-
-
-def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None,
-                   str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto", workspace,
-                   int warpgroups=0, int fused=-1, int64_t overlap_split=-1, int rs_build=-1,
-                   checkpoint_every=None, checkpoints=None, initial_state=None, has_initial_state=True):
-    """Test hook: validate like prefill(), then launch only the named stages on the current stream.
-
-    `stages` is a subset of ("recompute_wu", "spine", "fwd_o"), run in that order,
-    so GPU tests can check each stage's workspace output against the fp64 oracle.  The builds
-    are the ones prefill() picks; `warpgroups` 1 or 2 forces the unfused plan's wgmma spine
-    build of that regime instead (benchmarks of the warpgroups rule; 0: the rule), `rs_build` 0 / 1
-    / 2 the fused plan's solo, pair or dual spine_rs_o build (benchmarks of its rule; -1: the rule) and
-    `fused` 0 / 1 the unfused or the fused-output plan (-1: the rule; the fused plan has no fwd_o
-    stage and writes no h / vnew).
-    With both stages of the fused plan, `overlap_split` 0 runs the serial plan, s > 0 the overlap
-    plan split at chunk slot s (wherever the rule's deadlock guard allows it, also below its
-    minimum of chunk slots), -1 the rule; the other stage sets run serially.
-    """
-    cdef gdn_problem_t p
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, i, n = 0, nplan, sms
-    cdef int64_t split = 0
-    cdef int all_ids[3]
-    cdef int ids[3]
-    cdef char msg[MSG_CAP]
-    import torch
-    _codes(spine, state_layout, &spine_code, &layout_code)
+cdef plan_force_t _forced(int warpgroups, int fused, int rs_build, int64_t overlap_split, int seg_chunks) except *:
+    """The hooks' forced choices (-1 / 0 / -1 / -1 / 0: the rules), checked."""
+    cdef plan_force_t f = _NO_FORCE
     if warpgroups < 0 or warpgroups > NUM_SPINE_WG:
         raise _errors.GdnArgumentError(f"warpgroups: must be 0 (the rule), 1 or 2, got {warpgroups}")
     if fused < -1 or fused > 1:
         raise _errors.GdnArgumentError(f"fused: must be -1 (the rule), 0 or 1, got {fused}")
+    if seg_chunks < 0:
+        raise _errors.GdnArgumentError(f"seg_chunks: must be 0 (the rule) or a positive number of chunks, got {seg_chunks}")
     _check_rs_build(rs_build)
+    f.warpgroups = warpgroups if warpgroups > 0 else -1
+    f.fused = fused
+    f.rs_build = rs_build
+    f.split = overlap_split
+    if seg_chunks > 0:
+        if fused == 0:
+            raise _errors.GdnArgumentError("seg_chunks: the segmented plan is a fused plan (fused=0 given)")
+        f.seg_chunks = seg_chunks
+        f.fused = 1
+    return f
+
+
+cdef tuple _stage_names(const plan_t *plan):
+    if plan.kind == PLAN_UNFUSED:
+        return ("recompute_wu", "spine", "fwd_o")
+    if plan.kind == PLAN_SEGMENTED:
+        return ("recompute_wu", "maps", "compose", "spine")
+    return ("recompute_wu", "spine")
+
+
+def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None, str state_layout="kv",
+            str spine="auto", int warpgroups=0, int fused=-1, int rs_build=-1, int seg_chunks=0, max_seqlen=None):
+    """Benchmark hook: the variant names of the launches _launch_stages(..., warpgroups, fused,
+    rs_build, seg_chunks) makes (what explain() lists for the rules, warpgroups 0, fused -1,
+    rs_build -1 and seg_chunks 0)."""
+    cdef gdn_problem_t p
+    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, i
+    cdef plan_t plan
+    cdef plan_force_t force
+    cdef char msg[MSG_CAP]
+    _codes(spine, state_layout, &spine_code, &layout_code)
+    force = _forced(warpgroups, fused, rs_build, -1, seg_chunks)
+    _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, None, False, DEVICES_ANY, NULL, None,
+           None, None, None, True, max_seqlen)
+    rc = _validate(&p, layout_code, msg)
+    if rc == GDN_OK:
+        rc = _choose(&p, spine_code, layout_code, &chosen, msg)
+    if rc == GDN_OK:
+        rc = _make_plan(&p, chosen, layout_code, _sm_count(), &force, &plan, msg)
+    if rc != GDN_OK and rc != GDN_ERR_UNKNOWN_VARIANT:
+        _raise(rc, msg)
+    return [gdn_variant_name(plan.ids[i]).decode() if plan.ids[i] >= 0 else None for i in range(plan.n)]
+
+
+def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None,
+                   str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto", workspace,
+                   int warpgroups=0, int fused=-1, int64_t overlap_split=-1, int rs_build=-1, int seg_chunks=0,
+                   checkpoint_every=None, checkpoints=None, initial_state=None, has_initial_state=True,
+                   max_seqlen=None):
+    """Test hook: validate and plan like prefill(), then launch only the named stages on the current
+    stream.
+
+    `stages` names launches of the plan, run in plan order: the unfused plan's ("recompute_wu",
+    "spine", "fwd_o"), the fused plans' ("recompute_wu", "spine"), the segmented plan's
+    ("recompute_wu", "maps", "compose", "spine"); so GPU tests can check each stage's workspace
+    output against the fp64 oracle, and benchmarks time each.  The plan is prefill()'s unless
+    forced: `warpgroups` 1 or 2 the unfused plan's wgmma spine build (0: the rule), `rs_build`
+    0 / 1 / 2 the serial plan's solo, pair or dual spine_rs_o build (-1: the rule), `fused` 0 / 1
+    the unfused or a fused plan (-1: the rule), `seg_chunks` > 0 the segmented plan with segments of
+    that many chunks (0: the rule), `overlap_split` 0 the serial plan, s > 0 the overlap plan split
+    at chunk slot s (wherever the rule's deadlock guard allows it, also below its minimum of chunk
+    slots; -1: the rule).  The overlap plan runs only when both of its stages are named.
+    """
+    cdef gdn_problem_t p
+    cdef int spine_code = 0, layout_code = 0, rc, i, n = 0, sms
+    cdef plan_t plan
+    cdef plan_force_t force
+    cdef int ids[MAX_LAUNCHES]
+    cdef char msg[MSG_CAP]
+    import torch
+    _codes(spine, state_layout, &spine_code, &layout_code)
+    force = _forced(warpgroups, fused, rs_build, overlap_split, seg_chunks)
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm, DEVICES_ANY, NULL,
-           None, checkpoints, checkpoint_every, initial_state, has_initial_state)
-    rc = _prepare(&p, spine_code, layout_code, &chosen, msg)
-    if rc == GDN_OK and warpgroups != 0 and chosen != GDN_SPINE_WGMMA:
+           None, checkpoints, checkpoint_every, initial_state, has_initial_state, max_seqlen)
+    sms = _sm_count()
+    if force.split > 0 and not _overlap_fits(p.cu_seqlens.shape[0] - 1, p.v.shape[1], sms):
+        # a forced split may ignore the rule's GDN_OVERLAP_MIN_SLOTS (a speed threshold that
+        # bench_overlap.py measures) but never its deadlock guard
+        raise _errors.GdnArgumentError("overlap_split: the spine's CTAs would hold more than half of "
+                                       "the SMs, which the second part of stage 1 needs (deadlock guard)")
+    if force.seg_chunks > 0 and p.checkpoint_chunks > 0 and force.seg_chunks % p.checkpoint_chunks != 0:
+        raise _errors.GdnArgumentError(f"seg_chunks: {force.seg_chunks} is not a multiple of the checkpoint "
+                                       f"interval ({p.checkpoint_chunks} chunks)")
+    rc = _plan_call(&p, spine_code, layout_code, &force, &plan, msg)
+    if rc == GDN_OK and warpgroups != 0 and plan.chosen != GDN_SPINE_WGMMA:
         raise _errors.GdnArgumentError("warpgroups: only the wgmma spine has builds by warpgroups")
-    order = ("recompute_wu", "spine", "fwd_o")
     if rc == GDN_OK:
-        sms = _sm_count()
-        nplan = _select_ids(&p, chosen, layout_code, warpgroups, fused, rs_build, sms, all_ids)
-        rc = _bind_workspace(&p, <void *><uintptr_t>workspace.data_ptr(), workspace.numel(), nplan == 2, msg)
-    if rc == GDN_OK:
-        # only the requested stages must be compiled in
-        if fused == 1 and _fused_guard(&p, chosen, layout_code, sms, msg) != GDN_OK:
-            raise _errors.GdnSpineError(f"fused: {msg.decode()}")
+        names = _stage_names(&plan)
         for stage in stages:
-            if stage not in order:
-                raise _errors.GdnArgumentError(f"stages: {stage!r} is not one of {order}")
-        for i in range(3):
-            if order[i] in stages:
-                if i >= nplan:
-                    raise _errors.GdnArgumentError(f"stage {order[i]} is not part of the fused-output plan")
-                if all_ids[i] < 0:
-                    raise _errors.GdnSpineError(f"stage {order[i]} is not compiled into this build")
-                ids[n] = all_ids[i]
+            if stage not in names:
+                raise _errors.GdnArgumentError(f"stages: {stage!r} is not a launch of the {PLAN_NAMES[plan.kind]} "
+                                               f"plan {names}")
+        for i in range(plan.n):
+            if names[i] in stages:
+                ids[n] = plan.ids[i]
                 n += 1
+        rc = _bind_workspace(&p, <void *><uintptr_t>workspace.data_ptr(), workspace.numel(), &plan, msg)
+    if rc == GDN_OK:
+        if plan.kind == PLAN_OVERLAP and plan.split >= p.slot_end:
+            raise _errors.GdnArgumentError(f"overlap_split: must be below the {p.slot_end} chunk slots")
         stream_ptr = torch.cuda.current_stream().cuda_stream
-        split = 0
-        if nplan == 2 and n == 2:
-            if overlap_split < 0:
-                split = _plan_split(&p, n, sms)
-            elif overlap_split > 0:
-                # a forced split may ignore the rule's GDN_OVERLAP_MIN_SLOTS (a speed threshold that
-                # bench_overlap.py measures) but never its deadlock guard
-                if not _overlap_fits(p.cu_seqlens.shape[0] - 1, p.v.shape[1], sms):
-                    raise _errors.GdnArgumentError("overlap_split: the spine's CTAs would hold more than half of "
-                                                   "the SMs, which the second part of stage 1 needs (deadlock guard)")
-                if overlap_split >= p.slot_end:
-                    raise _errors.GdnArgumentError(f"overlap_split: must be below the {p.slot_end} chunk slots")
-                split = overlap_split
-        if split > 0:
-            rc = _launch_overlap(&p, ids, split, <cudaStream_t><uintptr_t>stream_ptr, msg)
+        if plan.kind == PLAN_OVERLAP and n == 2:
+            rc = _launch_overlap(&p, ids, plan.split, <cudaStream_t><uintptr_t>stream_ptr, msg)
         else:
             rc = _launch(&p, ids, n, <cudaStream_t><uintptr_t>stream_ptr, msg)
     if rc != GDN_OK:
         _raise(rc, msg)
-    return SPINE_NAMES[chosen]
+    return SPINE_NAMES[plan.chosen]
+
+
+def _segmented_workspace_bytes(int64_t T, int64_t N, int64_t Hv, int seg_chunks):
+    """Test / benchmark hook: the workspace of the segmented plan forced to segments of seg_chunks
+    chunks (beyond the planner's CTA budget, which gdn_workspace_bytes covers)."""
+    if seg_chunks <= 0:
+        raise _errors.GdnArgumentError(f"seg_chunks: must be positive, got {seg_chunks}")
+    return int(_plan_workspace_bytes(T, N, Hv, PLAN_SEGMENTED, seg_chunks))
+
+
+def _model_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest_chunks, int seg_chunks, int sms=GDN_SM_COUNT):
+    """Benchmark hook: the planner's cost model, (serial, segmented at seg_chunks; 0 for none) in ns,
+    for a longest sequence of longest_chunks chunks (the serial plan with its rule's build)."""
+    cdef gdn_problem_t p
+    memset(&p, 0, sizeof(gdn_problem_t))
+    p.q.shape[0] = T
+    p.cu_seqlens.shape[0] = N + 1
+    p.v.shape[1] = Hv
+    serial = _serial_ns(T, N, Hv, longest_chunks, _rs_serial_build(&p, sms), sms)
+    seg = _segmented_ns(T, N, Hv, longest_chunks, seg_chunks, sms) if seg_chunks > 0 else 0
+    return int(serial), int(seg)

@@ -102,59 +102,23 @@ cdef bint _aligned16(const gdn_problem_t *p) noexcept nogil:
     return _unaligned16(p) == NULL
 
 
-cdef int _select_ids(const gdn_problem_t *p, int chosen, int state_layout, int warpgroups, int fused,
-                     int rs_build, int sms, int *ids) noexcept nogil:
-    """The build of each launch (-1 where it is not compiled in); returns the number of launches:
-    2 for the fused plan (recompute_wu with pqk, spine_rs_o), else 3 (recompute_wu, spine,
-    fwd_o).  The one place that picks the plan and the beta dtype, _a16 and
-    warpgroups builds: prefill, explain and the stage test hook all read their launches from here.
-    warpgroups 0 / fused -1 / rs_build -1: the rules; otherwise forced (test / benchmark hook only).
-    sms: the SM count of the overlap rule, which the build rule follows (_rs_build)."""
-    cdef int a16 = 1 if _aligned16(p) else 0
-    cdef int bbf16 = 1 if p.beta.dtype == GDN_DTYPE_BF16 else 0
-    cdef char why[MSG_CAP]
-    if fused < 0:
-        fused = 1 if _fused_guard(p, chosen, state_layout, sms, why) == GDN_OK else 0
-    if fused:
-        if rs_build < 0:
-            rs_build = _rs_build(p, sms)
-        ids[0] = _v_wu_pqk[bbf16] if a16 else -1
-        ids[1] = _v_spine_o[_state_type(p)][state_layout][rs_build] if a16 and chosen == GDN_SPINE_WGMMA else -1
-        return 2
-    if warpgroups == 0:
-        warpgroups = _spine_warpgroups(p, chosen)
-    ids[0] = _v_wu[bbf16][a16]
-    ids[1] = _spine_variant(p, chosen, state_layout, warpgroups)
-    ids[2] = _v_fwd_o[a16]
-    return 3
-
-
-cdef int _stage_ids(const gdn_problem_t *p, int chosen, int state_layout, int sms, int *ids, int *n,
+cdef int _plan_call(gdn_problem_t *p, int spine, int state_layout, const plan_force_t *force, plan_t *plan,
                     char *msg) noexcept nogil:
-    """The launches of one prefill, in order (n of them); every one must be compiled in."""
-    cdef int i
-    n[0] = _select_ids(p, chosen, state_layout, 0, -1, -1, sms, ids)
-    for i in range(n[0]):
-        if ids[i] < 0:
-            snprintf(msg, MSG_CAP, "build: stage %d of %d (%s) is not compiled into this build", i + 1, n[0],
-                     "recompute_wu" if i == 0 else ("spine" if i == 1 else "fwd_o"))
-            return GDN_ERR_UNKNOWN_VARIANT
-    return GDN_OK
+    """Validate and prepare the problem in place (_prepare), then plan it (_make_plan) for the
+    current device: the one planning of a call, which the workspace, the launches and explain()
+    all read."""
+    cdef int chosen = 0
+    cdef int rc = _prepare(p, spine, state_layout, &chosen, msg)
+    if rc == GDN_OK:
+        rc = _make_plan(p, chosen, state_layout, _sm_count(), force, plan, msg)
+    if rc != GDN_OK:
+        plan.chosen = chosen
+    return rc
 
 
-cdef int64_t _call_workspace_bytes(const gdn_problem_t *problem, int spine, int state_layout) noexcept nogil:
-    """Workspace bytes of the plan this call runs (gdn_prefill_raw's choice: the same validation
-    and plan rule on a copy); 1 where the call does not validate (gdn_prefill_raw then fails with
-    that error before it looks at the workspace)."""
-    cdef gdn_problem_t p = problem[0]
-    cdef char local[MSG_CAP]
-    cdef int chosen = 0, n = 0
-    cdef int ids[3]
-    cdef int64_t T = p.q.shape[0], N = p.cu_seqlens.shape[0] - 1, Hv = p.v.shape[1]
-    if (_prepare(&p, spine, state_layout, &chosen, local) != GDN_OK
-            or _stage_ids(&p, chosen, state_layout, _sm_count(), ids, &n, local) != GDN_OK):
-        return 1
-    return _plan_workspace_bytes(T, N, Hv, n == 2)
+cdef inline int64_t _plan_bytes(const gdn_problem_t *p, const plan_t *plan) noexcept nogil:
+    """The workspace bytes of a planned call."""
+    return _plan_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], plan.kind, plan.seg_chunks)
 
 
 cdef int _workspace_apart(const gdn_problem_t *p, uintptr_t lo, uintptr_t hi, char *msg) noexcept nogil:
@@ -177,14 +141,14 @@ cdef int _workspace_apart(const gdn_problem_t *p, uintptr_t lo, uintptr_t hi, ch
     return GDN_OK
 
 
-cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_bytes, bint fused,
+cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_bytes, const plan_t *plan,
                          char *msg) noexcept nogil:
-    """Carve the workspace of the plan that runs (fused: the fused-output plan) after checking it."""
-    cdef int64_t need = _plan_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], fused)
+    """Carve the workspace of the planned call after checking it."""
+    cdef int64_t need = _plan_bytes(p, plan)
     if workspace == NULL or workspace_bytes < need:
         snprintf(msg, MSG_CAP, "workspace: %lld bytes given, %lld needed by the %s plan (explain()[\"workspace_bytes\"]; "
-                 "gdn_workspace_bytes serves either plan)", <long long>workspace_bytes, <long long>need,
-                 b"fused-output" if fused else b"unfused")
+                 "gdn_workspace_bytes serves any plan)", <long long>workspace_bytes, <long long>need,
+                 _PLAN_CNAMES[plan.kind])
         return GDN_ERR_ARGUMENT
     if (<uintptr_t>workspace) % GDN_WORKSPACE_ALIGN_BYTES != 0:
         snprintf(msg, MSG_CAP, "workspace: data pointer is not %d-byte aligned", GDN_WORKSPACE_ALIGN_BYTES)
@@ -192,11 +156,13 @@ cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_by
     cdef int rc = _workspace_apart(p, <uintptr_t>workspace, <uintptr_t>workspace + <uintptr_t>workspace_bytes, msg)
     if rc:
         return rc
-    _carve(p, <char *>workspace, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], fused)
-    # the serial plan: recompute_wu over every chunk slot, nothing published through `ready`
+    _carve(p, <char *>workspace, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], plan.kind, plan.seg_chunks)
+    # recompute_wu over every chunk slot, nothing published through `ready` (the overlap plan sets
+    # its own ranges per launch); the segmented plan's segment length
     p.slot_begin = 0
     p.slot_end = <int32_t>p.ready.shape[0]
     p.ready_from = GDN_NO_OVERLAP
+    p.seg_chunks = plan.seg_chunks
     return GDN_OK
 
 
@@ -235,3 +201,35 @@ cdef int _launch(const gdn_problem_t *p, const int *ids, int n, cudaStream_t str
                      cudaGetErrorString(<cudaError_t>rc))
             return GDN_ERR_LAUNCH
     return GDN_OK
+
+
+cdef int _execute(gdn_problem_t *p, const plan_t *plan, void *workspace, int64_t workspace_bytes,
+                  cudaStream_t stream, char *msg) noexcept nogil:
+    """Bind the workspace and launch the planned call (p prepared by _plan_call)."""
+    cdef int rc = _bind_workspace(p, workspace, workspace_bytes, plan, msg)
+    if rc != GDN_OK:
+        return rc
+    if plan.kind == PLAN_OVERLAP:
+        return _launch_overlap(p, plan.ids, plan.split, stream, msg)
+    return _launch(p, plan.ids, plan.n, stream, msg)
+
+
+cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
+                         void *workspace, int64_t workspace_bytes, cudaStream_t stream,
+                         int *chosen_spine, char *msg, size_t msg_cap) noexcept nogil:
+    cdef gdn_problem_t p = problem[0]
+    cdef char local[MSG_CAP]
+    cdef plan_t plan
+    cdef int rc
+    local[0] = 0
+    rc = _plan_call(&p, spine, state_layout, &_NO_FORCE, &plan, local)
+    if rc == GDN_OK:
+        rc = _execute(&p, &plan, workspace, workspace_bytes, stream, local)
+    if chosen_spine != NULL:
+        chosen_spine[0] = plan.chosen
+    if msg != NULL and msg_cap > 0:
+        if local[0] != 0:
+            snprintf(msg, msg_cap, "%s", local)
+        else:
+            msg[0] = 0
+    return rc

@@ -190,35 +190,3 @@ cdef int _launch_overlap(const gdn_problem_t *p, const int *ids, int64_t split, 
                  cudaGetErrorString(<cudaError_t>rc))
         return GDN_ERR_LAUNCH
     return GDN_OK
-
-
-cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
-                         void *workspace, int64_t workspace_bytes, cudaStream_t stream,
-                         int *chosen_spine, char *msg, size_t msg_cap) noexcept nogil:
-    cdef gdn_problem_t p = problem[0]
-    cdef char local[MSG_CAP]
-    cdef int rc, chosen = 0, n = 0
-    cdef int ids[3]
-    cdef int64_t split
-    cdef int sms
-    local[0] = 0
-    rc = _prepare(&p, spine, state_layout, &chosen, local)
-    if rc == GDN_OK:
-        sms = _sm_count()
-        rc = _stage_ids(&p, chosen, state_layout, sms, ids, &n, local)
-    if rc == GDN_OK:
-        rc = _bind_workspace(&p, workspace, workspace_bytes, n == 2, local)
-    if rc == GDN_OK:
-        split = _plan_split(&p, n, sms)
-        if split > 0:
-            rc = _launch_overlap(&p, ids, split, stream, local)
-        else:
-            rc = _launch(&p, ids, n, stream, local)
-    if chosen_spine != NULL:
-        chosen_spine[0] = chosen
-    if msg != NULL and msg_cap > 0:
-        if local[0] != 0:
-            snprintf(msg, msg_cap, "%s", local)
-        else:
-            msg[0] = 0
-    return rc

@@ -158,3 +158,192 @@ cdef int _choose(const gdn_problem_t *p, int spine, int state_layout, int *chose
         return GDN_ERR_SPINE
     chosen[0] = spine
     return GDN_OK
+
+
+# ----------------------------------------------------------------------------- the plan of a call
+# One home for every choice a call makes: _make_plan fills a plan_t once per call, from the
+# validated problem, the chosen spine and the SM count, and everything after reads it (the
+# workspace size and carving, the launches, explain()).  Nothing here reads device memory.
+cdef enum:
+    PLAN_UNFUSED = 0        # recompute_wu, the spine (h, vnew), fwd_o
+    PLAN_SERIAL = 1         # fused: recompute_wu (Tu, P), spine_rs_o (solo or dual)
+    PLAN_OVERLAP = 2        # fused, stage 1 split around the spine (opt-in, GDN_PREFILL_OVERLAP=1)
+    PLAN_SEGMENTED = 3      # fused, each sequence in segments: recompute_wu, spine_rs_maps, compose, spine_rs_o_seg
+    MAX_LAUNCHES = 4
+
+PLAN_NAMES = ("unfused", "serial", "overlap", "segmented")
+
+
+cdef struct plan_t:
+    int chosen              # the spine (GDN_SPINE_*)
+    int kind                # PLAN_*
+    int n                   # launches, ids[0 .. n)
+    int ids[MAX_LAUNCHES]   # their builds (launch-table ids)
+    int rs_build            # the fused plans' spine_rs_o build (RS_*)
+    int warpgroups          # the unfused plan's wgmma spine build
+    int64_t split           # PLAN_OVERLAP: stage 1's second part starts at this chunk slot
+    int32_t seg_chunks      # PLAN_SEGMENTED: chunks per segment
+    int64_t longest         # chunks of the longest sequence the cost model assumed
+    int64_t serial_ns       # the cost model's prediction for the serial plan (0: not modelled)
+    int64_t segmented_ns    # ... for the segmented plan at seg_chunks (0: not feasible)
+
+
+cdef struct plan_force_t:
+    # test / benchmark hooks: -1 everywhere is the rules (prefill, explain)
+    int warpgroups          # 1 or 2: the unfused plan's wgmma spine build
+    int fused               # 0 / 1: the unfused / a fused plan
+    int rs_build            # RS_*: the serial plan's spine_rs_o build
+    int64_t split           # 0: no overlap; > 0: the overlap plan split there
+    int32_t seg_chunks      # 0: not segmented; > 0: the segmented plan with these segments
+
+
+cdef plan_force_t _NO_FORCE
+_NO_FORCE.warpgroups = -1
+_NO_FORCE.fused = -1
+_NO_FORCE.rs_build = -1
+_NO_FORCE.split = -1
+_NO_FORCE.seg_chunks = -1
+
+
+cdef inline int64_t _cdiv(int64_t a, int64_t b) noexcept nogil:
+    return (a + b - 1) // b
+
+
+cdef int64_t _stage1_ns(int64_t T, int64_t N, int64_t Hv, int sms) noexcept nogil:
+    """The cost model's stage 1 (recompute_wu) and a call's fixed cost: its chunk-heads at
+    GDN_MODEL_WU_SM_NS of one SM each, spread over the SMs."""
+    return GDN_MODEL_LAUNCH_NS + (_cdiv(T, GDN_CHUNK) + N) * Hv * GDN_MODEL_WU_SM_NS // max(sms, 1)
+
+
+cdef int64_t _serial_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, int rs_build, int sms) noexcept nogil:
+    """The cost model's serial fused plan: stage 1, then the spine's waves of CTAs, each as long as
+    the longest sequence's chain (solo: GDN_MODEL_CHAIN_NS a chunk; dual: GDN_RS_DUAL_WAVE_NS)."""
+    cdef int64_t ctas, chunk_ns
+    if rs_build == RS_DUAL:
+        ctas, chunk_ns = N * Hv, GDN_RS_DUAL_WAVE_NS
+    else:
+        ctas, chunk_ns = _rs_ctas(N, Hv), GDN_MODEL_CHAIN_NS
+    return _stage1_ns(T, N, Hv, sms) + _cdiv(ctas, max(sms, 1)) * longest * chunk_ns
+
+
+cdef int64_t _segmented_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, int64_t sc, int sms) noexcept nogil:
+    """The cost model's segmented plan with segments of sc chunks, for a longest sequence of
+    `longest` chunks: stage 1; the MAPS pass (dual CTAs, GDN_MODEL_MAPS_NS a chunk) over one
+    segment, in waves of CTAs; the composition's nseg - 2 steps; the SEGMENT pass (solo chains,
+    GDN_MODEL_SEG_CHAIN_NS a chunk) over one segment, in waves; each pass's fixed cost.  CTAs: one
+    sequence's exactly (2 nseg - 1 and 2 nseg per head), several sequences' by the grid's bound.
+    The passes add up (run 152's timeline: each launch starts its work as the one before ends)."""
+    cdef int64_t nseg = _cdiv(longest, sc)
+    cdef int64_t seg = min(sc, longest)
+    cdef int64_t maps_ctas, seg_ctas
+    if N == 1:
+        maps_ctas = (2 * nseg - 1) * Hv
+        seg_ctas = 2 * nseg * Hv
+    else:
+        maps_ctas = seg_ctas = plan_segment_slots(T, N, sc) * 2 * Hv
+    return (_stage1_ns(T, N, Hv, sms)
+            + GDN_MODEL_PASS_NS + _cdiv(maps_ctas, max(sms, 1)) * seg * GDN_MODEL_MAPS_NS
+            + max(nseg - 2, 0) * GDN_MODEL_COMPOSE_NS
+            + GDN_MODEL_PASS_NS + _cdiv(seg_ctas, max(sms, 1)) * seg * GDN_MODEL_SEG_CHAIN_NS)
+
+
+cdef int32_t _choose_segments(const gdn_problem_t *p, int64_t longest, int sms, int64_t *best_ns) noexcept nogil:
+    """The segment length (chunks) the segmented plan would run with, the one of least predicted
+    time (best_ns), or 0 when no segmentation fits: a multiple of the checkpoint interval (a
+    segment then starts on a checkpoint), 2 to GDN_SEG_MAX_SEGMENTS segments of the longest
+    sequence, and at most GDN_SEG_MAX_CTAS CTAs in a pass (the workspace bound of gdn_workspace_bytes)."""
+    cdef int64_t T = p.q.shape[0], N = p.cu_seqlens.shape[0] - 1, Hv = p.v.shape[1]
+    cdef int64_t nseg, sc, unit = max(<int64_t>p.checkpoint_chunks, 1), t
+    cdef int32_t best = 0
+    best_ns[0] = 0
+    for nseg in range(2, min(longest, <int64_t>GDN_SEG_MAX_SEGMENTS) + 1):
+        sc = _cdiv(_cdiv(longest, nseg), unit) * unit
+        if _cdiv(longest, sc) < 2 or sc > 0x7fffffff:
+            continue
+        if plan_segment_slots(T, N, sc) * Hv * 2 > GDN_SEG_MAX_CTAS:
+            continue                       # the workspace bound (gdn_workspace_bytes): at most this many CTAs
+        t = _segmented_ns(T, N, Hv, longest, sc, sms)
+        if best == 0 or t < best_ns[0]:
+            best, best_ns[0] = <int32_t>sc, t
+    return best
+
+
+cdef inline int64_t plan_segment_slots(int64_t T, int64_t N, int64_t sc) noexcept nogil:
+    """The C copy of gdn_prefill.plan.segment_slots."""
+    return (T // GDN_CHUNK + N) // sc + N
+
+
+cdef bint _segmented_builds(const gdn_problem_t *p, int state_layout) noexcept nogil:
+    return (_v_spine_maps[_state_type(p)][state_layout] >= 0 and _v_spine_seg[_state_type(p)][state_layout] >= 0
+            and _v_compose >= 0)
+
+
+cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sms, const plan_force_t *force,
+                    plan_t *plan, char *msg) noexcept nogil:
+    """The plan of one validated call (chosen: its spine), into `plan`; the builds must be compiled
+    in.  The rules, in order: the fused plans where _fused_guard allows (else the unfused plan);
+    among them the segmented plan where the cost model predicts it faster than the serial one
+    (longest sequence: the call's tokens, max_seqlen when given); else the opt-in overlap plan
+    where its rule applies; else the serial plan (solo or dual: _rs_serial_build)."""
+    cdef int64_t T = p.q.shape[0], N = p.cu_seqlens.shape[0] - 1, Hv = p.v.shape[1]
+    cdef int a16 = 1 if _aligned16(p) else 0
+    cdef int bbf16 = 1 if p.beta.dtype == GDN_DTYPE_BF16 else 0
+    cdef int sdt = _state_type(p)
+    cdef int i, fused
+    cdef int64_t seg_ns = 0
+    cdef char why[MSG_CAP]
+    memset(plan, 0, sizeof(plan_t))
+    plan.chosen = chosen
+    # the longest sequence: the call's tokens for one sequence; for several, the caller's max_seqlen
+    # (the lengths are on the device), and without it no segmented plan (0)
+    if N == 1:
+        plan.longest = _cdiv(T, GDN_CHUNK)
+    elif p.max_seqlen > 0:
+        plan.longest = _cdiv(min(p.max_seqlen, T), GDN_CHUNK)
+    fused = force.fused if force.fused >= 0 else (1 if _fused_guard(p, chosen, state_layout, sms, why) == GDN_OK else 0)
+    if not fused:
+        plan.kind = PLAN_UNFUSED
+        plan.warpgroups = force.warpgroups if force.warpgroups > 0 else _spine_warpgroups(p, chosen)
+        plan.n = 3
+        plan.ids[0] = _v_wu[bbf16][a16]
+        plan.ids[1] = _spine_variant(p, chosen, state_layout, plan.warpgroups)
+        plan.ids[2] = _v_fwd_o[a16]
+    else:
+        plan.rs_build = _rs_serial_build(p, sms)
+        plan.serial_ns = _serial_ns(T, N, Hv, plan.longest if plan.longest > 0 else _cdiv(T, GDN_CHUNK),
+                                    plan.rs_build, sms)
+        if force.seg_chunks > 0:
+            plan.seg_chunks = force.seg_chunks
+            plan.segmented_ns = _segmented_ns(T, N, Hv, plan.longest, force.seg_chunks, sms)
+        elif (force.seg_chunks < 0 and force.split < 0 and force.rs_build < 0 and plan.longest > 1
+              and _segmented_builds(p, state_layout)):
+            plan.seg_chunks = _choose_segments(p, plan.longest, sms, &seg_ns)
+            plan.segmented_ns = seg_ns
+            if plan.seg_chunks > 0 and seg_ns >= plan.serial_ns:
+                plan.seg_chunks = 0
+        plan.ids[0] = _v_wu_pqk[bbf16] if a16 else -1
+        if plan.seg_chunks > 0:
+            plan.kind = PLAN_SEGMENTED
+            plan.n = 4
+            plan.ids[1] = _v_spine_maps[sdt][state_layout]
+            plan.ids[2] = _v_compose
+            plan.ids[3] = _v_spine_seg[sdt][state_layout]
+        else:
+            plan.split = force.split if force.split >= 0 else _plan_split(p, 2, sms)
+            plan.kind = PLAN_OVERLAP if plan.split > 0 else PLAN_SERIAL
+            if force.rs_build >= 0:
+                plan.rs_build = force.rs_build
+            elif plan.split > 0:
+                plan.rs_build = RS_PAIR
+            plan.n = 2
+            plan.ids[1] = _v_spine_o[sdt][state_layout][plan.rs_build] if a16 and chosen == GDN_SPINE_WGMMA else -1
+    for i in range(plan.n):
+        if plan.ids[i] < 0:
+            snprintf(msg, MSG_CAP, "build: launch %d of the %s plan's %d is not compiled into this build", i + 1,
+                     _PLAN_CNAMES[plan.kind], plan.n)
+            return GDN_ERR_UNKNOWN_VARIANT
+    return GDN_OK
+
+
+cdef const char *_PLAN_CNAMES[4]
+_PLAN_CNAMES[:] = [b"unfused", b"serial", b"overlap", b"segmented"]

@@ -81,3 +81,14 @@ STATE_LAYOUTS = {"kv": GDN_STATE_KV, "vk": GDN_STATE_VK}
 def compiled_variants():
     """Names of the kernel variants linked into this build."""
     return [gdn_variant_name(i).decode() for i in range(gdn_num_variants())]
+# The segmented plan (_make_plan): spine_rs's MAPS pass (dual CTAs, each segment's affine map), the
+# composition (compose_f32, the states at the segments' entries, pool-independent) and its SEGMENT
+# pass (solo CTAs, each segment from its composed state, with the output).
+cdef int _v_spine_maps[NUM_SDT][NUM_LAYOUTS]                      # [SDT_*][GDN_STATE_*]
+cdef int _v_spine_seg[NUM_SDT][NUM_LAYOUTS]
+for _sdt in range(NUM_SDT):
+    _v_spine_maps[_sdt][GDN_STATE_KV] = gdn_variant_id(b"spine_rs_maps_kv" + _SDT_SUFFIX[_sdt])
+    _v_spine_maps[_sdt][GDN_STATE_VK] = gdn_variant_id(b"spine_rs_maps_vk" + _SDT_SUFFIX[_sdt])
+    _v_spine_seg[_sdt][GDN_STATE_KV] = gdn_variant_id(b"spine_rs_o_seg_kv" + _SDT_SUFFIX[_sdt])
+    _v_spine_seg[_sdt][GDN_STATE_VK] = gdn_variant_id(b"spine_rs_o_seg_vk" + _SDT_SUFFIX[_sdt])
+cdef int _v_compose = gdn_variant_id(b"compose_f32")
