@@ -658,24 +658,10 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
             L = cutlass.min(eos - t0, CHUNK)
             cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
             if L < CHUNK:
-                # K rows j >= L may be NaN (NaN * 0 = NaN inside G3): thread ltid owns column k = ltid,
-                # warpgroup wg the rows L + wg, L + wg + active, ... (the tile is every active warpgroup's);
-                # and this warpgroup's V rows j >= L (another sequence's), column ltid % 64, rows
-                # L + ltid // 64, + 2, ...: with Z's columns there 0 (K rows) and a_j = 0 (the table),
-                # Y^T's columns j >= L are then exactly 0 without a select per element
-                for j in cutlass.range(L + wg, CHUNK, active, unroll=1):
-                    sK[ltid, j, s] = BFloat16(0.0)
-                for j in cutlass.range(L + ltid // VB, CHUNK, 128 // VB, unroll=1):
-                    sV_vj[ltid % VB, j, s * nwg + wg] = BFloat16(0.0)
-                cute.arch.fence_proxy("async.shared", space="cta")
-                cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128 * active)
+                _zero_tail(sK, sV_vj, L, ltid, wg, active, s, nwg)
             # G1: Z = bf16(S^T) K^T (the K tile read K-major)
             rS.store(accSt.load().to(BFloat16))
-            warpgroup.fence()
-            for kb in cutlass.range_constexpr(cute.size(tSa, mode=[2])):
-                mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
-                cute.gemm(mma_n64, accX, tSa[None, None, kb], tKkb[None, None, kb, s], accX)
-            warpgroup.commit_group()
+            _issue(mma_n64, accX, tSa, tKkb, s, True)
             # under G1: the decay of S^T, V^T, and the output of chunk i - 1
             decay = sTab[TAB_GL, s]
             for e in cutlass.range_constexpr(cute.size(accSt)):
@@ -690,44 +676,20 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
             warpgroup.commit_group()
             cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * nwg + wg]), rVt_cv)
             warpgroup.wait_group(1)           # G1 (G4 of chunk i - 1 may still run)
-            # Y^T = V^T - Z diag(a), a_m = exp(gcum_m) rk_m (columns m >= L: 0 - 0 * 0, the V and K rows
-            # zeroed above); G1b: Vnew^T = bf16(Y^T) Tu^T, then G2: Q S behind it.  a_m is loaded once
-            # per column (a thread's 32 values lie on 16 columns), and no element is selected: a load
-            # inside `if m < L` made each element predicated code with a conversion of its own (32
-            # F2FP and 16 PRMT where 16 F2FP pack the pairs)
-            a_col = [sTab[TAB_A + tXc[wgmma_acc.first_of_col(c)][1], s] for c in range(cute.size(accX) // 2)]
-            for e in cutlass.range_constexpr(cute.size(accX)):
-                rP[e] = BFloat16(Float32(rVt[e]) - accX[e] * a_col[wgmma_acc.col(e)])
-            warpgroup.fence()
-            for kb in cutlass.range_constexpr(cute.size(tPa, mode=[2])):
-                mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
-                cute.gemm(mma_n64, accX, tPa[None, None, kb], tTb[None, None, kb, s], accX)
-            warpgroup.commit_group()
+            # Y^T = V^T - Z diag(a); G1b: Vnew^T = bf16(Y^T) Tu^T, then G2: Q S behind it
+            _y_t(rP, rVt, accX, sTab, tXc, s)
+            _issue(mma_n64, accX, tPa, tTb, s, True)
             # chunk i - 1's output, its G4 complete (in the pipe before G1b): O^T -> bf16 -> the store
             # warp under G1b, then G2 may overwrite accY
             warpgroup.wait_group(1)           # G4 of chunk i - 1 (G1b may still run)
             if i > 0:
                 rO.store(accY_cv.load().to(BFloat16))
                 _epilogue(i - 1, ltid, wg, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
-            warpgroup.fence()                 # accY was read above
-            for kb in cutlass.range_constexpr(cute.size(tSa, mode=[2])):
-                mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
-                cute.gemm(mma_n64, accY, tSa[None, None, kb], tQb[None, None, kb, s], accY)
-            warpgroup.commit_group()
+            _issue(mma_n64, accY, tSa, tQb, s, True)      # G2 (its fence: accY was read above)
             warpgroup.wait_group(1)           # G1b (G2 may still run)
-            # Vnew^T columns j >= L selected to 0 (Tu rows there are another sequence's); P^T = Vnew^T coef_j
-            for e in cutlass.range_constexpr(cute.size(accX)):
-                j = tXc[e][1]
-                vn = Float32(0.0)
-                if j < L:
-                    vn = accX[e]
-                rV[e] = BFloat16(vn)
-                rP[e] = BFloat16(vn * sTab[j, s])
+            _vnew(rV, rP, accX, sTab, tXc, L, s)
             # G3: S^T = g S^T + bf16(P^T) K (the chain)
-            warpgroup.fence()
-            for kb in cutlass.range_constexpr(cute.size(tPa, mode=[2])):
-                cute.gemm(mma_s, accSt, tPa[None, None, kb], tKb[None, None, kb, s], accSt)
-            warpgroup.commit_group()
+            _issue(mma_s, accSt, tPa, tKb, s, False)
             warpgroup.wait_group(1)           # G2 (G3 may still run)
             for e in cutlass.range_constexpr(cute.size(accY)):
                 accY[e] = accY[e] * sTab[TAB_C + tXc[e][1], s]
@@ -797,20 +759,10 @@ def _maps(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: 
         L = cutlass.min(eos - (bos + i * CHUNK), CHUNK)
         cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
         if L < CHUNK:
-            # as in _state: K rows j >= L (both warpgroups share the tile), this warpgroup's V rows
-            for j in cutlass.range(L + wg, CHUNK, DUAL_WG, unroll=1):
-                sK[ltid, j, s] = BFloat16(0.0)
-            for j in cutlass.range(L + ltid // VB, CHUNK, 128 // VB, unroll=1):
-                sV_vj[ltid % VB, j, s * DUAL_WG + wg] = BFloat16(0.0)
-            cute.arch.fence_proxy("async.shared", space="cta")
-            cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128 * DUAL_WG)
+            _zero_tail(sK, sV_vj, L, ltid, wg, DUAL_WG, s, DUAL_WG)
         # G1: Z = bf16(S^T) K^T
         rS.store(accSt.load().to(BFloat16))
-        warpgroup.fence()
-        for kb in cutlass.range_constexpr(cute.size(tSa, mode=[2])):
-            mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
-            cute.gemm(mma_n64, accX, tSa[None, None, kb], tKkb[None, None, kb, s], accX)
-        warpgroup.commit_group()
+        _issue(mma_n64, accX, tSa, tKkb, s, True)
         decay = sTab[TAB_GL, s]
         for e in cutlass.range_constexpr(cute.size(accSt)):
             accSt[e] = accSt[e] * decay
@@ -818,31 +770,70 @@ def _maps(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: 
             cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * DUAL_WG + wg]), rVt_cv)
         warpgroup.wait_group(0)
         # Y^T = V^T - Z diag(a) (A: V = 0); G1b: Vnew^T = bf16(Y^T) Tu^T
-        a_col = [sTab[TAB_A + tXc[wgmma_acc.first_of_col(c)][1], s] for c in range(cute.size(accX) // 2)]
-        for e in cutlass.range_constexpr(cute.size(accX)):
-            rP[e] = BFloat16(Float32(rVt[e]) - accX[e] * a_col[wgmma_acc.col(e)])
-        warpgroup.fence()
-        for kb in cutlass.range_constexpr(cute.size(tPa, mode=[2])):
-            mma_n64.set(warpgroup.Field.ACCUMULATE, kb > 0)
-            cute.gemm(mma_n64, accX, tPa[None, None, kb], tTb[None, None, kb, s], accX)
-        warpgroup.commit_group()
+        _y_t(rP, rVt, accX, sTab, tXc, s)
+        _issue(mma_n64, accX, tPa, tTb, s, True)
         warpgroup.wait_group(0)
         # P^T = Vnew^T coef_j (columns j >= L: 0); G3: S^T = g S^T + bf16(P^T) K
-        for e in cutlass.range_constexpr(cute.size(accX)):
-            j = tXc[e][1]
-            vn = Float32(0.0)
-            if j < L:
-                vn = accX[e]
-            rP[e] = BFloat16(vn * sTab[j, s])
-        warpgroup.fence()
-        for kb in cutlass.range_constexpr(cute.size(tPa, mode=[2])):
-            cute.gemm(mma_s, accSt, tPa[None, None, kb], tKb[None, None, kb, s], accSt)
-        warpgroup.commit_group()
+        _vnew(None, rP, accX, sTab, tXc, L, s)
+        _issue(mma_s, accSt, tPa, tKb, s, False)
         warpgroup.wait_group(0)
         cute.arch.mbarrier_arrive(empty_bar + s)       # this thread is done with the slot
     gM = _transposed_block(maps, seg.slot * 2 + seg.map_, hv, col0)      # maps[2 slot + map]
     for e in cutlass.range_constexpr(cute.size(accSt)):
         gM[tScS[e]] = accSt[e]
+
+
+@cute.jit
+def _zero_tail(sK, sV_vj, L: Int32, ltid: Int32, wg, active, s: Int32, nwg: cutlass.Constexpr):
+    """A partial chunk's rows j >= L in the ring's slot s, before G1.  K rows may be NaN (NaN * 0 =
+    NaN inside G3): thread ltid owns column k = ltid, warpgroup wg the rows L + wg, L + wg + active,
+    ... (the tile is every active warpgroup's); and this warpgroup's V rows (another sequence's),
+    column ltid % 64, rows L + ltid // 64, + 2, ...: with Z's columns there 0 (K rows) and a_j = 0
+    (the table), Y^T's columns j >= L are then exactly 0 without a select per element."""
+    for j in cutlass.range(L + wg, CHUNK, active, unroll=1):
+        sK[ltid, j, s] = BFloat16(0.0)
+    for j in cutlass.range(L + ltid // VB, CHUNK, 128 // VB, unroll=1):
+        sV_vj[ltid % VB, j, s * nwg + wg] = BFloat16(0.0)
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128 * active)
+
+
+@cute.jit
+def _issue(mma, acc, tA, tB, s: Int32, overwrite: cutlass.Constexpr):
+    """One MMA of a chunk on slot s of the ring: the fence for the registers it reads, its k-steps
+    (the first one overwriting acc when `overwrite`), the commit of its group."""
+    warpgroup.fence()
+    for kb in cutlass.range_constexpr(cute.size(tA, mode=[2])):
+        if cutlass.const_expr(overwrite):
+            mma.set(warpgroup.Field.ACCUMULATE, kb > 0)
+        cute.gemm(mma, acc, tA[None, None, kb], tB[None, None, kb, s], acc)
+    warpgroup.commit_group()
+
+
+@cute.jit
+def _y_t(rP, rVt, accX, sTab, tXc, s: Int32):
+    """Y^T = V^T - Z diag(a) as bf16 (the A operand of G1b), a_m = exp(gcum_m) rk_m (columns m >= L:
+    0 - 0 * 0, the V and K rows zeroed).  a_m is loaded once per column (a thread's 32 values lie
+    on 16 columns), and no element is selected: a load inside `if m < L` made each element
+    predicated code with a conversion of its own (32 F2FP and 16 PRMT where 16 F2FP pack the pairs)."""
+    a_col = [sTab[TAB_A + tXc[wgmma_acc.first_of_col(c)][1], s] for c in range(cute.size(accX) // 2)]
+    for e in cutlass.range_constexpr(cute.size(accX)):
+        rP[e] = BFloat16(Float32(rVt[e]) - accX[e] * a_col[wgmma_acc.col(e)])
+
+
+@cute.jit
+def _vnew(rV, rP, accX, sTab, tXc, L: Int32, s: Int32):
+    """Vnew^T (G1b's result) with columns j >= L selected to 0 (Tu rows there are another
+    sequence's): bf16 into rV (the A operand of G4; None without an output), and P^T = Vnew^T coef_j
+    into rP (the A operand of G3)."""
+    for e in cutlass.range_constexpr(cute.size(accX)):
+        j = tXc[e][1]
+        vn = Float32(0.0)
+        if j < L:
+            vn = accX[e]
+        if cutlass.const_expr(rV is not None):
+            rV[e] = BFloat16(vn)
+        rP[e] = BFloat16(vn * sTab[j, s])
 
 
 @cute.jit
