@@ -443,6 +443,31 @@ def _keep_busy(run_one, n: int, seconds: float) -> None:
         torch.cuda.synchronize()
 
 
+def profiled_replays(call, n_sets: int, reps: int) -> list[tuple[float, float, str]]:
+    """(start, end, name) of every CUDA kernel record, sorted, of `reps` replays of call(i)'s
+    CUDA graphs (one per buffer set i, captured in one pool after an eager call of each, replayed
+    round-robin after WARM_S of warm replays) under torch.profiler: the tools' per-launch views
+    (tools/overlap_parts.py, tools/plan_timeline.py)."""
+    import torch
+    for i in range(n_sets):
+        call(i)
+    torch.cuda.synchronize()
+    graphs = []
+    pool = torch.cuda.graph_pool_handle()
+    for i in range(n_sets):
+        gr = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(gr, pool=pool):
+            call(i)
+        graphs.append(gr)
+    _keep_busy(lambda i: graphs[i].replay(), len(graphs), WARM_S)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for r in range(reps):
+            graphs[r % n_sets].replay()
+        torch.cuda.synchronize()
+    return sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
+                  if e.device_type == torch.autograd.DeviceType.CUDA)
+
+
 def _time_impl(calls: list, modes: tuple, budget_s: float, min_reps: int, max_reps: int,
                warm_s: float = 0.0) -> dict:
     """Warm up, then time the requested modes (each after `warm_s` seconds of its own calls: the

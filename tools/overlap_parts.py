@@ -24,8 +24,7 @@ def _profile(shape: str, reps: int, pct: int | None) -> dict:
     import torch
 
     import gdn_prefill
-    from gdn_prefill import _ext, plan, reference as ref
-    from gdn_prefill.bench import WARM_S, _keep_busy
+    from gdn_prefill import _ext, bench, plan, reference as ref
 
     b, t = (int(x) for x in shape.split("x"))
     sets = [ref.make_inputs([t] * b, 16, 32, seed=s, device="cuda", state="dense", l2norm_inputs=True)
@@ -44,27 +43,8 @@ def _profile(shape: str, reps: int, pct: int | None) -> dict:
             _ext._launch_stages(("recompute_wu", "spine"), x["q"], x["k"], x["v"], x["g"], x["beta"], outs[i],
                                 x["state"], cu_seqlens=x["cu_seqlens"], spine="wgmma", workspace=ws, fused=1,
                                 overlap_split=split, rs_build=-1)
-    for i in range(3):
-        call(i)
-    torch.cuda.synchronize()
-    graphs = []
-    pool = torch.cuda.graph_pool_handle()
-    for i in range(3):
-        gr = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(gr, pool=pool):
-            call(i)
-        graphs.append(gr)
-    _keep_busy(lambda i: graphs[i].replay(), len(graphs), WARM_S)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for r in range(reps):
-            graphs[r % 3].replay()
-        torch.cuda.synchronize()
-    kern = []
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA and ("recompute" in e.name or "spine" in e.name
-                                                                  or "memset" in e.name.lower()):
-            kern.append((e.time_range.start, e.time_range.end, e.name))
-    kern.sort()
+    kern = [k for k in bench.profiled_replays(call, 3, reps)
+            if "recompute" in k[2] or "spine" in k[2] or "memset" in k[2].lower()]
     # a replay starts with the memset of its ready flags; then part 1, the spine (side stream) and
     # part 2 in launch order: part 1 is the replay's first recompute_wu launch, part 2 its second
     starts = [i for i, k in enumerate(kern) if "memset" in k[2].lower()]

@@ -19,8 +19,7 @@ def _profile(shape: str, hk: int, hv: int, reps: int, seg_chunks: int) -> tuple[
     import torch
 
     import gdn_prefill
-    from gdn_prefill import _ext, reference as ref
-    from gdn_prefill.bench import WARM_S, _keep_busy
+    from gdn_prefill import _ext, bench, reference as ref
 
     b, t = (int(x) for x in shape.split("x"))
     sets = [ref.make_inputs([t] * b, hk, hv, seed=s, device="cuda", state="dense", l2norm_inputs=True)
@@ -40,23 +39,7 @@ def _profile(shape: str, hk: int, hv: int, reps: int, seg_chunks: int) -> tuple[
         else:
             gdn_prefill.prefill(x["q"], x["k"], x["v"], x["g"], x["beta"], outs[i], x["state"],
                                 cu_seqlens=x["cu_seqlens"], workspace=ws, max_seqlen=t)
-    for i in range(3):
-        call(i)
-    torch.cuda.synchronize()
-    graphs = []
-    pool = torch.cuda.graph_pool_handle()
-    for i in range(3):
-        gr = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(gr, pool=pool):
-            call(i)
-        graphs.append(gr)
-    _keep_busy(lambda i: graphs[i].replay(), len(graphs), WARM_S)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for r in range(reps):
-            graphs[r % 3].replay()
-        torch.cuda.synchronize()
-    kern = sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events()
-                  if e.device_type == torch.autograd.DeviceType.CUDA and "kernel" in e.name.lower())
+    kern = [k for k in bench.profiled_replays(call, 3, reps) if "kernel" in k[2].lower()]
     # a replay starts with stage 1 (recompute_wu), the first launch of every plan
     starts = [i for i, k in enumerate(kern) if "recompute" in k[2]]
     replays = [kern[a:b] for a, b in zip(starts, starts[1:] + [len(kern)])]
