@@ -73,6 +73,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import inspect
+import json
 import os
 import statistics
 import sys
@@ -83,7 +84,8 @@ from itertools import accumulate
 from .bench_cases import (  # noqa: F401  (re-exported: the benchmark scripts and tests use bench.<name>)
     CHUNK, PEAK_TFLOPS, PEAK_TBPS, L2_FALLBACK_BYTES, HOST_OVERHEAD_CALLS, HOST_OVERHEAD_SAMPLES, HEADS, SHAPES, QUICK_HEADS, QUICK_SHAPES, VARLEN_SEED, VARLEN_N, VARLEN_TOKENS, NUMERICS_T, NUMERICS_HEADS, NUMERICS_FALLBACK_HEADS, NUMERICS_REPEATS, varlen_lengths, parse_shape, parse_heads, Case, select_cases, flops_per_token, flops, hbm_bytes, floors_us, rotation_sets)
 from .bench_report import (  # noqa: F401
-    derive, _fmt, _ratio, _note, markdown_report, numerics_markdown, write_json, table_report, write_text, plot, Progress)
+    derive, _fmt, _ratio, _note, markdown_report, numerics_markdown, write_json, table_report, write_text, plot, plot_shapes,
+    Progress)
 
 IMPL_ORDER = ("gdn", "fla", "flashinfer")
 
@@ -842,6 +844,12 @@ def build_parser(default_out: str = os.path.join("benchmarks", "results")) -> ar
     ap.add_argument("--numerics-heads", default=f"{NUMERICS_HEADS[0]}/{NUMERICS_HEADS[1]}",
                     help="Hk/Hv of the numerics report (default %(default)s; falls back to 2/4 if the oracle OOMs)")
     ap.add_argument("--list", action="store_true", help="print the cases with their FLOP/byte floors and exit (no GPU)")
+    ap.add_argument("--plot-from", nargs="+", metavar="JSON",
+                    help="no timing: draw the shapes' times of these result files (in order) into --plot-out "
+                         "(one bar per implementation and shape, log scale; no GPU)")
+    ap.add_argument("--plot-out", default=os.path.join("docs", "prefill_h200.png"),
+                    help="the --plot-from picture (default %(default)s)")
+    ap.add_argument("--plot-mode", choices=("graph", "eager"), default="graph", help="the --plot-from column")
     return ap
 
 
@@ -864,6 +872,11 @@ def list_cases(cases: list[Case], peak_tflops: float = PEAK_TFLOPS, peak_tbps: f
 
 def main(argv=None, *, default_out: str = os.path.join("benchmarks", "results")) -> int:
     a = build_parser(default_out).parse_args(argv)
+    if a.plot_from:
+        results = [json.load(open(path)) for path in a.plot_from]
+        png = plot_shapes(results, a.plot_out, a.plot_mode)
+        print(f"wrote {png}" if png else "bench_prefill: no plot (matplotlib absent, or no row has a time)")
+        return 0 if png else 1
     _finish_args(a)
     try:
         cases = select_cases(a.quick, a.shapes, a.heads)

@@ -213,6 +213,55 @@ def plot(result: dict, path: str) -> str | None:
     return path
 
 
+def plot_shapes(results: list[dict], path: str, mode: str = "graph") -> str | None:
+    """The README's picture: one group of bars per (shape, Hk/Hv) of the runs' rows, one bar per
+    implementation, its time in `mode` ("graph" or "eager") on a log scale, the fastest bar of
+    each group marked.  `results` are bench_prefill JSON results (several runs' rows are drawn in
+    the order given).  Returns the path, or None when matplotlib is absent or nothing has a time."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    key = f"{mode}_us"
+    rows = [r for res in results for r in res.get("rows", []) if r.get(key)]
+    if not rows:
+        return None
+    groups, impls = [], []
+    for r in rows:
+        g = (r["shape"], r["Hk"], r["Hv"])
+        if g not in groups:
+            groups.append(g)
+        if r["impl"] not in impls:
+            impls.append(r["impl"])
+    t = {(r["shape"], r["Hk"], r["Hv"], r["impl"]): r[key] for r in rows}
+    width = 0.8 / len(impls)
+    fig, ax = plt.subplots(figsize=(max(8.0, 0.26 * len(groups) * len(impls)), 4.8))
+    for i, impl in enumerate(impls):
+        xs = [j + (i - (len(impls) - 1) / 2) * width for j, g in enumerate(groups) if (*g, impl) in t]
+        ys = [t[(*g, impl)] for g in groups if (*g, impl) in t]
+        ax.bar(xs, ys, width=width, color=f"C{i}", label=impl)
+    for j, g in enumerate(groups):
+        times = {impl: t[(*g, impl)] for impl in impls if (*g, impl) in t}
+        best = min(times, key=times.get)
+        i = impls.index(best)
+        ax.annotate("★", (j + (i - (len(impls) - 1) / 2) * width, times[best]), ha="center", va="bottom", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels([f"{s}\n{hk}/{hv}" for s, hk, hv in groups], fontsize=7)
+    ax.set_ylabel(f"µs per call (CUDA {mode}; log)" if mode == "graph" else f"µs per call ({mode}; log)")
+    ax.grid(True, axis="y", which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    meta = results[0].get("meta", {})
+    ax.set_title(f"GDN prefill, shape and Hk/Hv — {meta.get('card', '?')} {meta.get('date', '')} (★ fastest)", fontsize=10)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 class Progress:
     """tqdm when importable, else a printed counter."""
 

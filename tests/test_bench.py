@@ -391,3 +391,17 @@ def test_table_report_prints_and_writes(tmp_path, capsys):
     assert text == "head line\n\n| mode | runs |\n|---|---|\n| streams2 | 20 |\n| threads4 | 20 |\n"
     assert capsys.readouterr().out == text and md.read_text() == text
     assert json.loads(js.read_text()) == {"rows": [1, 2]}
+
+
+def test_plot_shapes_draws_every_row_or_says_why(tmp_path):
+    """bench_prefill --plot-from: one bar per implementation and shape from results' JSON (no GPU);
+    None, and no file, when nothing has a time in the mode asked for."""
+    pytest.importorskip("matplotlib")
+    from gdn_prefill.bench_report import plot_shapes
+    rows = [dict(shape=s, Hk=2, Hv=4, impl=i, graph_us=t, eager_us=None)
+            for s, i, t in (("1x8K", "gdn:wgmma", 76.9), ("1x8K", "flashinfer", 100.3), ("1x32K", "gdn:wgmma", 167.8))]
+    out = tmp_path / "p.png"
+    assert plot_shapes([dict(meta=dict(card="H200", date="d"), rows=rows)], str(out)) == str(out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot_shapes([dict(rows=rows)], str(tmp_path / "e.png"), mode="eager") is None
+    assert not (tmp_path / "e.png").exists()
