@@ -490,8 +490,6 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
             _log.warning("gdn_prefill: %s", msg.decode())
         _raise(rc, msg)
     sms = _sm_count() if check_device else GDN_SM_COUNT
-    # the kernels' view of the pools, as _prepare makes it (plans read the pool type and layout)
-    p.state_in = _state_source(&p)
     rc = _make_plan(&p, chosen, layout_code, sms, &_NO_FORCE, &plan, msg)
     if rc != GDN_OK:
         _raise(rc, msg)

@@ -1,0 +1,92 @@
+"""The planner (pyx/gdn_prefill/plan.pxi _make_plan) through explain() on meta tensors: which plan
+runs, why, with what segments, and that everything it may pick fits the workspace a caller sizes by
+workspace_bytes().  No GPU: explain() plans with the H100 / H200 SM count (132)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gdn_prefill
+from gdn_prefill import _ext, plan
+
+
+def problem(T, hk, hv, n=1, **kw):
+    q = torch.empty(T, hk, 128, dtype=torch.bfloat16, device="meta")
+    v = torch.empty(T, hv, 128, dtype=torch.bfloat16, device="meta")
+    g = torch.empty(T, hv, device="meta")
+    st = torch.empty(n, hv, 128, 128, device="meta")
+    cu = torch.empty(n + 1, dtype=torch.int32, device="meta") if n > 1 else None
+    return gdn_prefill.explain(q, torch.empty_like(q), v, g, torch.empty_like(g), torch.empty_like(v), st,
+                               cu_seqlens=cu, **kw)
+
+
+@pytest.mark.parametrize("T, hk, hv", [(8192, 2, 4), (32768, 2, 4), (8192, 4, 8), (32768, 4, 8)])
+def test_one_long_sequence_at_few_heads_runs_segmented(T, hk, hv):
+    """Where the serial plan leaves most SMs idle: the segmented plan, its four launches, its
+    segments within the CTA budget, and the model's times (the segmented one the smaller)."""
+    e = problem(T, hk, hv)
+    p = e["plan"]
+    assert p["name"] == "segmented", p
+    assert [k["name"] for k in e["kernels"]] == ["recompute_wu_bf16_betaf32_a16_pqk", "spine_rs_maps_kv",
+                                                 "compose_f32", "spine_rs_o_seg_kv"]
+    chunks = -(-T // 64)
+    assert p["longest_chunks"] == chunks and p["segments"] == -(-chunks // p["segment_chunks"]) >= 2
+    assert p["ctas"] == plan.grid_spine_rs_segments(T, 1, hv, p["segment_chunks"])[0] <= 264
+    assert e["kernels"][1]["grid"][0] == e["kernels"][3]["grid"][0] == p["ctas"]
+    assert p["predicted_us"]["segmented"] < p["predicted_us"]["serial"]
+    serial, seg = _ext._model_ns(T, 1, hv, chunks, p["segment_chunks"])
+    assert (round(serial / 1e3, 1), round(seg / 1e3, 1)) == (p["predicted_us"]["serial"], p["predicted_us"]["segmented"])
+    # the call's workspace is within what workspace_bytes() promises for any plan of these sizes
+    assert e["workspace_bytes"] <= gdn_prefill.workspace_bytes(T, 1, hv)
+
+
+@pytest.mark.parametrize("T", [1024, 8192, 65536])
+def test_many_heads_keep_the_serial_plan(T):
+    """At 16/32 every segmented pass needs 4 CTAs per head and segment and stage 1 runs first: the
+    model predicts the serial plan faster (or no segmentation fits), and says so."""
+    p = problem(T, 16, 32)["plan"]
+    assert p["name"] == "serial", p
+    assert "serial plan is predicted faster" in p["why"] or "no segmentation" in p["why"], p
+
+
+def test_several_sequences_need_max_seqlen():
+    """With several sequences the lengths are device values: without max_seqlen nothing is split,
+    and explain() says how to allow it; with it, the planner plans for that longest sequence."""
+    e = problem(4 * 8192, 2, 4, n=4)
+    assert e["plan"]["name"] == "serial" and "max_seqlen" in e["plan"]["why"]
+    assert e["plan"]["longest_chunks"] is None
+    p = problem(4 * 8192, 2, 4, n=4, max_seqlen=4 * 8192 - 3)["plan"]
+    assert p["longest_chunks"] == -(-(4 * 8192 - 3) // 64)
+    if p["name"] == "segmented":
+        assert p["ctas"] <= 264
+
+
+def test_segments_start_on_checkpoints():
+    """With checkpoints every c tokens, every segment length is a multiple of c / 64 chunks."""
+    pool = torch.empty(8, 4, 128, 128, device="meta")
+    T = 32768
+    q = torch.empty(T, 2, 128, dtype=torch.bfloat16, device="meta")
+    v = torch.empty(T, 4, 128, dtype=torch.bfloat16, device="meta")
+    g = torch.empty(T, 4, device="meta")
+    for every in (1024, 3 * 64):
+        e = gdn_prefill.explain(q, torch.empty_like(q), v, g, torch.empty_like(g), torch.empty_like(v), pool,
+                                state_indices=torch.empty(1, dtype=torch.int32, device="meta"),
+                                checkpoint_every=every, checkpoints=torch.empty(1, 40, dtype=torch.int32, device="meta"))
+        p = e["plan"]
+        assert p["name"] == "segmented" and p["segment_chunks"] % (every // 64) == 0, (every, p)
+
+
+def test_segment_slots_match_the_kernels_bound():
+    """plan.segment_slots bounds every segment of any lengths (the grid of both segmented passes)."""
+    import random
+    rnd = random.Random(5)
+    for _ in range(2000):
+        lens = [rnd.choice([0, 1, 64, 65, rnd.randint(0, 5000)]) for _ in range(rnd.randint(1, 5))]
+        sc = rnd.randint(1, 40)
+        cu = [0]
+        for n in lens:
+            cu.append(cu[-1] + n)
+        T = cu[-1] + rnd.randint(0, 70)
+        last = max(plan.first_segment_slot(cu[n], n, sc) + max(-(-(-(-lens[n] // 64)) // sc), 1)
+                   for n in range(len(lens)))
+        assert last <= plan.segment_slots(T, len(lens), sc)
