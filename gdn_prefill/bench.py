@@ -320,6 +320,22 @@ def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, split: int = 0) 
                                use_qk_l2norm=use_l2, workspace=ws)
 
 
+def flashinfer_route(case: Case) -> str:
+    """The route FlashInfer's chunk_gated_delta_rule takes for a case with use_cp="auto": its own
+    rule (flashinfer.gdn_kernels.delta_rule_dsl.varlen_helper.should_use_cp_host, on N x max(Hq,
+    Hv) parallel work items), or, where that helper is not importable, the rule its docs state
+    (context parallel where N x H x 2 < SMs)."""
+    import torch
+    props = torch.cuda.get_device_properties(0)
+    work = case.N * max(case.Hk, case.Hv)
+    try:
+        from flashinfer.gdn_kernels.delta_rule_dsl.varlen_helper import should_use_cp_host
+        cp = should_use_cp_host(work, props.multi_processor_count, props.name, (props.major, props.minor))
+    except Exception:
+        cp = work * 2 < props.multi_processor_count
+    return "context-parallel" if cp else "fused"
+
+
 def _calls(impl: str, case: Case, sets: list, cu: dict, use_l2: bool) -> tuple[list, str]:
     """One zero-argument callable per buffer set, and a note (what was passed)."""
     import torch
@@ -357,7 +373,7 @@ def _calls(impl: str, case: Case, sets: list, cu: dict, use_l2: bool) -> tuple[l
         return [mk(s) for s in sets], note
     if impl == "flashinfer":
         from flashinfer.gdn_prefill import chunk_gated_delta_rule as fn
-        note = "alpha=exp(g), state [N,Hv,V,K]"
+        note = f"alpha=exp(g), state [N,Hv,V,K], route: {flashinfer_route(case)}"
         if use_l2:
             note += "; q/k pre-normed (FlashInfer ignores use_qk_l2norm_in_kernel)"
 

@@ -39,15 +39,16 @@ def varlen_lengths(seed: int = VARLEN_SEED, n: int = VARLEN_N, total: int = VARL
 
 
 def parse_shape(name: str) -> list[int]:
-    """'8x4K' -> [4096] * 8, '1x1000' -> [1000], 'varlen16' -> varlen_lengths()."""
+    """'8x4K' -> [4096] * 8, '1x1000' -> [1000], '16Kx4' -> [4] * 16384 (B and T take parse_count's
+    K / M suffixes: the many-sequence rows), 'varlen16' -> varlen_lengths()."""
     if name == "varlen16":
         return varlen_lengths()
     try:
         b, t = name.lower().split("x")
-        tok = int(t[:-1]) * 1024 if t.endswith("k") else int(t)
-        B = int(b)
+        tok = parse_count(t)
+        B = parse_count(b)
     except ValueError:
-        raise ValueError(f"shape {name!r}: expected BxT (e.g. 8x4K, 1x1000) or varlen16") from None
+        raise ValueError(f"shape {name!r}: expected BxT (e.g. 8x4K, 1x1000, 16Kx4) or varlen16") from None
     if B < 1 or tok < 1:
         raise ValueError(f"shape {name!r}: B and T must be positive")
     return [tok] * B

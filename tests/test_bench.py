@@ -405,3 +405,14 @@ def test_plot_shapes_draws_every_row_or_says_why(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert plot_shapes([dict(rows=rows)], str(tmp_path / "e.png"), mode="eager") is None
     assert not (tmp_path / "e.png").exists()
+
+
+def test_shapes_take_counts_with_suffixes():
+    """B and T of a BxT shape take the K / M suffixes (16Kx4: 16,384 sequences of 4 tokens, the
+    many-sequence rows bench_prefill times beside the peers); anything else is named in the error."""
+    from gdn_prefill.bench_cases import parse_shape
+    assert parse_shape("16Kx4") == [4] * 16384 and parse_shape("8x4K") == [4096] * 8
+    assert parse_shape("1x1000") == [1000] and parse_shape("2x1M") == [1 << 20] * 2
+    for bad in ("8xq", "0x4", "4", "x4"):
+        with pytest.raises(ValueError, match="shape"):
+            parse_shape(bad)
