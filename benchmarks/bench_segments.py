@@ -19,7 +19,7 @@ import datetime
 import sys
 
 from gdn_prefill import bench, plan
-from gdn_prefill.bench import write_json, write_text
+from gdn_prefill.bench import table_report
 from gdn_prefill.bench_cases import parse_count, parse_heads
 
 STAGES = ("recompute_wu", "maps", "compose", "spine")
@@ -117,20 +117,12 @@ def main(argv=None) -> int:
                 method="_ext._launch_stages (forced plans) and prefill() (the rule), gdn_prefill.bench's graph "
                        "harness (a CUDA graph per buffer set, replayed round-robin, median of 20-50 CUDA-event "
                        "timings); bf16, K = V = 128, dense fp32 state, max_seqlen given")
-    lines = [f"Segmented plan sweep — {meta['card']}, {meta['date']}, {meta['method']}", "",
-             "| shape | Hk/Hv | plan | segments x chunks | µs | model µs | " + " | ".join(STAGES) + " |",
-             "|---|---|---|---|---|---|" + "---|" * len(STAGES)]
-    for r in rows:
-        seg = f"{r['segments']} x {r['seg_chunks']}" if r["seg_chunks"] else "1"
-        pred = f"{r['predicted_us']:.1f}" if r["predicted_us"] else ""
-        lines.append(f"| {r['shape']} | {r['heads']} | {r['plan']} | {seg} | {r['us']:.1f} | {pred} | "
-                     + " | ".join(f"{r[s + '_us']:.1f}" if s + "_us" in r else "" for s in STAGES) + " |")
-    table = "\n".join(lines)
-    print(table)
-    if a.json:
-        write_json(dict(meta=meta, rows=rows), a.json)
-    if a.md:
-        write_text(table + "\n", a.md)
+    table_report(f"Segmented plan sweep — {meta['card']}, {meta['date']}, {meta['method']}",
+                 ["shape", "Hk/Hv", "plan", "segments x chunks", "µs", "model µs", *STAGES],
+                 [[r["shape"], r["heads"], r["plan"], f"{r['segments']} x {r['seg_chunks']}" if r["seg_chunks"] else "1",
+                   f"{r['us']:.1f}", f"{r['predicted_us']:.1f}" if r["predicted_us"] else "",
+                   *(f"{r[s + '_us']:.1f}" if s + "_us" in r else "" for s in STAGES)] for r in rows],
+                 dict(meta=meta, rows=rows), a.md, a.json)
     return 0
 
 
