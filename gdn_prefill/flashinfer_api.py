@@ -29,9 +29,6 @@ from .errors import GdnArgumentError, GdnDtypeError, GdnShapeError, GdnTypeError
 if TYPE_CHECKING:
     from torch import Tensor
 
-_FLAGS = ("output_final_state", "use_qk_l2norm_in_kernel")
-
-
 def _flag(name: str, x: object) -> bool:
     if isinstance(x, bool):
         return x

@@ -300,8 +300,8 @@ cdef object _plan_and_launch(gdn_problem_t *p, gdn_tensor_t *ws, object workspac
     if _SUMMARY:
         _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s plan=%s grid(spine)=%s build=%s", name,
                   p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.q.shape[1], p.v.shape[1], state_layout,
-                  PLAN_NAMES[plan.kind], _plan_grids(p, &plan)[plan.n - 1],
-                  gdn_variant_name(plan.ids[plan.n - 1]).decode())
+                  PLAN_NAMES[plan.kind], _plan_grids(p, &plan)[_spine_index(&plan)],
+                  gdn_variant_name(plan.ids[_spine_index(&plan)]).decode())
     return name
 
 

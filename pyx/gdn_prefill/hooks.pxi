@@ -105,6 +105,9 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     rc = _plan_call(&p, spine_code, layout_code, &force, &plan, msg)
     if rc == GDN_OK and warpgroups != 0 and plan.chosen != GDN_SPINE_WGMMA:
         raise _errors.GdnArgumentError("warpgroups: only the wgmma spine has builds by warpgroups")
+    if force.fused == 1 and plan.chosen != 0 and _fused_guard(&p, plan.chosen, layout_code, sms, msg) != GDN_OK:
+        # a fused plan forced where its guard rejects the call: its reason, not a missing build
+        raise _errors.GdnSpineError(f"fused: {msg.decode()}")
     if rc == GDN_OK:
         names = _stage_names(&plan)
         for stage in stages:
