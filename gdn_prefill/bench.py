@@ -80,12 +80,18 @@ import sys
 import time
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import Any, Callable
 
 from .bench_cases import (  # noqa: F401  (re-exported: the benchmark scripts and tests use bench.<name>)
     CHUNK, PEAK_TFLOPS, PEAK_TBPS, L2_FALLBACK_BYTES, HOST_OVERHEAD_CALLS, HOST_OVERHEAD_SAMPLES, HEADS, SHAPES, QUICK_HEADS, QUICK_SHAPES, VARLEN_SEED, VARLEN_N, VARLEN_TOKENS, NUMERICS_T, NUMERICS_HEADS, NUMERICS_FALLBACK_HEADS, NUMERICS_REPEATS, varlen_lengths, parse_shape, parse_heads, Case, select_cases, flops_per_token, flops, hbm_bytes, floors_us, rotation_sets)
 from .bench_report import (  # noqa: F401
     derive, _fmt, _ratio, _note, markdown_report, numerics_markdown, write_json, table_report, write_text, plot, plot_shapes,
     Progress)
+
+# used by the benchmark scripts and tests as bench.<name> (named here so that pyflakes, which
+# reads no noqa comments, sees them used)
+_REEXPORTED = (CHUNK, HEADS, QUICK_HEADS, VARLEN_SEED, VARLEN_N, VARLEN_TOKENS, parse_shape, flops, _fmt, _ratio,
+               _note, table_report)
 
 IMPL_ORDER = ("gdn", "fla", "flashinfer")
 
@@ -267,16 +273,14 @@ def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
             names.append("gdn:wgmma-overlap")
     except Exception:
         pass
-    try:
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule  # noqa: F401
-        names.append("fla")
-    except Exception as e:
-        skipped.append(dict(what="fla", reason=f"not importable ({type(e).__name__}: {e})"))
-    try:
-        from flashinfer.gdn_prefill import chunk_gated_delta_rule  # noqa: F401,F811
-        names.append("flashinfer")
-    except Exception as e:
-        skipped.append(dict(what="flashinfer", reason=f"not importable ({type(e).__name__}: {e})"))
+    from importlib import import_module
+    for name, module in (("fla", "fla.ops.gated_delta_rule"), ("flashinfer", "flashinfer.gdn_prefill")):
+        try:
+            if not hasattr(import_module(module), "chunk_gated_delta_rule"):
+                raise ImportError(f"cannot import name 'chunk_gated_delta_rule' from {module!r}")
+            names.append(name)
+        except Exception as e:
+            skipped.append(dict(what=name, reason=f"not importable ({type(e).__name__}: {e})"))
     if want:
         keep = []
         for n in names:
@@ -359,42 +363,76 @@ def _calls(impl: str, case: Case, sets: list, cu: dict, use_l2: bool) -> tuple[l
         if ran != spine:
             raise RuntimeError(f"asked for spine {spine!r}, prefill ran {ran!r}")
         return calls, ""
+    if impl in ("fla", "flashinfer"):
+        peers = [peer_call(impl, case, s, cu, use_l2) for s in sets]
+        return [p.call for p in peers], peers[0].note
+    raise ValueError(f"unknown implementation {impl!r}")
+
+
+@dataclass
+class PeerCall:
+    """One peer's call on one buffer set, its arguments mapped as this harness passes them (FLA:
+    [1, T, H, D] views of the set, int64 cu_seqlens and, where its signature takes it,
+    cu_seqlens_cpu; FlashInfer: alpha = exp(g), the state transposed to [N, Hv, V, K], output and
+    output_state preallocated).
+      call()       one call on torch's current stream; returns what the implementation returns
+                   (what the timing harness times)
+      result(ret)  call()'s return -> (o [T, Hv, V], final state [N, Hv, K, V]) in our conventions
+                   (views where the layouts allow)
+      prepare()    on the current stream: derive the converted inputs again from the set's tensors
+                   (after new values were copied into them) and fill preallocated outputs with NaN
+      note         what was passed (FlashInfer: and the route it takes)"""
+    call: Callable[[], Any]
+    result: Callable[[Any], tuple]
+    prepare: Callable[[], None]
+    note: str = ""
+
+
+def peer_call(impl: str, case: Case, s, cu: dict, use_l2: bool) -> PeerCall:
+    """PeerCall of impl "fla" or "flashinfer" on set `s` (FlashInfer's converted inputs are kept in
+    s.extra["fi"], made on the first call for a set and reused after)."""
+    import torch
     if impl == "fla":
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fn
-        base = dict(initial_state=None, output_final_state=True, cu_seqlens=cu["cu64"],
-                    cu_seqlens_cpu=cu["cu64_cpu"], use_qk_l2norm_in_kernel=use_l2)
-        kw = _filter_kwargs(fn, base)
+        kw = _filter_kwargs(fn, dict(initial_state=s.state, output_final_state=True, cu_seqlens=cu["cu64"],
+                                     cu_seqlens_cpu=cu["cu64_cpu"], use_qk_l2norm_in_kernel=use_l2))
         note = "" if "cu_seqlens_cpu" in kw else "cu_seqlens_cpu not accepted by this FLA"
-
-        def mk(s):
-            q, k, v, g, b = s.q[None], s.k[None], s.v[None], s.g[None], s.beta[None]
-            kws = dict(kw, initial_state=s.state)
-            return lambda: fn(q, k, v, g, b, **kws)
-        return [mk(s) for s in sets], note
+        q, k, v, g, b = s.q[None], s.k[None], s.v[None], s.g[None], s.beta[None]
+        return PeerCall(call=lambda: fn(q, k, v, g, b, **kw), result=lambda ret: (ret[0][0], ret[1]),
+                        prepare=lambda: None, note=note)
     if impl == "flashinfer":
         from flashinfer.gdn_prefill import chunk_gated_delta_rule as fn
+        import torch.nn.functional as F
         note = f"alpha=exp(g), state [N,Hv,V,K], route: {flashinfer_route(case)}"
         if use_l2:
             note += "; q/k pre-normed (FlashInfer ignores use_qk_l2norm_in_kernel)"
 
-        def mk(s):
-            import torch.nn.functional as F
-            if "fi" not in s.extra:
-                q, k = s.q, s.k
-                if use_l2:
-                    q = F.normalize(q.float(), dim=-1).to(q.dtype)
-                    k = F.normalize(k.float(), dim=-1).to(k.dtype)
-                s.extra["fi"] = dict(q=q, k=k, alpha=s.g.exp().contiguous(),
-                                     state=s.state.transpose(-1, -2).contiguous(),
-                                     out=torch.empty_like(s.out),
-                                     out_state=torch.empty_like(s.state))
-            f = s.extra["fi"]
-            kw = _filter_kwargs(fn, dict(scale=None, initial_state=f["state"], output_final_state=True,
-                                         cu_seqlens=cu["cu64"], use_qk_l2norm_in_kernel=use_l2,
-                                         output=f["out"], output_state=f["out_state"]))
-            return lambda: fn(f["q"], f["k"], s.v, f["alpha"], s.beta, **kw)
-        return [mk(s) for s in sets], note
-    raise ValueError(f"unknown implementation {impl!r}")
+        def converted() -> dict:
+            q, k = s.q, s.k
+            if use_l2:
+                q = F.normalize(q.float(), dim=-1).to(q.dtype)
+                k = F.normalize(k.float(), dim=-1).to(k.dtype)
+            return dict(q=q, k=k, alpha=s.g.exp().contiguous(), state=s.state.transpose(-1, -2).contiguous())
+        if "fi" not in s.extra:
+            s.extra["fi"] = dict(converted(), out=torch.empty_like(s.out), out_state=torch.empty_like(s.state))
+        f = s.extra["fi"]
+        kw = _filter_kwargs(fn, dict(scale=None, initial_state=f["state"], output_final_state=True,
+                                     cu_seqlens=cu["cu64"], use_qk_l2norm_in_kernel=use_l2,
+                                     output=f["out"], output_state=f["out_state"]))
+
+        def prepare() -> None:
+            for name, t in converted().items():
+                if t is not f[name]:            # q, k are the set's own tensors unless pre-normed
+                    f[name].copy_(t)
+            f["out"].fill_(float("nan"))
+            f["out_state"].fill_(float("nan"))
+
+        def result(ret) -> tuple:
+            o, st = ret if isinstance(ret, tuple) else (ret, f["out_state"])
+            return o, st.transpose(-1, -2)
+        return PeerCall(call=lambda: fn(f["q"], f["k"], s.v, f["alpha"], s.beta, **kw), result=result,
+                        prepare=prepare, note=note)
+    raise ValueError(f"not a peer implementation: {impl!r}")
 
 
 # ===================================================================================== GPU: timing
@@ -572,13 +610,13 @@ def host_overhead(impls: list[str], Hk: int = 16, Hv: int = 32, T: int = 64, cal
         if impl.startswith("gdn:"):
             # the FLA-shaped layer: allocates out and the final state, as a drop-in for FLA would
             import gdn_prefill
-            q, k, v, g, b = s.q[None], s.k[None], s.v[None], s.g[None], s.beta[None]
+            q, k, v, g, b, st = s.q[None], s.k[None], s.v[None], s.g[None], s.beta[None], s.state
             spine = impl[4:]
             r2 = dict(impl="gdn.chunk_gated_delta_rule", problem=row["problem"],
                       note=f"FLA-shaped API, spine={spine}, allocates out and the final state")
             try:
                 r2.update(_host_loop(lambda: gdn_prefill.chunk_gated_delta_rule(
-                    q, k, v, g, b, initial_state=s.state, output_final_state=True, cu_seqlens=cu["cu32"],
+                    q, k, v, g, b, initial_state=st, output_final_state=True, cu_seqlens=cu["cu32"],
                     use_qk_l2norm_in_kernel=use_l2, spine=spine), calls))
             except Exception as e:
                 r2["error"] = f"{type(e).__name__}: {e}"
@@ -717,28 +755,10 @@ def _run_once(impl: str, case: Case, s, cu, use_l2: bool):
                          device="cuda")
         _gdn_call(impl, s, out, state, cu["cu32"], use_l2, ws)
         return out, state
-    if impl == "fla":
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fn
-        kw = _filter_kwargs(fn, dict(initial_state=s.state.clone(), output_final_state=True, cu_seqlens=cu["cu64"],
-                                     cu_seqlens_cpu=cu["cu64_cpu"], use_qk_l2norm_in_kernel=use_l2))
-        o, st = fn(s.q[None], s.k[None], s.v[None], s.g[None], s.beta[None], **kw)
-        return o[0], st
-    if impl == "flashinfer":
-        from flashinfer.gdn_prefill import chunk_gated_delta_rule as fn
-        import torch.nn.functional as F
-        q, k = s.q, s.k
-        if use_l2:
-            q = F.normalize(q.float(), dim=-1).to(q.dtype)
-            k = F.normalize(k.float(), dim=-1).to(k.dtype)
-        out = torch.full_like(s.out, float("nan"))
-        st_vk = s.state.transpose(-1, -2).contiguous()
-        out_state = torch.full_like(st_vk, float("nan"))
-        kw = _filter_kwargs(fn, dict(scale=None, initial_state=st_vk, output_final_state=True, cu_seqlens=cu["cu64"],
-                                     use_qk_l2norm_in_kernel=use_l2, output=out, output_state=out_state))
-        res = fn(q, k, s.v, s.g.exp(), s.beta, **kw)
-        o, st = res if isinstance(res, tuple) else (res, out_state)
-        return o, st.transpose(-1, -2)
-    raise ValueError(impl)
+    fresh = _Set(q=s.q, k=s.k, v=s.v, g=s.g, beta=s.beta, state=s.state.clone(), out=s.out)
+    peer = peer_call(impl, case, fresh, cu, use_l2)
+    peer.prepare()
+    return peer.result(peer.call())
 
 
 def _numerics_impl(impl: str, case: Case, s, cu, use_l2: bool, o_ref, s_ref) -> dict:

@@ -7,7 +7,10 @@
 #
 # TASKS   suite     pytest -m gpu tests                         -> $OUT/gpu_suite.txt
 #         table     bench_prefill, the README's table, with FLA -> $OUT/table/prefill.md
-#         soak      soak_streams, 20 runs of each mode          -> $OUT/soak.md
+#         soak      soak_streams, gdn only, 20 runs of each mode -> $OUT/soak.md
+#         peersoak  soak_streams over gdn, FLA and FlashInfer's two routes, 2 runs of 30 iterations
+#                   of each mode -> $OUT/peersoak.md, .json (FlashInfer: PYTHONPATH from
+#                   .peer3/install_peers.sh; an implementation not installed gets a "not installed" row)
 #         many      bench_many_seqs --stages                    -> $OUT/many.md
 #         spine     bench_spine --quick                         -> $OUT/spine.md
 #         overlap   bench_overlap (the opt-in plan's split)     -> $OUT/overlap.md
@@ -24,7 +27,7 @@ if [ "${1:-}" = "--aot" ]; then aot=$2; shift 2; fi
 t0=$SECONDS
 source "$(dirname "$0")/device_lib.sh"
 if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
 inst "$aot" run
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), objects $aot, $(date -u +%F)"
@@ -40,8 +43,11 @@ for task in "$@"; do
     table)    step table 280 python3 benchmarks/bench_prefill.py --heads 16/32 --modes graph \
                 --impls gdn:wgmma,gdn:wgmma-overlap,fla --no-progress --no-plot --out "$OUT/table" --tag prefill
               grep -E "^\| (1x|8x|32x|varlen)" "$OUT/table/prefill.md" | awk -F'|' '{printf "%s %s %s %s\n", $2, $5, $6, $8}' ;;
-    soak)     step soak 320 python3 benchmarks/soak_streams.py --runs 20 --iters 100 --md "$OUT/soak.md"
+    soak)     step soak 320 python3 benchmarks/soak_streams.py --impls gdn --runs 20 --iters 100 --md "$OUT/soak.md"
               grep "^|" "$OUT/soak.md" ;;
+    peersoak) step peersoak 300 python3 benchmarks/soak_streams.py --impls gdn,fla,flashinfer,flashinfer-cp \
+                --runs 2 --iters 30 --md "$OUT/peersoak.md" --json "$OUT/peersoak.json"
+              grep "^|" "$OUT/peersoak.md" ;;
     many)     step many 200 python3 benchmarks/bench_many_seqs.py --ns 1K,16K,128K --stages --md "$OUT/many.md"
               grep "^|" "$OUT/many.md" ;;
     spine)    step spine 200 python3 benchmarks/bench_spine.py --quick --md "$OUT/spine.md"
