@@ -11,20 +11,24 @@ segment 0's B already starts from the sequence's initial state, so it is the sta
 
 into seg_state[slot of segment j + 1], where the last pass (spine_rs, Role.SEGMENT) starts each
 segment's chain.  The chain over j is the plan's serial part: nseg - 2 products of 128 x 128 by
-128 x 128 per head, in fp32 FMA (the states' precision: no operand is rounded).  A_j maps each
-state column on its own, so a CTA owns COLS columns of one (sequence, head) and needs no other
-CTA: plan.grid_compose, N x Hv x (V / COLS) CTAs, each walking its sequence's segments.
+128 x 128 per head.  A_j maps each state column on its own, so a CTA owns COLS columns of one
+(sequence, head) and needs no other CTA: plan.grid_compose, N x Hv x (V / COLS) CTAs, each
+walking its sequence's segments.
 
-Per step, warp w of the CTA's WARPS owns rows [ROWS w, ROWS (w + 1)) of the product, and lane l
-the k in [4 l, 4 l + 4): each of the warp's row loads is one coalesced 512-byte read of A_j (a
-16-byte piece per lane, loaded a step ahead), and the lane's S_j slice (4 rows x COLS) stays in
-registers for the whole step, read once from shared memory.  A lane forms its partial sums for
-every (row, column) of the warp, then the warp reduces them across its lanes by halving
-exchanges (reduce-scatter: 5 shuffle rounds), after which lane l holds row ROWS w + l // 2,
-columns COLS / 2 (l % 2) ..; it adds B_j and writes them to seg_state and to the other of two
-S buffers in shared memory (one CTA barrier a step).  A step is ~1,024 FMA issue cycles of the
-SM (128 x 128 x COLS multiply-adds).  (Runs 150-152: A_j read row-wise by each thread, or staged
-through shared memory, made a step 4.4-5.2 us; each thread's row was one uncoalesced read.)
+The products run on the tensor cores at fp32 accuracy: mma.sync m16n8k8 in three TF32 passes
+(cute_kernels/mma_tf32.py: each operand split hi + lo, the lo * lo term dropped, ~2^-20 relative
+a product, against the bf16 rounding of S that each chunk of the chains applies).  Warp w of
+the CTA's WARPS owns the 16 rows [16 w, 16 w + 16) of the product, one m16 x n8 tile (n8 = COLS),
+and walks K in 16 k-steps.  The sum over k is order-free, so k is renumbered for the loads: in
+k-step 2 p + h, the fragment's k-index t (t = lane % 4) stands for k = 16 p + 4 t + 2 h and
+t + 4 for k + 1, in A_j and in S_j alike.  A lane's A_j values of one row are then one 16-byte
+piece per p (16 LDG.128 a step, for the rows g and g + 8, g = lane / 4, loaded a step ahead) and
+its S_j values one 16-byte LDS per p from S_j kept column-major in shared memory (a padded column
+stride: no bank conflict).  The k-steps feed ACCS accumulators in turn (independent mma chains),
+summed at the end of the step; then B_j is added, the tile written to seg_state and, as S_{j+1},
+to the other of two shared-memory buffers (one CTA barrier a step).  (Runs 150-157: the same
+product in fp32 FMA on CUDA cores, partial sums reduced across lanes by shuffles, took ~2 us a
+step, latency-bound.)
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ from cutlass import Float32, Int32
 from gdn_prefill import plan
 
 from cute_kernels import pdl, slots
+from cute_kernels.mma_tf32 import mma_3xtf32, split_tf32
 
 DK = plan.HEAD_DIM_K
 DV = plan.HEAD_DIM_V
@@ -44,19 +49,21 @@ assert DK == DV, "a segment map is a K x K state"
 
 
 class Compose:
-    """The composition kernel (module docstring).  Configuration: COLS state columns per CTA,
-    THREADS threads (two per row of the product)."""
+    """The composition kernel (module docstring).  Configuration: COLS state columns per CTA (one
+    n8 tile), WARPS warps (one m16 tile of rows each), ACCS accumulators per warp."""
 
     COLS = plan.COMPOSE_COLS
-    THREADS = 2 * DK
-    VEC = 4                          # fp32 per 16-byte piece: a lane's k of a row
-    WARPS = THREADS // 32
-    ROWS = DK // WARPS               # rows of the product per warp
-    LANES = 32
+    WARPS = DK // 16
+    THREADS = 32 * WARPS
+    VEC = 4                          # fp32 per 16-byte piece
+    PIECES = DK // 16                # 16-byte pieces of a lane's row of A_j (k = 16 p + 4 t ..)
+    KSTEPS = DK // 8
+    ACCS = 4
+    SPAD = DK + 16                   # S column stride in shared memory (floats): 16 mod 32 banks
 
     def __init__(self):
-        assert DV % self.COLS == 0 and self.COLS == 2 * self.VEC and self.LANES * self.VEC == DK
-        assert self.ROWS * self.COLS == self.LANES * self.VEC, "the reduce-scatter leaves 4 sums per lane"
+        assert self.COLS == 8, "one n8 tile of columns"
+        assert DV % self.COLS == 0 and self.KSTEPS == 2 * self.PIECES and self.KSTEPS % self.ACCS == 0
 
     @staticmethod
     def can_implement(K: int, V: int) -> bool:
@@ -64,7 +71,7 @@ class Compose:
         return K == DK and V == DV
 
     def smem_bytes(self) -> int:
-        return 4 * 2 * DK * self.COLS                # S_j and S_{j+1}
+        return 4 * 2 * self.COLS * self.SPAD          # S_j and S_{j+1}
 
     @cute.kernel
     def kernel(self, cu_seqlens: cute.Tensor, state_indices: cute.Tensor, use_state_indices: Int32,
@@ -92,111 +99,108 @@ class Compose:
               seg_state: cute.Tensor):
         """S_1 = B_0, then S_{j+1} = A_j S_j + B_j, each into seg_state[s0 + j + 1] (columns c0 ..
         c0 + COLS of head hv)."""
-        V, R, C = self.VEC, self.ROWS, self.COLS
         smem = cutlass.utils.SmemAllocator()
-        # S (k, c) of buffer b at ((k % 4, c // 4, k // 4), c % 4): a lane's 16-byte reads of its
-        # rows 4 l .. 4 l + 3 are consecutive across the warp (no bank conflict)
+        # S (k, c) of buffer b at ((k % 4, k // 4), c, b): column-major, columns SPAD apart
         sS = smem.allocate_tensor(
-            Float32, cute.make_layout(((V, self.LANES), (V, 2), 2),
-                                      stride=((2 * self.LANES * V, V), (1, self.LANES * V), DK * C)), 16)
+            Float32, cute.make_layout(((self.VEC, DK // self.VEC), self.COLS, 2),
+                                      stride=((1, self.VEC), self.SPAD, self.COLS * self.SPAD)), 16)
         warp = tidx // 32
         lane = tidx % 32
-        # the sums this lane ends with (reduce-scatter): row R warp + lane // 2, columns 4 (lane % 2) ..
-        r_out = R * warp + lane // 2
-        c_out = V * (lane % 2)
+        g = lane // 4
+        t = lane % 4
+        r0 = 16 * warp + g                      # this lane's rows of the tile: r0, r0 + 8
         # S_1 = B_0
-        x = cute.make_rmem_tensor((V,), Float32)
-        cute.autovec_copy(self._piece(maps[2 * s0 + 1, hv, None, None], r_out, c0 + c_out), x)
-        self._put(x, sS, seg_state[s0 + 1, hv, None, None], 0, r_out, c0, c_out)
-        rA = cute.make_rmem_tensor((R, V), Float32)         # A_j[R warp + q, 4 lane + i]
+        x = cute.make_rmem_tensor((2, 2), Float32)
+        self._load_c(x, maps[2 * s0 + 1, hv, None, None], r0, c0 + 2 * t)
+        self._put(x, sS, seg_state[s0 + 1, hv, None, None], 0, r0, c0, t)
+        rA = cute.make_rmem_tensor((2, self.PIECES, self.VEC), Float32)   # A_j[r0 + 8 i, 16 p + 4 t + e]
         if nseg > 2:
-            self._load_a(rA, maps[2 * (s0 + 1), hv, None, None], warp, lane)
+            self._load_a(rA, maps[2 * (s0 + 1), hv, None, None], r0, t)
         cute.arch.sync_threads()
         for j in cutlass.range(1, nseg - 1, unroll=1):
             buf = (j - 1) % 2
-            b = cute.make_rmem_tensor((V,), Float32)
-            cute.autovec_copy(self._piece(maps[2 * (s0 + j) + 1, hv, None, None], r_out, c0 + c_out), b)
-            a = cute.make_rmem_tensor((R, V), Float32)
+            b = cute.make_rmem_tensor((2, 2), Float32)
+            self._load_c(b, maps[2 * (s0 + j) + 1, hv, None, None], r0, c0 + 2 * t)
+            a = cute.make_rmem_tensor((2, self.PIECES, self.VEC), Float32)
             a.store(rA.load())
             if j + 1 < nseg - 1:
-                self._load_a(rA, maps[2 * (s0 + j + 1), hv, None, None], warp, lane)     # in flight below
-            # this lane's S_j rows 4 lane + i, every column
-            sl = cute.make_rmem_tensor((V, C), Float32)
-            for i in cutlass.range_constexpr(V):
-                for m in cutlass.range_constexpr(2):
-                    piece = cute.make_rmem_tensor((V,), Float32)
-                    cute.autovec_copy(sS[(i, lane), (None, m), buf], piece)
-                    for e in cutlass.range_constexpr(V):
-                        sl[i, m * V + e] = piece[e]
-            # partial sums over this lane's k for the warp's rows q, columns c (entry q C + c), with
-            # the reduce-scatter's first round (partner lane ^ 16) as they are formed: a lane keeps
-            # rows q + R / 2 (lane bit 4 set) or q, so that only half of them are ever held
-            upper = (lane & (self.LANES // 2)) != 0
-            acc = cute.make_rmem_tensor((R * C // 2,), Float32)
-            for q in cutlass.range_constexpr(R // 2):
-                for c in cutlass.range_constexpr(C):
-                    lo = self._dot(a, sl, q, c)
-                    hi = self._dot(a, sl, q + R // 2, c)
-                    give = cutlass.select_(upper, lo, hi)
-                    acc[q * C + c] = cutlass.select_(upper, hi, lo) + cute.arch.shuffle_sync_bfly(
-                        give, offset=self.LANES // 2)
-            x = self._reduce_scatter(acc, lane)
-            for e in cutlass.range_constexpr(V):
-                x[e] = x[e] + b[e]
-            self._put(x, sS, seg_state[s0 + j + 1, hv, None, None], 1 - buf, r_out, c0, c_out)
+                self._load_a(rA, maps[2 * (s0 + j + 1), hv, None, None], r0, t)     # in flight below
+            # this lane's S_j values: column g, k = 16 p + 4 t + e
+            sb = cute.make_rmem_tensor((self.PIECES, self.VEC), Float32)
+            for p in cutlass.range_constexpr(self.PIECES):
+                piece = cute.make_rmem_tensor((self.VEC,), Float32)
+                cute.autovec_copy(sS[(None, 4 * p + t), g, buf], piece)
+                for e in cutlass.range_constexpr(self.VEC):
+                    sb[p, e] = piece[e]
+            acc = cute.make_rmem_tensor((self.ACCS, 4), Float32)
+            acc.fill(0.0)
+            for kk in cutlass.range_constexpr(self.KSTEPS):
+                self._kstep(acc, a, sb, kk)
+            for u in cutlass.range_constexpr(1, self.ACCS):
+                for i in cutlass.range_constexpr(4):
+                    acc[0, i] = acc[0, i] + acc[u, i]
+            for i in cutlass.range_constexpr(2):
+                for e in cutlass.range_constexpr(2):
+                    x[i, e] = acc[0, 2 * i + e] + b[i, e]
+            self._put(x, sS, seg_state[s0 + j + 1, hv, None, None], 1 - buf, r0, c0, t)
             cute.arch.sync_threads()            # S_{j+1} complete in the other buffer
 
     @cute.jit
-    def _dot(self, a: cute.Tensor, sl: cute.Tensor, q, c) -> Float32:
-        """Row q of the warp's A_j rows times column c of the lane's S_j slice (its 4 k)."""
-        t = a[q, 0] * sl[0, c]
-        for i in cutlass.range_constexpr(1, self.VEC):
-            t = t + a[q, i] * sl[i, c]
-        return t
+    def _kstep(self, acc: cute.Tensor, a: cute.Tensor, sb: cute.Tensor, kk: cutlass.Constexpr):
+        """k-step kk = 2 p + h into accumulator kk % ACCS: fragment k-index t is k = 16 p + 4 t + 2 h,
+        t + 4 is k + 1 (A: a0 = A[g, t], a1 = A[g + 8, t], a2 = A[g, t + 4], a3 = A[g + 8, t + 4];
+        B: b0 = S[t, g], b1 = S[t + 4, g])."""
+        p = kk // 2
+        e = 2 * (kk % 2)
+        a0h, a0l = split_tf32(a[0, p, e])
+        a1h, a1l = split_tf32(a[1, p, e])
+        a2h, a2l = split_tf32(a[0, p, e + 1])
+        a3h, a3l = split_tf32(a[1, p, e + 1])
+        b0h, b0l = split_tf32(sb[p, e])
+        b1h, b1l = split_tf32(sb[p, e + 1])
+        u = kk % self.ACCS
+        d = mma_3xtf32((a0h, a1h, a2h, a3h), (a0l, a1l, a2l, a3l), (b0h, b1h), (b0l, b1l),
+                       (acc[u, 0], acc[u, 1], acc[u, 2], acc[u, 3]))
+        for i in cutlass.range_constexpr(4):
+            acc[u, i] = d[i]
 
     @cute.jit
-    def _reduce_scatter(self, acc: cute.Tensor, lane: Int32) -> cute.Tensor:
-        """The rest of the reduce-scatter of the warp's ROWS x COLS sums, after its first round
-        (acc: ROWS x COLS / 2 values a lane): at each round (partner lane ^ 8, 4, 2, 1) a lane keeps
-        the half of its values its lane bit selects, adds the partner's copy of that half, and
-        passes on the other; lane l ends with entries [4 l, 4 l + 4) of the ROWS x COLS (row
-        l // 2, columns 4 (l % 2) ..)."""
-        vals = acc
-        rounds = (self.ROWS * self.COLS // self.VEC).bit_length() - 2          # 4 more: partners 8 .. 1
-        for level in cutlass.range_constexpr(1, rounds + 1):
-            n = self.ROWS * self.COLS >> (level + 1)
-            off = (self.LANES // 2) >> level
-            upper = (lane & off) != 0
-            nxt = cute.make_rmem_tensor((n,), Float32)
-            for e in cutlass.range_constexpr(n):
-                keep = cutlass.select_(upper, vals[n + e], vals[e])
-                give = cutlass.select_(upper, vals[e], vals[n + e])
-                nxt[e] = keep + cute.arch.shuffle_sync_bfly(give, offset=off)
-            vals = nxt
-        return vals
+    def _put(self, x: cute.Tensor, sS: cute.Tensor, gOut: cute.Tensor, buf, r0: Int32, c0: Int32, t: Int32):
+        """This lane's C values of a composed state (rows r0, r0 + 8, columns 2 t, 2 t + 1 of the
+        tile): into seg_state (columns c0 + 2 t ..) and into shared-memory buffer buf."""
+        for i in cutlass.range_constexpr(2):
+            r = r0 + 8 * i
+            piece = cute.make_rmem_tensor((2,), Float32)
+            for e in cutlass.range_constexpr(2):
+                piece[e] = x[i, e]
+                sS[(r % self.VEC, r // self.VEC), 2 * t + e, buf] = x[i, e]
+            cute.autovec_copy(piece, self._vec(gOut, r, c0 + 2 * t, 2))
 
     @cute.jit
-    def _put(self, x: cute.Tensor, sS: cute.Tensor, gOut: cute.Tensor, buf, r: Int32, c0: Int32, c: Int32):
-        """Row r, columns c .. c + 4 of a composed state: into seg_state (columns c0 + c ..) and
-        into shared-memory buffer buf."""
-        cute.autovec_copy(x, self._piece(gOut, r, c0 + c))
-        cute.autovec_copy(x, sS[(r % self.VEC, r // self.VEC), (None, c // self.VEC), buf])
+    def _load_c(self, x: cute.Tensor, g: cute.Tensor, r0: Int32, c: Int32):
+        """x[i, e] = g[r0 + 8 i, c + e]: a lane's C-fragment positions of a K x V fp32 state."""
+        for i in cutlass.range_constexpr(2):
+            piece = cute.make_rmem_tensor((2,), Float32)
+            cute.autovec_copy(self._vec(g, r0 + 8 * i, c, 2), piece)
+            for e in cutlass.range_constexpr(2):
+                x[i, e] = piece[e]
 
     @cute.jit
-    def _piece(self, g: cute.Tensor, r: Int32, c: Int32) -> cute.Tensor:
-        """The 16 bytes at row r, columns c .. c + 4 of a K x V fp32 state (c a multiple of 4)."""
-        flat = cute.make_tensor(g.iterator, cute.make_layout((self.VEC, DK * DV // self.VEC), stride=(1, self.VEC)))
-        return flat[None, (r * DV + c) // self.VEC]
+    def _vec(self, g: cute.Tensor, r: Int32, c: Int32, n: cutlass.Constexpr) -> cute.Tensor:
+        """The n fp32 at row r, columns c .. c + n of a K x V fp32 state (c a multiple of n)."""
+        flat = cute.make_tensor(g.iterator, cute.make_layout((n, DK * DV // n), stride=(1, n)))
+        return flat[None, (r * DV + c) // n]
 
     @cute.jit
-    def _load_a(self, rA: cute.Tensor, gA: cute.Tensor, warp: Int32, lane: Int32):
-        """The warp's rows of A_j (K x K fp32), 16 bytes of each per lane: a coalesced 512-byte read
-        of each row."""
-        for q in cutlass.range_constexpr(self.ROWS):
-            piece = cute.make_rmem_tensor((self.VEC,), Float32)
-            cute.autovec_copy(self._piece(gA, self.ROWS * warp + q, self.VEC * lane), piece)
-            for i in cutlass.range_constexpr(self.VEC):
-                rA[q, i] = piece[i]
+    def _load_a(self, rA: cute.Tensor, gA: cute.Tensor, r0: Int32, t: Int32):
+        """This lane's values of A_j (K x K fp32): rows r0 and r0 + 8, k = 16 p + 4 t .. + 4, one
+        16-byte piece each (the warp's 8 rows x 64 bytes a load)."""
+        for i in cutlass.range_constexpr(2):
+            for p in cutlass.range_constexpr(self.PIECES):
+                piece = cute.make_rmem_tensor((self.VEC,), Float32)
+                cute.autovec_copy(self._vec(gA, r0 + 8 * i, 16 * p + self.VEC * t, self.VEC), piece)
+                for e in cutlass.range_constexpr(self.VEC):
+                    rA[i, p, e] = piece[e]
 
 
 @cute.jit

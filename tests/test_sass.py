@@ -95,25 +95,29 @@ def test_maps_pass_runs_the_chain_alone(variant):
 
 
 @needs_nvdisasm
-def test_compose_is_fp32_fma_from_registers_and_shared_memory():
-    """compose_f32: each step 128 x 128 x COLS multiply-adds over 256 threads, 512 a thread in fp32
-    (FFMA, and an FMUL to start each 4-term dot), on A_j's rows in registers (one 16-byte piece of
-    each of the warp's 16 rows a lane, loaded a step ahead: 16 LDG.128 in the walk's loop and 16
-    before it, with B's pieces) and the lane's S_j slice read once from shared memory (8 LDS.128);
-    the warp's sums reduced across lanes by 5 rounds of shuffles (64 + 32 + 16 + 8 + 4 = 124); one
-    CTA barrier a step (two S buffers); no local memory, no tensor-core op."""
+def test_compose_walk_is_three_tf32_passes_on_the_tensor_cores():
+    """compose_f32: each step one m16n8k8 tile a warp, 16 k-steps of three TF32 mma.sync each (48
+    HMMA, all in the walk's loop; no FFMA: the products are on the tensor cores, the four
+    accumulators summed by FADD); A_j's pieces 16 LDG.128 a lane in the loop (a step ahead) and 16
+    before it; S_j's pieces 8 LDS.128 a lane; B_j and the composed state by 8-byte pieces (2 LDG.64
+    and 2 STG.64 a step, and B_0 before the loop); one CTA barrier a step (two S buffers); no local
+    memory."""
     v = "compose_f32"
     if v not in VARIANTS:
         pytest.skip(f"{v} not in this build")
     c = counts(v)
     text = sass.disassemble(_manifest.cubins(v)[0])
-    fmul = len(re.findall(r"\bFMUL\b", text))
-    assert c["FFMA"] + fmul == 128 * 128 * ABI["GDN_COMPOSE_COLS"] // 256 and c["HGMMA"] == 0 and c["HMMA"] == 0, c
+    assert c["HMMA"] == 3 * (plan.HEAD_DIM_K // 8) and c["FFMA"] == 0 and c["HGMMA"] == 0, c
     assert c["LDL"] == 0 and c["STL"] == 0, c
-    assert len(re.findall(r"LDG\.E\.128", text)) == 2 * 16 + 2
+    assert len(re.findall(r"HMMA\.1688\.F32\.TF32", text)) == 48
+    assert len(re.findall(r"LDG\.E\.128", text)) == 2 * 16
+    assert len(re.findall(r"LDG\.E\.64", text)) == 2 + 2
+    assert len(re.findall(r"STG\.E\.64", text)) == 2 + 2
     assert len(re.findall(r"LDS\.128", text)) == 8
-    assert len(re.findall(r"SHFL\.BFLY", text)) == 124
     assert len(re.findall(r"BAR\.SYNC", text)) == 2
+    ins = sass.instructions(_manifest.cubins(v)[0])
+    loops = [ins[a:b + 1] for a, b in sass.loops(ins)]
+    assert len(loops) == 1 and sum("HMMA" in x["text"] for x in loops[0]) == 48
 
 
 @needs_nvdisasm

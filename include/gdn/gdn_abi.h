@@ -38,9 +38,9 @@
 #define GDN_RS_SPINE_DUAL_WG 2       /* consumer warpgroups of spine_rs_o's dual build (one CTA per head) */
 /* segmented plan (docs/DESIGN.md §3): the composition of the segment maps, COLS state columns per CTA
  * (cute_kernels/compose.py) */
-#define GDN_COMPOSE_COLS 8
+#define GDN_COMPOSE_COLS 8           /* one n8 tile of mma.sync m16n8k8 */
 /* the planner's cost model (pyx/gdn_prefill/plan.pxi _make_plan, explain()["plan"]): nanoseconds
- * fitted to measured runs (docs/PERFORMANCE.md, "The segmented plan"; benchmarks/results/run150-153):
+ * fitted to measured runs (docs/PERFORMANCE.md, "The segmented plan"; benchmarks/results/run150-153, 158):
  *   WU_SM_NS       stage 1, one chunk of one head, SM-time (the device runs sms of them at once)
  *   CHAIN_NS       one chunk of the serial plan's solo chain (few CTAs on the device)
  *   SEG_CHAIN_NS   one chunk of a SEGMENT pass's chain (every SM busy)
@@ -54,7 +54,7 @@
 #define GDN_MODEL_SEG_CHAIN_NS 1340
 #define GDN_MODEL_MAPS_NS 1200
 #define GDN_MODEL_PASS_NS 8000
-#define GDN_MODEL_COMPOSE_NS 2000
+#define GDN_MODEL_COMPOSE_NS 1300
 #define GDN_MODEL_LAUNCH_NS 5000
 #define GDN_SEG_MAX_SEGMENTS 64
 /* the segmented plan's passes have at most this many CTAs (2 x segment slots x heads): two waves of
