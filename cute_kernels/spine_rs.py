@@ -102,6 +102,9 @@ two launches of this body around compose.py:
   warp.  Segment 0's B chain starts from the sequence's initial state instead and ends in the
   state at segment 1's entry; it also copies that initial state (fp32) into seg_state, so that no
   CTA of the last pass reads the pool slot another one overwrites with the final state.
+  With maps_all (a rank's shard under context parallelism over devices, gdn_prefill.distributed:
+  one segment, no initial state) every segment forms both maps, segment 0 and one-segment
+  sequences included.
 - SEGMENT (solo build): one chain per (segment slot, head, 64 columns) from seg_state (the
   composed state at the segment's entry), with outputs; the last segment writes the final state,
   and checkpoints count chunks from the sequence's start (seg_chunks is a multiple of the
@@ -311,7 +314,7 @@ def spine_rs_kernel(
     state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, ready: cute.Tensor, order: cute.Tensor,
     scale: Float32, has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
     checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
-    maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32,
+    maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
     cz: cutlass.Constexpr, nwg: cutlass.Constexpr, role: cutlass.Constexpr,
 ):
     """cz: CTAs per cluster (compile time).  1: the solo build; 2: the pair build, the two CTAs of
@@ -332,9 +335,11 @@ def spine_rs_kernel(
         n, hv, sub, work, seg = _segment_block(bx, Hv, cu_seqlens, seg_chunks)
         if cutlass.const_expr(role == Role.MAPS):
             active = DUAL_WG
-            # segment 0 has no A chain; a sequence of one segment needs no map
-            if seg.nseg < 2 or (seg.j == 0 and sub == Map.A):
-                work = Int32(0)
+            # segment 0 has no A chain and a sequence of one segment needs no map, unless every
+            # map is asked for (maps_all: a rank's shard, gdn_prefill.distributed)
+            if maps_all == 0:
+                if seg.nseg < 2 or (seg.j == 0 and sub == Map.A):
+                    work = Int32(0)
             seg = seg._replace(map_=sub)
         else:
             col0 = sub * VB
@@ -1053,13 +1058,13 @@ def _make_launch(pair: bool, dual: bool = False, role: Role = Role.SEQUENCE):
         state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, scale: Float32,
         has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32, order: cute.Tensor,
         checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
-        maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32,
+        maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
         stream: cuda.CUstream,
     ):
         """The launch (parameter names: gdn_problem_t fields; the inputs q, k, v read by TMA (the
         fused plan's 16-byte alignment), stage 1's tu and pqk, then the overlap plan's ready flags
         and first published slot, stage 1's sequence order, and the segmented plan's maps,
-        seg_state and segment length)."""
+        seg_state, segment length and maps_all)."""
         lay = _smem_layouts(nwg)
         load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
         shared = cpasync.CopyBulkTensorTileG2SMulticastOp() if cz > 1 else load
@@ -1080,7 +1085,7 @@ def _make_launch(pair: bool, dual: bool = False, role: Role = Role.SEQUENCE):
             tma_t, mT, tma_v, mV, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
             gcum, rk, rq, cu_seqlens, state, state_indices, out, ready, order, scale,
             has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv, checkpoints, checkpoint_chunks,
-            initial_state, state_in, maps, seg_state, seg_chunks, cz, nwg, role,
+            initial_state, state_in, maps, seg_state, seg_chunks, maps_all, cz, nwg, role,
         )
         if cutlass.const_expr(role == Role.SEQUENCE):
             grid = plan.grid_spine_rs(T, N, Hv, dual)
@@ -1144,7 +1149,7 @@ def fake_args(dims, layout, pair=False, dual=False, state_dtype="fp32", role="se
     list (every spine build's: q, k, out TMA-aligned, the row data, the state) with the input v for
     w and stage 1's tu for u, without vnew and h, then ready and ready_from (the overlap plan),
     order (stage 1's ranking of the sequences, longest first), and the segmented plan's maps,
-    seg_state and seg_chunks."""
+    seg_state, seg_chunks and maps_all."""
     from cute_kernels import fake
     (q, k, _w, _u, pqk, gcum, rq, rk, cu_seqlens, state, state_indices, _vnew, _h, out, scale, has_state,
      use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in) = sw.fake_args(
@@ -1153,4 +1158,4 @@ def fake_args(dims, layout, pair=False, dual=False, state_dtype="fp32", role="se
     return [q, k, v, fake.ws_tvd(dims, CHUNK), pqk, gcum, rq, rk, cu_seqlens, state, state_indices, out, scale,
             has_state, use_state_indices, fake.ws_ready(dims), fake.i32(0), fake.ws_order(dims),
             checkpoints, checkpoint_chunks, initial_state, state_in,
-            fake.ws_states(dims, dims.M2), fake.ws_states(dims, dims.M), fake.i32(1)]
+            fake.ws_states(dims, dims.M2), fake.ws_states(dims, dims.M), fake.i32(1), fake.i32(0)]

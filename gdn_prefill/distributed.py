@@ -11,13 +11,19 @@ With K = V = 128 the prefill kernels produce both:
     pass A: v = 0, initial state I   -> final state A_r
     pass B: the real v, initial state 0 -> final state B_r
 
-Every rank runs its two passes at once (pass A on a side stream beside pass B: one sequence's
-spine fills 2 Hv CTAs, fewer than an H200's SMs at Hv <= 64), one all_gather exchanges the
-(A_r, B_r), each rank composes its initial state S_r = A_{r-1} S_{r-1} + B_{r-1} from the first
-rank's, and runs pass C over its tokens from S_r: its outputs and final state, rounded as a
-one-device prefill's are.  The first rank knows its initial state: it runs one pass from it and
-publishes (A, B) = (0, S_end).  Per rank: three passes over T / R tokens (the first rank one),
-one collective of 2 x Hv x 128 x 128 fp32; no host sync beyond the collective.
+On the GPU a rank forms both in two launches shared with the one-GPU segmented plan
+(docs/DESIGN.md §3): its stage 1 and its MAPS pass, which runs the A and B chains side by side
+with no outputs (_ext._segment_maps: the shard is one segment, every map formed).  Where the fused
+plans do not serve the inputs (rows not 16-byte aligned), the rank runs passes A and B through
+prefill() instead, pass A on a side stream beside pass B (one sequence's spine fills 2 Hv CTAs,
+fewer than an H200's SMs at Hv <= 64).  Then one all_gather exchanges the (A_r, B_r), each rank
+composes its initial state S_r = A_{r-1} S_{r-1} + B_{r-1} from the first rank's (on the GPU by
+the one-GPU plan's composition kernel, compose_f32), and runs pass C over its tokens from S_r:
+its outputs and final state, rounded as a one-device prefill's are.  The first rank knows its
+initial state: it runs one pass from it and publishes (A, B) = (0, S_end).  Per rank: stage 1
+twice and two chain passes over T / R tokens (the first rank one prefill), one collective of
+2 x Hv x 128 x 128 fp32; no host sync beyond the collective.  One GPU is the same plan with the
+segments side by side and no collective (docs/DESIGN.md §3).
 Why a third pass and not a fix-up: pass A's outputs are o^A_t = scale Phi_t^T q_t (Phi_t the
 prefix of the product), pass B's o^0_t, and o_t = o^0_t + o^A_t S_r; but that GEMM in fp32
 over [T / R, Hv, 128] moves ~60 GB through HBM (our count) at T / R = 512 K tokens in torch (run 145, one
@@ -26,6 +32,7 @@ held 24 GB of temporaries, and it added a bf16 rounding of both outputs.
 """
 from __future__ import annotations
 
+import logging
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -34,6 +41,8 @@ from .errors import GdnShapeError
 
 if TYPE_CHECKING:
     from torch import Tensor
+
+_log = logging.getLogger("gdn_prefill")
 
 # A segment pass: (q, k, v, g, beta, initial state [Hv, K, V] or None for zeros, scale, use_qk_l2norm)
 # -> (out [T_r, Hv, V], final state [Hv, K, V] fp32); with lens= (host ints, the lengths of the
@@ -86,10 +95,20 @@ def reference_pass(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, ini
 
 def segment_maps(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, *, scale: Optional[float] = None,
                  use_qk_l2norm: bool = False, segment_pass: SegmentPass = prefill_pass,
-                 **kw: Any) -> tuple[Tensor, Tensor]:
-    """(A, B) of one segment (module docstring), [Hv, K, V] fp32 (K = V): passes A and B, their
-    outputs dropped."""
+                 out: Optional[Tensor] = None, **kw: Any) -> tuple[Tensor, Tensor]:
+    """(A, B) of one segment (module docstring), [Hv, K, V] fp32 (K = V).  On the GPU through
+    prefill_pass: the one-GPU segmented plan's first two launches (stage 1 and the MAPS pass,
+    which forms A and B side by side without outputs; out, the segment's [T, Hv, V] bf16, is
+    checked and not written), where its fused plan serves the inputs; else, and for any other
+    segment_pass, passes A and B through segment_pass, their outputs dropped."""
     import torch
+    if segment_pass is prefill_pass and v.is_cuda and out is not None and kw.get("spine", "auto") in ("auto", "wgmma"):
+        from . import _ext
+        A, B, why = _ext._segment_maps(q, k, v, g, beta, out, scale=scale, use_qk_l2norm=use_qk_l2norm)
+        if why is None:
+            return A, B
+        _log.info("gdn_prefill.distributed: passes A and B through prefill(), the MAPS pass does not serve "
+                  "these inputs: %s", why)
     Hv, K = v.shape[1], plan.HEAD_DIM_K
     eye = torch.eye(K, dtype=torch.float32, device=v.device).expand(Hv, K, K).contiguous()
     zero_v = torch.zeros_like(v)
@@ -132,12 +151,27 @@ def _side_stream(v: Tensor, segment_pass: SegmentPass):
 
 def compose(maps: list[tuple[Tensor, Tensor]], upto: int) -> Tensor:
     """The initial state of segment `upto`: S = 0, then S = A_j S + B_j for j < upto (the first
-    segment's pair is (0, its final state))."""
+    segment's pair is (0, its final state)); in torch (fp32 on the GPU, float64 for the oracle's
+    passes)."""
     import torch
     S = torch.zeros_like(maps[0][1])
     for A, B in maps[:upto]:
         S = torch.bmm(A, S) + B
     return S
+
+
+def compose_gathered(gathered: list[Tensor], upto: int, segment_pass: SegmentPass = prefill_pass) -> Tensor:
+    """compose() of the all_gather's pairs [2, Hv, K, V]; on the GPU through prefill_pass, by the
+    one-GPU segmented plan's composition kernel (compose_f32: the same fp32-accurate products on
+    the tensor cores, one launch for every step)."""
+    import torch
+    if segment_pass is prefill_pass and gathered[0].is_cuda and upto >= 1:
+        from . import _ext
+        first = gathered[0]
+        states = torch.empty((upto + 1,) + tuple(first.shape[1:]), dtype=torch.float32, device=first.device)
+        _ext._compose_maps(torch.cat([g.float() for g in gathered[:upto + 1]]), states)
+        return states[upto]
+    return compose([(g[0], g[1]) for g in gathered], upto)
 
 
 def _check_shard(q: Tensor, v: Tensor, out: Tensor, seq_lens: list[int]) -> None:
@@ -188,7 +222,8 @@ def _local(pl: _Plan, x: dict[str, Tensor], out: Tensor, initial_states: Optiona
     finals: list[Tensor] = []
     if pl.first_in:
         cont = {name: t[pl.seq(0)] for name, t in x.items()}
-        A, B = segment_maps(**cont, scale=scale, use_qk_l2norm=use_qk_l2norm, segment_pass=segment_pass, **pass_kw)
+        A, B = segment_maps(**cont, scale=scale, use_qk_l2norm=use_qk_l2norm, segment_pass=segment_pass,
+                            out=out[pl.seq(0)], **pass_kw)
         pl.kept = (A, B)
         pl.rerun = lambda S: segment_pass(**cont, initial=S, scale=scale, use_qk_l2norm=use_qk_l2norm, **pass_kw)
         finals.append(B)
@@ -211,13 +246,14 @@ def _local(pl: _Plan, x: dict[str, Tensor], out: Tensor, initial_states: Optiona
     return pair, finals
 
 
-def _finish(pl: _Plan, gathered: list[Tensor], out: Tensor, finals: list[Tensor]) -> Tensor:
+def _finish(pl: _Plan, gathered: list[Tensor], out: Tensor, finals: list[Tensor],
+            segment_pass: SegmentPass) -> Tensor:
     """A rank's work after the exchange: the continuing sequence's pass C from the state the
     previous ranks hand over (its outputs and state final); returns the states after each local
     sequence [N_r, Hv, K, V]."""
     import torch
     if pl.first_in:
-        S_start = compose([(g[0], g[1]) for g in gathered], pl.rank)
+        S_start = compose_gathered(gathered, pl.rank, segment_pass)
         o, S = pl.rerun(S_start)
         out[pl.seq(0)] = o
         finals[0] = S.float()
@@ -255,7 +291,7 @@ def context_parallel_prefill(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: T
     dist.all_gather(gathered, send, group=group)
     if via_host:
         gathered = [t.to(pair.device) for t in gathered]
-    return _finish(pl, gathered, out, finals)
+    return _finish(pl, gathered, out, finals, segment_pass)
 
 
 def emulate(shards: list[dict[str, Any]], outs: list[Tensor], *, scale: Optional[float] = None,
@@ -272,4 +308,4 @@ def emulate(shards: list[dict[str, Any]], outs: list[Tensor], *, scale: Optional
         work.append(_local(pl, x, o, sh.get("initial_states"), scale, use_qk_l2norm, segment_pass, pass_kw))
         plans.append(pl)
     gathered = [w[0] for w in work]
-    return [_finish(pl, gathered, o, w[1]) for pl, w, o in zip(plans, work, outs)]
+    return [_finish(pl, gathered, o, w[1], segment_pass) for pl, w, o in zip(plans, work, outs)]

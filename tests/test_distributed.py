@@ -188,3 +188,66 @@ def test_two_gloo_processes_on_one_gpu(tmp_path):
     out, state, o_ref, s_ref = _two_processes(tmp_path, "cuda", T=4096, cuts=(0, 2000, 4096))
     assert ref.rel_err(out.double(), o_ref) <= BOUND
     assert ref.rel_err(state.double(), s_ref) <= BOUND
+
+
+def test_compose_maps_rejects_host_tensors():
+    """The composition kernel's entry checks its tensors before any launch."""
+    from gdn_prefill import _ext, errors
+    with pytest.raises(errors.GdnArgumentError, match="maps, states: must be on one CUDA device"):
+        _ext._compose_maps(torch.zeros(4, 2, 128, 128), torch.zeros(2, 2, 128, 128))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("T, Hv", [(3000, 4), (4096, 32)])
+def test_segment_maps_on_the_gpu_are_the_maps_pass(T, Hv):
+    """A rank's (A, B) from stage 1 and the MAPS pass (_ext._segment_maps, one launch for both
+    chains) against the same maps through two prefill() passes (v = 0 from I, v from 0), and
+    against the fp64 oracle: from a random state S, A S + B is the oracle's final state."""
+    from gdn_prefill import _ext
+    inp = ref.make_inputs([T], Hv // 2, Hv, seed=7, device="cuda", state="dense", l2norm_inputs=True)
+    sh = _shards(inp, [0, T])[0]
+    out = torch.full(sh["v"].shape, 3.0, dtype=torch.bfloat16, device="cuda")
+    A, B, why = _ext._segment_maps(**sh, out=out)
+    assert why is None
+    A2, B2 = cp.segment_maps(**sh)                       # no out: the two prefill passes
+    assert ref.rel_err(A.double(), A2.double()) <= 1e-5 and ref.rel_err(B.double(), B2.double()) <= 1e-5
+    assert bool((out == 3.0).all())                      # checked, not written
+    S = torch.randn(Hv, 128, 128, dtype=torch.float64, device="cuda") * 0.1
+    with torch.device("cuda"):
+        _, s_end = cp.reference_pass(**sh, initial=S, scale=None, use_qk_l2norm=False)
+    assert ref.rel_err(torch.bmm(A.double(), S) + B.double(), s_end) <= BOUND
+
+
+@pytest.mark.gpu
+def test_segment_maps_of_unaligned_rows_take_the_prefill_passes():
+    """Rows the fused plans cannot load by TMA (token stride not a multiple of 8 elements): the
+    MAPS pass says why, and segment_maps runs the two prefill() passes, as before it."""
+    from gdn_prefill import _ext
+    T, Hv = 500, 4
+    inp = ref.make_inputs([T], 2, Hv, seed=8, device="cuda", state="dense", l2norm_inputs=True)
+    sh = _shards(inp, [0, T])[0]
+    wide = torch.zeros(T, 2 * 128 + 3, dtype=torch.bfloat16, device="cuda")
+    wide[:, :256] = sh["q"].reshape(T, 256)
+    sh["q"] = wide[:, :256].view(T, 2, 128)
+    out = torch.empty(sh["v"].shape, dtype=torch.bfloat16, device="cuda")
+    A, B, why = _ext._segment_maps(**sh, out=out)
+    assert A is None and B is None and why
+    A1, B1 = cp.segment_maps(**sh, out=out)
+    A2, B2 = cp.segment_maps(**sh)
+    assert torch.equal(A1, A2) and torch.equal(B1, B2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("R", [2, 5])
+def test_compose_kernel_is_the_composition(R):
+    """compose_gathered on the GPU (compose_f32, three TF32 passes on the tensor cores) against
+    the composition in float64: the state each rank starts from."""
+    Hv = 4
+    gen = torch.Generator(device="cuda").manual_seed(R)
+    gathered = [torch.cat([torch.eye(128, device="cuda").expand(1, Hv, 128, 128) * 0.9
+                           + 0.02 * torch.randn(1, Hv, 128, 128, device="cuda", generator=gen),
+                           torch.randn(1, Hv, 128, 128, device="cuda", generator=gen)]) for _ in range(R)]
+    for upto in range(1, R):
+        S = cp.compose_gathered(gathered, upto)
+        S64 = cp.compose([(g[0].double(), g[1].double()) for g in gathered], upto)
+        assert ref.rel_err(S.double(), S64) <= 1e-5, upto

@@ -171,6 +171,9 @@ typedef struct {
  *                         recompute_wu publishes them in `ready`, the spine waits for them
  *                         (GDN_NO_OVERLAP: the serial plan, nothing published or awaited)
  *   seg_chunks            the segmented plan's segment length in chunks (0: another plan)
+ *   maps_all              1: the MAPS pass forms every segment's map, segment 0's A and the maps of
+ *                         one-segment sequences included, each B from a zero state (a rank's shard
+ *                         under context parallelism over devices); 0: the segmented plan's maps
  */
 typedef struct {
     gdn_tensor_t q, k, v, g, beta, out;
@@ -188,6 +191,7 @@ typedef struct {
     gdn_tensor_t maps, seg_state;    /* the segmented plan's workspace               */
     int32_t seg_chunks;              /* chunks per segment of the segmented plan    */
     int64_t max_seqlen;              /* the caller's hint: the longest sequence's tokens (0: unknown) */
+    int32_t maps_all;                /* launcher: the MAPS pass forms every map (a rank's shard) */
 } gdn_problem_t;
 
 #endif /* GDN_ABI_H */

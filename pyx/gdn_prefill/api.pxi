@@ -380,6 +380,92 @@ def _prefill_fla(q, k, v, g, beta, out, state, initial_state, has_initial_state,
     return _run(&p, &ws, workspace, None, device, sp, spine_code, layout_code, "kv")
 
 
+def _segment_maps(q, k, v, g, beta, out, *, scale=None, bint use_qk_l2norm=False):
+    """gdn_prefill.distributed's passes A and B (its docstring) in two launches on the current
+    stream: the affine state map S_end = A S_start + B of one sequence of T tokens, A and B
+    [Hv, 128, 128] fp32 ("kv"), each B from a zero state.  Stage 1 and spine_rs's MAPS pass of the
+    segmented plan, the sequence one segment of all its chunks and every map formed (maps_all):
+    the machinery of the one-GPU segmented plan.  out (the caller's [T, Hv, 128] bf16, which pass C
+    writes later) is checked as prefill()'s and not written.  Returns (A, B, None), views of the
+    workspace this call allocates; or (None, None, why) where the fused plans' guard rejects the
+    call (the caller then runs the passes through prefill(), which serves every input)."""
+    cdef gdn_problem_t p
+    cdef gdn_tensor_t ws
+    cdef plan_t plan
+    cdef plan_force_t force
+    cdef int spine_code = 0, layout_code = 0, device, rc
+    cdef void *sp = NULL
+    cdef char msg[MSG_CAP]
+    if _torch is None:
+        _torch_init()
+    _codes("auto", "kv", &spine_code, &layout_code)
+    device = _build(&p, q, k, v, g, beta, out, None, _whole_sequence(q), None, scale, use_qk_l2norm, DEVICES_CUDA,
+                    NULL, None, None, None, None, False)
+    force = _forced(0, 1, -1, -1, max(_cdiv(p.q.shape[0], GDN_CHUNK), 1))
+    rc = _prepare(&p, spine_code, layout_code, &plan.chosen, msg)
+    if rc != GDN_OK:
+        _raise(rc, msg)
+    if _fused_guard(&p, plan.chosen, layout_code, _sm_count(), msg) != GDN_OK:
+        return None, None, msg.decode()
+    rc = _make_plan(&p, plan.chosen, layout_code, _sm_count(), &force, &plan, msg)
+    if rc != GDN_OK:
+        _raise(rc, msg)
+    _stream_of(device, &sp)
+    workspace = _own_workspace(_plan_bytes(&p, &plan), None, sp, device)
+    _fill(&ws, workspace, "workspace")
+    rc = _bind_workspace(&p, ws.data, _workspace_size(&ws), &plan, msg)
+    if rc == GDN_OK:
+        p.maps_all = 1
+        rc = _launch(&p, plan.ids, 2, <cudaStream_t>sp, msg)         # recompute_wu, spine_rs_maps
+    if rc != GDN_OK:
+        _raise(rc, msg)
+    Hv = p.v.shape[1]
+    off = <uintptr_t>p.maps.data - <uintptr_t>ws.data
+    maps = workspace[off:off + 2 * Hv * GDN_HEAD_DIM_K * GDN_HEAD_DIM_V * 4].view(_torch.float32).view(
+        2, Hv, GDN_HEAD_DIM_K, GDN_HEAD_DIM_V)              # segment slot 0: maps[0] = A, maps[1] = B
+    return maps[0], maps[1], None
+
+
+def _compose_maps(maps, states):
+    """gdn_prefill.distributed's composition on the GPU, by the one-GPU segmented plan's
+    compose_f32 on the current stream: maps [2 R, Hv, 128, 128] fp32 (rows 2 r, 2 r + 1: rank r's
+    A_r, B_r, R >= 2; the first rank's A unused), states [R, Hv, 128, 128] fp32, both contiguous
+    on one CUDA device: states[1] = B_0, states[j + 1] = A_j states[j] + B_j (states[0] is not
+    written).  The R maps are one sequence of R one-chunk segments to the kernel."""
+    cdef gdn_problem_t p
+    cdef int dm, ds, rc
+    cdef void *sp = NULL
+    cdef char msg[MSG_CAP]
+    if _torch is None:
+        _torch_init()
+    memset(&p, 0, sizeof(gdn_problem_t))
+    dm = _fill(&p.maps, maps, "maps", True)
+    ds = _fill(&p.seg_state, states, "states", True)
+    if dm < 0 or ds != dm:
+        raise _errors.GdnArgumentError(f"maps, states: must be on one CUDA device, got {maps.device} and {states.device}")
+    R = states.shape[0] if p.seg_state.rank == 4 else 0
+    want = (R, states.shape[1] if R else 0, GDN_HEAD_DIM_K, GDN_HEAD_DIM_V)
+    if p.seg_state.rank != 4 or tuple(states.shape) != want or R < 2 or want[1] < 1:
+        raise _errors.GdnShapeError(f"states: must be [R >= 2, Hv, {GDN_HEAD_DIM_K}, {GDN_HEAD_DIM_V}], got "
+                                    f"{tuple(states.shape)}")
+    if tuple(maps.shape) != (2 * R,) + want[1:]:
+        raise _errors.GdnShapeError(f"maps: must be {[2 * R, *want[1:]]} (two per state), got {tuple(maps.shape)}")
+    if p.maps.dtype != GDN_DTYPE_F32 or p.seg_state.dtype != GDN_DTYPE_F32:
+        raise _errors.GdnDtypeError(f"maps, states: must be float32, got {maps.dtype} and {states.dtype}")
+    if not _compact(&p.maps) or not _compact(&p.seg_state):
+        raise _errors.GdnLayoutError("maps, states: must be contiguous")
+    if _v_compose < 0:
+        snprintf(msg, MSG_CAP, "build: compose_f32 is not compiled into this build")
+        _raise(GDN_ERR_UNKNOWN_VARIANT, msg)
+    cu = _torch.arange(0, 2 * R * GDN_CHUNK, R * GDN_CHUNK, dtype=_torch.int32, device=states.device)
+    _fill(&p.cu_seqlens, cu, "cu_seqlens", True)
+    p.seg_chunks = 1
+    _stream_of(dm, &sp)
+    rc = _launch(&p, &_v_compose, 1, <cudaStream_t>sp, msg)
+    if rc != GDN_OK:
+        _raise(rc, msg)
+
+
 cdef inline int _spine_index(const plan_t *plan) noexcept nogil:
     """Which launch of the plan is its spine (the segmented plan's: the SEGMENT pass)."""
     return 3 if plan.kind == PLAN_SEGMENTED else 1

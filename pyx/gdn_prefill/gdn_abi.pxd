@@ -100,6 +100,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         gdn_tensor_t maps, seg_state
         int32_t seg_chunks
         int64_t max_seqlen
+        int32_t maps_all
 
 cdef extern from "gdn/gdn_kernels.h" nogil:
     int gdn_num_variants()

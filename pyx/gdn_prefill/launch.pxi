@@ -163,6 +163,7 @@ cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_by
     p.slot_end = <int32_t>p.ready.shape[0]
     p.ready_from = GDN_NO_OVERLAP
     p.seg_chunks = plan.seg_chunks
+    p.maps_all = 0          # the segmented plan's maps (distributed's _segment_maps sets 1 after this)
     return GDN_OK
 
 
