@@ -18,16 +18,16 @@ from gdn_prefill import _ext, errors, plan
 D = 128
 
 
-def problem(T=200, Hk=2, Hv=4, beta=torch.float32, odd=()):
+def problem(T=200, Hk=2, Hv=4, beta=torch.float32, odd=(), device="cpu"):
     bf = torch.bfloat16
 
     def tensor(H, name):
         if name in odd:     # token stride H*D + 3: rows 2-byte aligned only
-            return torch.empty(T, H * D + 3, dtype=bf)[:, :H * D].view(T, H, D)
-        return torch.empty(T, H, D, dtype=bf)
+            return torch.zeros(T, H * D + 3, dtype=bf, device=device)[:, :H * D].view(T, H, D)
+        return torch.zeros(T, H, D, dtype=bf, device=device)
     q, k, v, out = tensor(Hk, "q"), tensor(Hk, "k"), tensor(Hv, "v"), tensor(Hv, "out")
-    return (q, k, v, torch.empty(T, Hv), torch.empty(T, Hv, dtype=beta), out), torch.tensor([0, 70, T],
-                                                                                             dtype=torch.int32)
+    return ((q, k, v, torch.zeros(T, Hv, device=device), torch.zeros(T, Hv, dtype=beta, device=device), out),
+            torch.tensor([0, 70, T], dtype=torch.int32, device=device))
 
 
 def names(plan):
@@ -100,6 +100,22 @@ def test_workspace_of_each_plan():
                                                           for f in (True, False))
     # at 1 x 65536, Hv = 32: the fused plan needs about a fifth of the unfused plan's bytes
     assert gdn_prefill.workspace_bytes(65536, 1, 32, fused=True) < 0.25 * gdn_prefill.workspace_bytes(65536, 1, 32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("odd", ["q", "out"])
+def test_stage_hook_forcing_a_fused_plan_the_guard_rejects_raises_the_guards_reason(odd):
+    """The fused plan forced through the stage hook on inputs its guard rejects (rows 2-byte
+    aligned): GdnSpineError with the guard's reason, not a missing-build error, raised before any
+    launch (out untouched)."""
+    args, cu = problem(odd=(odd,), device="cuda")
+    out = args[-1]
+    out.fill_(7.0)
+    ws = torch.empty(gdn_prefill.workspace_bytes(200, 2, 4), dtype=torch.uint8, device="cuda")
+    with pytest.raises(errors.GdnSpineError, match=f"fused: {odd}: the fused output needs a 16-byte aligned base"):
+        _ext._launch_stages(("recompute_wu", "spine"), *args, cu_seqlens=cu, workspace=ws, fused=1)
+    torch.cuda.synchronize()
+    assert bool((out == 7.0).all())
 
 
 def test_stage_hook_rejects_a_bad_fused_code_before_anything_else():
