@@ -402,16 +402,16 @@ def peer_call(impl: str, case: Case, s, cu: dict, use_l2: bool) -> PeerCall:
                         prepare=lambda: None, note=note)
     if impl == "flashinfer":
         from flashinfer.gdn_prefill import chunk_gated_delta_rule as fn
-        import torch.nn.functional as F
+        from .reference import L2NORM_EPS
         note = f"alpha=exp(g), state [N,Hv,V,K], route: {flashinfer_route(case)}"
         if use_l2:
             note += "; q/k pre-normed (FlashInfer ignores use_qk_l2norm_in_kernel)"
 
         def converted() -> dict:
             q, k = s.q, s.k
-            if use_l2:
-                q = F.normalize(q.float(), dim=-1).to(q.dtype)
-                k = F.normalize(k.float(), dim=-1).to(k.dtype)
+            if use_l2:                          # the kernels' (and the oracle's) rsqrt(|x|^2 + eps)
+                q = (q.float() * torch.rsqrt(q.float().square().sum(-1, keepdim=True) + L2NORM_EPS)).to(q.dtype)
+                k = (k.float() * torch.rsqrt(k.float().square().sum(-1, keepdim=True) + L2NORM_EPS)).to(k.dtype)
             return dict(q=q, k=k, alpha=s.g.exp().contiguous(), state=s.state.transpose(-1, -2).contiguous())
         if "fi" not in s.extra:
             s.extra["fi"] = dict(converted(), out=torch.empty_like(s.out), out_state=torch.empty_like(s.state))
