@@ -32,7 +32,9 @@ alpha = exp(g), the state transposed to [N, Hv, V, K], and preallocated output a
 output_state.  FLA allocates its outputs inside the call, as its API does.
 
 Methodology: the inputs are rotated among ``n_sets`` buffer sets (at least 3, and at
-least 4x the L2 size in all, so no implementation is flattered by a warm L2).  After
+least 4x the L2 size in all, so no implementation is flattered by a warm L2; fewer than 3
+only where 3 would take more than a quarter of the GPU's memory and each set alone is
+over 4x the L2: the many-sequences rows' dense states).  After
 warm-up (Triton autotune and JIT happen there), two modes are timed:
   graph  one call per buffer set captured in a CUDA graph; graphs replayed round-robin.
   eager  the Python call itself, round-robin (includes launch gaps when host-bound).
@@ -83,7 +85,7 @@ from itertools import accumulate
 from typing import Any, Callable
 
 from .bench_cases import (  # noqa: F401  (re-exported: the benchmark scripts and tests use bench.<name>)
-    CHUNK, PEAK_TFLOPS, PEAK_TBPS, L2_FALLBACK_BYTES, HOST_OVERHEAD_CALLS, HOST_OVERHEAD_SAMPLES, HEADS, SHAPES, QUICK_HEADS, QUICK_SHAPES, VARLEN_SEED, VARLEN_N, VARLEN_TOKENS, NUMERICS_T, NUMERICS_HEADS, NUMERICS_FALLBACK_HEADS, NUMERICS_REPEATS, varlen_lengths, parse_shape, parse_heads, Case, select_cases, flops_per_token, flops, hbm_bytes, floors_us, rotation_sets)
+    CHUNK, PEAK_TFLOPS, PEAK_TBPS, L2_FALLBACK_BYTES, SETS_MEMORY_SHARE, HOST_OVERHEAD_CALLS, HOST_OVERHEAD_SAMPLES, HEADS, SHAPES, QUICK_HEADS, QUICK_SHAPES, VARLEN_SEED, VARLEN_N, VARLEN_TOKENS, NUMERICS_T, NUMERICS_HEADS, NUMERICS_FALLBACK_HEADS, NUMERICS_REPEATS, varlen_lengths, parse_shape, parse_heads, Case, select_cases, flops_per_token, flops, hbm_bytes, floors_us, rotation_sets)
 from .bench_report import (  # noqa: F401
     derive, _fmt, _ratio, _note, markdown_report, numerics_markdown, write_json, table_report, write_text, plot, plot_shapes,
     Progress)
@@ -178,7 +180,7 @@ def compiled_spines() -> list[str]:
 
 
 METHODOLOGY = ("one process, implementations timed one after another on the same inputs; inputs rotated among "
-               "n_sets buffer sets (>= 3 and >= 4x L2 in all); warm-up (autotune/JIT) outside timing; each "
+               "n_sets buffer sets (>= 3 and >= 4x L2 in all; fewer only where 3 would take over a quarter of the GPU memory and one set alone is >= 4x L2); warm-up (autotune/JIT) outside timing; each "
                "implementation runs its own calls for warm_s seconds before its timed repetitions (the card's "
                "sustained, power-limited clock, not its first boost); "
                "graph = one call per set captured in a CUDA graph, replayed round-robin; eager = the Python call "
@@ -687,7 +689,8 @@ def run_timing(cases: list[Case], args, log=print) -> dict:
                     result["skipped"].append(dict(what=c.name, reason=f"time budget of {args.budget_s:g} s spent"))
                 break
             bar.step(case.name)
-            n_sets = rotation_sets(hbm_bytes(case.T, case.N, case.Hk, case.Hv), l2)
+            n_sets = rotation_sets(hbm_bytes(case.T, case.N, case.Hk, case.Hv), l2,
+                                   memory_bytes=int(torch.cuda.mem_get_info()[1] * SETS_MEMORY_SHARE))
             try:
                 sets = [_make_set(case, args.seed + i, normed=not args.qk_l2norm) for i in range(n_sets)]
                 cu = _cu(case)

@@ -11,6 +11,7 @@ CHUNK = 64
 PEAK_TFLOPS = 790.0            # bf16 dense, measured on H200
 PEAK_TBPS = 4.3                # copy bandwidth, measured on H200
 L2_FALLBACK_BYTES = 60 << 20   # when the device does not report its L2 size
+SETS_MEMORY_SHARE = 0.25       # of the GPU's memory, the most the rotated input sets may take
 HOST_OVERHEAD_CALLS = 20      # calls per sample of host_cost_us (80 launches: far below the queue depth)
 HOST_OVERHEAD_SAMPLES = 15
 
@@ -148,7 +149,13 @@ def floors_us(T: int, N: int, Hk: int, Hv: int, K: int = 128, V: int = 128, *, p
 
 
 def rotation_sets(set_bytes: int, l2_bytes: int = L2_FALLBACK_BYTES, *, min_sets: int = 3, max_sets: int = 32,
-                  l2_factor: int = 4) -> int:
-    """Buffer sets to rotate through: >= min_sets, and >= l2_factor x L2 bytes in all (<= max_sets)."""
+                  l2_factor: int = 4, memory_bytes: int | None = None) -> int:
+    """Buffer sets to rotate through: >= min_sets, and >= l2_factor x L2 bytes in all (<= max_sets).
+    With memory_bytes (the share of GPU memory the sets may take: the peers' own copies need the
+    rest), min_sets yields to what fits, down to the L2 rule's own need (a set of >= l2_factor x L2
+    bytes is rotated alone): 128K sequences' dense states are 32 GB a set at 2/4."""
     need = math.ceil(l2_factor * l2_bytes / max(set_bytes, 1))
-    return max(min_sets, min(max_sets, need))
+    n = max(min_sets, min(max_sets, need))
+    if memory_bytes is not None:
+        n = max(min(n, memory_bytes // max(set_bytes, 1)), min(need, max_sets), 1)
+    return n

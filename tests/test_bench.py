@@ -66,6 +66,11 @@ def test_rotation_sets():
     for b in (1 << 20, 9 << 20, 80 << 20, 1 << 30):
         n = bench.rotation_sets(b, l2)
         assert n >= 3 and (n * b >= 4 * l2 or n == 32)
+    # a memory share: the minimum of 3 yields to what fits, never below the L2 rule's need
+    assert bench.rotation_sets(32 << 30, l2, memory_bytes=35 << 30) == 1        # 128K x 4 states at 2/4
+    assert bench.rotation_sets(10 << 30, l2, memory_bytes=35 << 30) == 3
+    assert bench.rotation_sets(24 << 20, l2, memory_bytes=30 << 20) == 10       # the L2 rule wins
+    assert bench.rotation_sets(1 << 10, l2, memory_bytes=1 << 40) == 32
 
 
 # ----------------------------------------------------------------------------- cases
