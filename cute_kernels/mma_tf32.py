@@ -1,24 +1,24 @@
-"""fp32 products on the tensor cores: warp-level mma.sync m16n8k8 in three TF32 passes.
+"""fp32 products on the tensor cores: warp-level mma.sync m16n8k8 in TF32, in one pass or three.
 
 Stage 1's inverse (recompute_wu, phases 3.2 and 3.3) multiplies small fp32 blocks that live in
 shared memory.  On CUDA cores every FMA needs its operands from shared memory (LDS.128 of a row,
 broadcast LDS of the other factor): those two phases then issue nearly half of stage 1's
 shared-memory wavefronts.  One m16n8k8 tile reads its A fragment once (4 conflict-free LDS.32)
 and its B fragment once (2 LDS.32) per 8-deep k-step and does 1,024 multiply-adds on the tensor
-core: a third of the CUDA-core form's wavefronts.  Stage 1 gains only a few percent from it,
-being bound by the latency of its serial phases at 32 warps per SM, not by the shared-memory data
-path (docs/PERFORMANCE.md, stage 1).  Its errors against the fp64 oracle match the CUDA-core
-form's to four digits.
+core.  Stage 1's merges run in ONE TF32 pass (tile_16x8: each operand rounded to the nearest
+TF32, round_tf32), FLA's precision: the merged blocks of Tm are rounded to bf16 next (2^-9),
+against which TF32's 2^-11 is small, and the errors of o and the final state against the fp64
+oracle came out equal to three passes' to three or four digits on the standard and the hard
+inputs, while the whole prefill got 2-4 % faster at 16/32 heads (docs/PERFORMANCE.md, stage 1).
 
-TF32 keeps 10 of fp32's 23 mantissa bits, so each operand is split x = hi + lo and a product is
-hi*hi + hi*lo + lo*hi (lo*lo, ~2^-20 of the product, dropped).  hi = x with its low 13 bits
-cleared (one LOP3) and lo = x - hi (one FADD, exact: hi and x share sign and exponent); lo goes to
-the tensor core as plain fp32 bits, which it truncates to TF32 (CUTLASS's FastF32 relies on the
-same truncation), an error of <= 2^-10 |lo| <= 2^-20 |x|.  So each term is within ~3 * 2^-20
-relative, against the 2^-9 of the bf16 rounding of Tm that follows (FLA's solve_tril offers the
-same "tf32x3").  cvt.rna.tf32.f32 instead (round to nearest for both parts) has no SASS
-instruction on sm_90: ptxas emits ~4 instructions per conversion, ~9 per split against 2 here,
-and the splits were ~60 % of the merges' instructions (6 operands per k-step and warp).
+The composition of the segmented plan (compose.py) multiplies 128 x 128 maps that are never
+rounded, chained over up to 31 steps: it keeps fp32 accuracy in three passes.  Each operand is
+split x = hi + lo and a product is hi*hi + hi*lo + lo*hi (lo*lo, ~2^-20 of the product,
+dropped).  hi = x with its low 13 bits cleared (one LOP3) and lo = x - hi (one FADD, exact: hi
+and x share sign and exponent); lo goes to the tensor core as plain fp32 bits, which it
+truncates to TF32 (CUTLASS's FastF32 relies on the same truncation), an error of <= 2^-10 |lo|
+<= 2^-20 |x|.  cvt.rna.tf32.f32 has no SASS instruction on sm_90: ptxas emits ~4 instructions
+per conversion; round_tf32 is an integer add and a mask (2).
 Fragment layouts are PTX's for m16n8k8 .tf32
 (g = lane / 4, t = lane % 4):
     A (16 x 8, row):  a0 = A[g, t], a1 = A[g + 8, t], a2 = A[g, t + 4], a3 = A[g + 8, t + 4]
@@ -66,6 +66,32 @@ def mma_3xtf32(a_hi, a_lo, b_hi, b_lo, c, *, loc=None, ip=None):
     return [Float32(llvm.extractvalue(T.f32(), res, [i], loc=loc, ip=ip)) for i in range(4)]
 
 
+@dsl_user_op
+def round_tf32(x: Float32, *, loc=None, ip=None):
+    """x -> its nearest TF32 value (ties away from zero) as a bit pattern (Int32), as cvt.rna
+    rounds (FLA's one-pass "tf32"): add half of the dropped field's unit, clear the low 13 bits
+    (ptxas keeps only the add: the tensor core ignores those bits)."""
+    res = llvm.inline_asm(
+        T.i32(), [Float32(x).ir_value(loc=loc, ip=ip)],
+        "{\n\t.reg .b32 t;\n\tmov.b32 t, $1;\n\tadd.u32 t, t, 0x1000;\n\tand.b32 $0, t, 0xffffe000;\n}",
+        "=r,f", has_side_effects=False, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+    return Int32(res)
+
+
+@dsl_user_op
+def mma_1xtf32(a, b, c, *, loc=None, ip=None):
+    """d = A B + c for one m16n8k8 tile in one TF32 pass; a: 4 Int32 TF32 patterns, b: 2, c: 4
+    Float32.  Returns the 4 Float32 of d."""
+    ops = [Int32(v).ir_value(loc=loc, ip=ip) for v in (*a, *b)] + [Float32(v).ir_value(loc=loc, ip=ip) for v in c]
+    mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+    res = llvm.inline_asm(
+        llvm.StructType.get_literal([T.f32()] * 4), ops,
+        f"{mma} {{$0,$1,$2,$3}}, {{$4,$5,$6,$7}}, {{$8,$9}}, {{$10,$11,$12,$13}};",
+        "=f,=f,=f,=f," + ",".join(["r"] * 6) + ",f,f,f,f",
+        has_side_effects=False, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+    return [Float32(llvm.extractvalue(T.f32(), res, [i], loc=loc, ip=ip)) for i in range(4)]
+
+
 @cute.jit
 def tile_16x8(acc: cute.Tensor, sa: cute.Tensor, a_r: Int32, a_c: Int32, sb: cute.Tensor, b_r: Int32,
               b_c: Int32, kk_begin: Int32, kk_end: Int32, lane: Int32, kk_max: cutlass.Constexpr):
@@ -87,16 +113,12 @@ def tile_16x8(acc: cute.Tensor, sa: cute.Tensor, a_r: Int32, a_c: Int32, sb: cut
 @cute.jit
 def _kstep(acc: cute.Tensor, sa: cute.Tensor, a_r: Int32, a_c: Int32, sb: cute.Tensor, b_r: Int32,
            b_c: Int32, kk: cutlass.Constexpr, g: Int32, t: Int32):
-    """One 8-deep k-step of tile_16x8."""
+    """One 8-deep k-step of tile_16x8: the operands rounded to TF32, one mma.sync."""
     k0 = 8 * kk
-    a0h, a0l = split_tf32(sa[a_r + g, a_c + k0 + t])
-    a1h, a1l = split_tf32(sa[a_r + g + 8, a_c + k0 + t])
-    a2h, a2l = split_tf32(sa[a_r + g, a_c + k0 + t + 4])
-    a3h, a3l = split_tf32(sa[a_r + g + 8, a_c + k0 + t + 4])
-    b0h, b0l = split_tf32(sb[b_r + k0 + t, b_c + g])
-    b1h, b1l = split_tf32(sb[b_r + k0 + t + 4, b_c + g])
-    d = mma_3xtf32((a0h, a1h, a2h, a3h), (a0l, a1l, a2l, a3l), (b0h, b1h), (b0l, b1l),
-                   (acc[0], acc[1], acc[2], acc[3]))
+    a = (round_tf32(sa[a_r + g, a_c + k0 + t]), round_tf32(sa[a_r + g + 8, a_c + k0 + t]),
+         round_tf32(sa[a_r + g, a_c + k0 + t + 4]), round_tf32(sa[a_r + g + 8, a_c + k0 + t + 4]))
+    b = (round_tf32(sb[b_r + k0 + t, b_c + g]), round_tf32(sb[b_r + k0 + t + 4, b_c + g]))
+    d = mma_1xtf32(a, b, (acc[0], acc[1], acc[2], acc[3]))
     for i in cutlass.range_constexpr(4):
         acc[i] = d[i]
 

@@ -12,7 +12,7 @@ For the L <= 64 tokens of one chunk slot c and one value head hv (docs/DESIGN.md
 
 The two GEMM-shaped steps run on tensor cores (warpgroup MMA, bf16 operands, fp32
 accumulate); the triangular solve stays fp32: its diagonal blocks on CUDA cores, its block
-merges on tensor cores in three TF32 passes (mma_tf32: fp32-accurate products).  256 threads =
+merges on tensor cores in one TF32 pass (mma_tf32: FLA's precision, the operands rounded to TF32).  256 threads =
 two warpgroups (WG0 = threads 0..127, WG1 = 128..255):
 
   phase 1  all 8 warps: rows of q and k (ordinary 2-byte global loads: q/k/v only
@@ -585,8 +585,8 @@ def recompute_wu_kernel(
                 sA[rb + ii, rb + jj] = xcol[ii]
         cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
 
-        # 3.2 32x32 merges, pair p = warpgroup p (blocks 2p, 2p+1), on the tensor cores in three TF32
-        #     passes (mma_tf32): warp wl < 2 of the warpgroup owns the 16x8 tile of columns 8 wl ..:
+        # 3.2 32x32 merges, pair p = warpgroup p (blocks 2p, 2p+1), on the tensor cores in one TF32
+        #     pass (mma_tf32): warp wl < 2 of the warpgroup owns the 16x8 tile of columns 8 wl ..:
         #     X_p = A_{2p+1,2p} D_{2p} -> scratch rows 16p..16p+15 (D lower triangular: k-steps >= wl);
         #     T_{2p+1,2p} = -D_{2p+1} X_p -> sA.  Each warpgroup reads and writes only its pair's
         #     blocks and scratch rows: warpgroup barriers between its steps, the CTA barrier only
@@ -608,7 +608,7 @@ def recompute_wu_kernel(
         cute.arch.sync_threads()
 
         # 3.3 64x64 merge: Y = A[32:, :32] Tm[:32, :32] -> scratch;  Tm[32:, :32] = -Tm[32:, 32:] Y -> sA,
-        #     on the tensor cores (three TF32 passes): warp w owns the 16x8 tile (rows 16 (w // 4) ..,
+        #     on the tensor cores (one TF32 pass): warp w owns the 16x8 tile (rows 16 (w // 4) ..,
         #     columns 8 (w % 4) ..) of each product.  Both Tm blocks are lower triangular with exact
         #     zeros above the diagonal, so each product skips the 8-deep k-steps that only add 0 * x
         #     (warp-uniform bounds): Y's tile of column block n needs k-steps >= n, the second

@@ -200,7 +200,8 @@ def _meta(args, cases) -> dict:
         variants = f"unavailable: {e}"
     return dict(
         card=torch.cuda.get_device_name(0), sms=props.multi_processor_count,
-        l2_bytes=getattr(props, "L2_cache_size", None), driver=_driver(),
+        l2_bytes=getattr(props, "L2_cache_size", None), memory_bytes=getattr(props, "total_memory", None),
+        driver=_driver(),
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         torch=torch.__version__, cuda=torch.version.cuda, python=sys.version.split()[0],
         gdn_prefill=_version("gdn-prefill", "gdn_prefill"), fla=_version("fla-core", "fla"),
@@ -679,6 +680,7 @@ def run_timing(cases: list[Case], args, log=print) -> dict:
     if not impls:
         return derive(result)
     l2 = result["meta"].get("l2_bytes") or L2_FALLBACK_BYTES
+    mem = result["meta"].get("memory_bytes")
     modes = tuple(m.strip() for m in args.modes.split(","))
     t_start = time.time()
     bar = Progress(len(cases), "bench_prefill", enable=not args.no_progress)
@@ -690,7 +692,7 @@ def run_timing(cases: list[Case], args, log=print) -> dict:
                 break
             bar.step(case.name)
             n_sets = rotation_sets(hbm_bytes(case.T, case.N, case.Hk, case.Hv), l2,
-                                   memory_bytes=int(torch.cuda.mem_get_info()[1] * SETS_MEMORY_SHARE))
+                                   memory_bytes=int(mem * SETS_MEMORY_SHARE) if mem else None)
             try:
                 sets = [_make_set(case, args.seed + i, normed=not args.qk_l2norm) for i in range(n_sets)]
                 cu = _cu(case)
