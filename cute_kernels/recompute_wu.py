@@ -8,7 +8,8 @@ For the L <= 64 tokens of one chunk slot c and one value head hv (docs/DESIGN.md
     A_ij = beta_i (k̂_i . k̂_j) exp(gcum_i - gcum_j)  for i > j, else 0
     Tm   = (I + A)^-1                                        (fp32, unit lower triangular)
     w    = Tm diag(beta exp(gcum)) K̂,   u = Tm diag(beta) V   (stored bf16; the unfused plan)
-    tu   = Tm diag(beta)                                     (stored bf16; the fused plan's builds)
+    tu   = Tm, beta32 = beta (fp32)          (stored bf16 / fp32; the fused plan's builds: its
+                                              spine scales its bracket by beta before rounding it)
 
 The two GEMM-shaped steps run on tensor cores (warpgroup MMA, bf16 operands, fp32
 accumulate); the triangular solve stays fp32: its diagonal blocks on CUDA cores, its block
@@ -291,7 +292,7 @@ def _aligned16(t: cute.Tensor) -> bool:
 def recompute_wu_kernel(
     q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
     cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
-    gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
+    gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
     pqk: cute.Tensor, tu: cute.Tensor, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom,
     mU: cute.Tensor, tma_p: cute.CopyAtom, mP: cute.Tensor, tma_t: cute.CopyAtom, mT: cute.Tensor,
     tma_kl: cute.CopyAtom, mKl: cute.Tensor, tma_ql: cute.CopyAtom, mQl: cute.Tensor, ready: cute.Tensor,
@@ -415,8 +416,12 @@ def recompute_wu_kernel(
             sE[r0 + 1] = b1 * cute.math.exp(c1)
             if r0 < L:
                 gcum[t0 + r0, hv] = c0
+                if cutlass.const_expr(with_pqk):
+                    beta32[t0 + r0, hv] = b0      # the fused spine scales Y by it (Tu holds no beta)
             if r0 + 1 < L:
                 gcum[t0 + r0 + 1, hv] = c1
+                if cutlass.const_expr(with_pqk):
+                    beta32[t0 + r0 + 1, hv] = b1
 
         if cutlass.const_expr(aligned):
             # ---- phase 1c (aligned): rows >= L zeroed, row norms from the thread's own vectors ----
@@ -627,7 +632,7 @@ def recompute_wu_kernel(
                 cute.arch.cp_async_bulk_wait_group(0, read=True)   # pqk's TMA store has read the Tw slot
         cute.arch.sync_threads()
 
-        # 3.4 Tw = Tm diag(beta exp(gcum) rk), Tu = Tm diag(beta), ROUNDED TO BF16 (the A operands
+        # 3.4 Tw = Tm diag(beta exp(gcum) rk), Tu = Tm diag(beta) (the fused plan: Tm), ROUNDED TO BF16 (the A operands
         #     of phase 4; this is the one rounding of Tm, as in FLA) -> swizzled smem, 16-byte stores
         cp_t = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((C, 4), stride=(4, 1)),
                                        cute.make_layout((1, 8)))
@@ -643,7 +648,10 @@ def recompute_wu_kernel(
             tm = sA[i, j]
             if cutlass.const_expr(not with_pqk):
                 rTw[e] = BFloat16(tm * (sE[j] * sR[j]))
-            rTu[e] = BFloat16(tm * sB[j])
+            if cutlass.const_expr(with_pqk):
+                rTu[e] = BFloat16(tm)         # the fused plan: Tm alone (its spine puts beta on Y)
+            else:
+                rTu[e] = BFloat16(tm * sB[j])
         if cutlass.const_expr(not with_pqk):
             cute.copy(cp_t, rTw, tTw)
         cute.copy(cp_t, rTu, tTu)
@@ -876,7 +884,7 @@ def _make_launch(with_pqk: bool):
     def recompute_wu(
         q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
         cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
-        gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
+        gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
         pqk: cute.Tensor, tu: cute.Tensor, ready: cute.Tensor, order: cute.Tensor, scale: Float32,
         use_qk_l2norm: Int32,
         use_state_indices: Int32,
@@ -916,7 +924,7 @@ def _make_launch(with_pqk: bool):
                                Int32(launch_smem_bytes(with_pqk, False, aligned)))
         recompute_wu_kernel(
             q, k, v, g, beta, cu_seqlens, state_indices,
-            gcum, rq, rk, w, u, pqk, tu, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT, tma_kl, mKl, tma_ql, mQl,
+            gcum, rq, rk, beta32, w, u, pqk, tu, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT, tma_kl, mKl, tma_ql, mQl,
             ready, order,
             scale, use_qk_l2norm, use_state_indices, slot_begin, ready_from,
             cute.fast_divmod_create_divisor_v2(Hv), cute.fast_divmod_create_divisor_v2(Hv // k.shape[1]),
@@ -958,6 +966,7 @@ def fake_args(dims: fake.Dims, beta_dtype=Float32, aligned: bool = False, with_p
         fake.ws_th(dims),                 # gcum
         fake.ws_th(dims),                 # rq
         fake.ws_th(dims),                 # rk
+        fake.ws_th(dims),                 # beta32
         fake.ws_tvd(dims, DK),            # w
         fake.ws_tvd(dims, DV),            # u
         fake.ws_tvd(dims, C),             # pqk

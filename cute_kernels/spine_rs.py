@@ -4,13 +4,14 @@ The fused plan's spine in every regime:
 O = rowscale * Q S + Pqk Vnew, no h, no vnew, the same contract as every spine.  The state is
 carried transposed, S^T (V x K), in the accumulators of one warpgroup, so that every MMA of a
 chunk takes its A operand straight from registers and the chunk-to-chunk chain never goes
-through shared memory.  Stage 1 of this plan ends at Tu = (I + A)^-1 diag(beta) (recompute_wu's
-_pqk builds: no W, U), and the spine forms Vnew = U - W S = Tu (V - diag(a) K S) itself, with
-a_m = exp(gcum_m) rk_m, from the K tile it loads for G3 anyway and V read from the input:
+through shared memory.  Stage 1 of this plan ends at Tu = (I + A)^-1 (recompute_wu's _pqk builds:
+no W, U; beta apart, in fp32), and the spine forms Vnew = U - W S = Tu diag(beta) (V - diag(a) K S)
+itself, with a_m = exp(gcum_m) rk_m, from the K tile it loads for G3 anyway and V read from the
+input (beta scales the bracket before its one bf16 rounding, as FLA rounds beta v once):
 
     rS = bf16(S^T)                                    A of G1 and G2 (64 v x 128 k)
     G1  Z = rS K^T           M=64 v, N=64 m, K=128    B = the K tile, read K-major
-        Y^T = V^T - Z diag(a)  (V^T by transposing ldmatrix; columns m >= L selected to 0)
+        Y^T = (V^T - Z diag(a)) diag(beta)  (V^T by transposing ldmatrix)
     G1b Vnew^T = bf16(Y^T) Tu^T  M=64 v, N=64 j, K=64 m; B = the Tu tile (K-major, as stored;
                              columns j >= L selected to 0)
     G2  Y = rS Q^T           M=64 v, N=64 i, K=128    B = the q tile (K-major, as stored)
@@ -195,6 +196,10 @@ TAB = 3 * CHUNK + 4                   # coefficient table per slot: coef_j, c_i,
 TAB_C = CHUNK                         # c_i = scale rq_i exp(gcum_i)
 TAB_A = 2 * CHUNK                     # a_m = exp(gcum_m) rk_m (Y^T = V^T - Z diag(a))
 TAB_GL = 3 * CHUNK                    # exp(g_last)
+BSLOT = 2                             # beta's own ring (Y' = diag(beta) Y): two deep, so that the dual
+                                      # build's shared memory holds it (a fourth table column of NSLOT
+                                      # slots would not); the loader writes chunk i's once chunk i - 2
+                                      # has released its slot, i.e. once chunk i - 2's Y' is formed
 assert CHUNK == 64 and DK == 128 and VB == 64 and DV % VB == 0
 
 _T_BYTES = CHUNK * CHUNK * 2
@@ -232,7 +237,7 @@ def _smem_bytes(nwg: int = 1) -> int:
     table (its tiles alone are 229,376 of the 232,448 B an H100 / H200 CTA may have)."""
     def up(x, a):
         return (x + a - 1) // a * a
-    small = 8 * _nbars(nwg) + 4 * NSLOT * TAB
+    small = 8 * _nbars(nwg) + 4 * NSLOT * TAB + 4 * BSLOT * CHUNK
     off = 0 if nwg > 1 else small
     for n in _smem_tiles(nwg).values():
         off = up(off, 1024) + 2 * n
@@ -250,7 +255,8 @@ def _shared_storage(nwg: int = 1):
              "empty": cute.struct.MemRange[cutlass.Int64, NSLOT],
              "ostaged": cute.struct.MemRange[cutlass.Int64, 2 * nwg],
              "ofree": cute.struct.MemRange[cutlass.Int64, 2 * nwg],
-             "tab": cute.struct.MemRange[Float32, NSLOT * TAB]}
+             "tab": cute.struct.MemRange[Float32, NSLOT * TAB],
+             "btab": cute.struct.MemRange[Float32, BSLOT * CHUNK]}
     tiles = {name: cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024]
              for name, n in _smem_tiles(nwg).items()}
     fields = {**tiles, **small} if nwg > 1 else {**small, **tiles}
@@ -310,7 +316,7 @@ def spine_rs_kernel(
     tma_t: cute.CopyAtom, mT: cute.Tensor, tma_v: cute.CopyAtom, mV: cute.Tensor,
     tma_k: cute.CopyAtom, mK: cute.Tensor, tma_o: cute.CopyAtom, mO: cute.Tensor,
     tma_q: cute.CopyAtom, mQ: cute.Tensor, tma_pq: cute.CopyAtom, mPq: cute.Tensor,
-    gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, cu_seqlens: cute.Tensor,
+    gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.Tensor, cu_seqlens: cute.Tensor,
     state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, ready: cute.Tensor, order: cute.Tensor,
     scale: Float32, has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
     checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
@@ -366,6 +372,7 @@ def spine_rs_kernel(
     ostaged_bar = storage.ostaged.data_ptr()
     ofree_bar = storage.ofree.data_ptr()
     sTab = storage.tab.get_tensor(cute.make_layout((TAB, NSLOT)))
+    sBt = storage.btab.get_tensor(cute.make_layout((CHUNK, BSLOT)))   # beta_m of chunk i at [m, i % BSLOT]
 
     def view(field, layout):
         return getattr(storage, field).get_tensor(layout.outer, swizzle=layout.inner)
@@ -406,7 +413,8 @@ def spine_rs_kernel(
         if run != 0:
             bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
             if warp_idx == load_warp:
-                _loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, gcum, rk, rq, scale,
+                _loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, sBt, gcum, rk, rq,
+                       beta32, scale,
                        tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
                        ready, ready_from, plan.first_slot(cu_seqlens[n], n) + seg.j * seg_chunks, cz, nwg, active,
                        role, seg.map_)
@@ -421,11 +429,11 @@ def spine_rs_kernel(
             if wg < active:
                 bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
                 if cutlass.const_expr(role == Role.MAPS):
-                    _maps(tidx % 128, wg, hv, slot, bos, eos, nch, wg * VB, sT, sK, sKk, sV_vj, sTab, full_bar,
+                    _maps(tidx % 128, wg, hv, slot, bos, eos, nch, wg * VB, sT, sK, sKk, sV_vj, sTab, sBt, full_bar,
                           empty_bar, state, initial_state, state_in, maps, seg_state, seg)
                 else:
                     _state(tidx % 128, wg, n, hv, slot, bos, eos, nch, col0 + wg * VB, sT, sK, sKk, sV_vj, sQ, sPq,
-                           sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state,
+                           sO_vi, sTab, sBt, full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state,
                            checkpoints, checkpoint_chunks, initial_state, state_in, cz, nwg, active,
                            seg_state, seg, seg_chunks, role)
     if cutlass.const_expr(cz > 1):
@@ -586,7 +594,7 @@ def _chunks(cu_seqlens: cute.Tensor, n: Int32, seg: _Segment, seg_chunks: Int32)
 
 @cute.jit
 def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32,
-           col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sO_vi, sTab, full_bar, empty_bar, ostaged_bar, ofree_bar,
+           col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sO_vi, sTab, sBt, full_bar, empty_bar, ostaged_bar, ofree_bar,
            state: cute.Tensor, has_state: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
            initial_state: cute.Tensor, state_in: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr, active,
            seg_state: cute.Tensor, seg: _Segment, seg_chunks: Int32, role: cutlass.Constexpr):
@@ -682,7 +690,7 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
             cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * nwg + wg]), rVt_cv)
             warpgroup.wait_group(1)           # G1 (G4 of chunk i - 1 may still run)
             # Y^T = V^T - Z diag(a); G1b: Vnew^T = bf16(Y^T) Tu^T, then G2: Q S behind it
-            _y_t(rP, rVt, accX, sTab, tXc, s)
+            _y_t(rP, rVt, accX, sTab, sBt, tXc, s, i % BSLOT)
             _issue(mma_n64, accX, tPa, tTb, s, True)
             # chunk i - 1's output, its G4 complete (in the pipe before G1b): O^T -> bf16 -> the store
             # warp under G1b, then G2 may overwrite accY
@@ -721,7 +729,7 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
 
 @cute.jit
 def _maps(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32, col0: Int32,
-          sT, sK, sKk, sV_vj, sTab, full_bar, empty_bar, state: cute.Tensor, initial_state: cute.Tensor,
+          sT, sK, sKk, sV_vj, sTab, sBt, full_bar, empty_bar, state: cute.Tensor, initial_state: cute.Tensor,
           state_in: Int32, maps: cute.Tensor, seg_state: cute.Tensor, seg: _Segment):
     """A MAPS consumer warpgroup: columns col0 .. col0 + 64 of its segment's map (seg.map_), the
     chain of _state without the output (no G2, G4, epilogue): A from S = I with V = 0, B from
@@ -775,7 +783,7 @@ def _maps(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: 
             cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * DUAL_WG + wg]), rVt_cv)
         warpgroup.wait_group(0)
         # Y^T = V^T - Z diag(a) (A: V = 0); G1b: Vnew^T = bf16(Y^T) Tu^T
-        _y_t(rP, rVt, accX, sTab, tXc, s)
+        _y_t(rP, rVt, accX, sTab, sBt, tXc, s, i % BSLOT)
         _issue(mma_n64, accX, tPa, tTb, s, True)
         warpgroup.wait_group(0)
         # P^T = Vnew^T coef_j (columns j >= L: 0); G3: S^T = g S^T + bf16(P^T) K
@@ -816,14 +824,17 @@ def _issue(mma, acc, tA, tB, s: Int32, overwrite: cutlass.Constexpr):
 
 
 @cute.jit
-def _y_t(rP, rVt, accX, sTab, tXc, s: Int32):
-    """Y^T = V^T - Z diag(a) as bf16 (the A operand of G1b), a_m = exp(gcum_m) rk_m (columns m >= L:
-    0 - 0 * 0, the V and K rows zeroed).  a_m is loaded once per column (a thread's 32 values lie
+def _y_t(rP, rVt, accX, sTab, sBt, tXc, s: Int32, bs: Int32):
+    """Y'^T = (V^T - Z diag(a)) diag(beta) as bf16 (the A operand of G1b), a_m = exp(gcum_m) rk_m
+    (columns m >= L: (0 - 0 * 0) beta_m, the V and K rows zeroed and beta_m finite: stage 1's or 0).
+    beta scales Y before its one rounding and Tu holds Tm alone, as FLA rounds beta v once: with beta
+    inside Tu it was rounded twice (Tu's entry, then Y; docs/PERFORMANCE.md, numerics).  a_m is loaded once per column (a thread's 32 values lie
     on 16 columns), and no element is selected: a load inside `if m < L` made each element
     predicated code with a conversion of its own (32 F2FP and 16 PRMT where 16 F2FP pack the pairs)."""
     a_col = [sTab[TAB_A + tXc[wgmma_acc.first_of_col(c)][1], s] for c in range(cute.size(accX) // 2)]
+    b_col = [sBt[tXc[wgmma_acc.first_of_col(c)][1], bs] for c in range(cute.size(accX) // 2)]
     for e in cutlass.range_constexpr(cute.size(accX)):
-        rP[e] = BFloat16(Float32(rVt[e]) - accX[e] * a_col[wgmma_acc.col(e)])
+        rP[e] = BFloat16((Float32(rVt[e]) - accX[e] * a_col[wgmma_acc.col(e)]) * b_col[wgmma_acc.col(e)])
 
 
 @cute.jit
@@ -907,8 +918,8 @@ def _stores(nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, ostaged_
 
 
 @cute.jit
-def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32, full_bar, empty_bar, sTab,
-           gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, scale: Float32,
+def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32, full_bar, empty_bar, sTab, sBt,
+           gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.Tensor, scale: Float32,
            tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
            ready: cute.Tensor, ready_from: Int32, slot0: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr,
            active, role: cutlass.Constexpr, map_: Int32):
@@ -934,10 +945,13 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
     kb = Float32(0.0)
     qa = Float32(0.0)
     qb = Float32(0.0)
+    ba = Float32(0.0)
+    bb = Float32(0.0)
     gl = Float32(0.0)
     if nch > 0:
         _await_ready(ready, slot0, hv, ready_from)
-        gl, ga, ka, qa, gb, kb, qb = _row_data(gcum, rk, rq, hv, bos, eos, lane, ga, ka, qa, gb, kb, qb)
+        gl, ga, ka, qa, ba, gb, kb, qb, bb = _row_data(gcum, rk, rq, beta32, hv, bos, eos, lane,
+                                                       ga, ka, qa, ba, gb, kb, qb, bb)
     for i in cutlass.range(nch, unroll=1):
         s = i % NSLOT
         t0 = bos + i * CHUNK
@@ -989,11 +1003,18 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
         sTab[TAB_A + lane + 32, s] = ab
         if lane == 0:
             sTab[TAB_GL, s] = cute.math.exp(gl)
+        # beta's ring (BSLOT deep): chunk i - BSLOT's consumers are done with the entry once they
+        # have released that chunk's slot (they form its Y' before)
+        if i >= BSLOT:
+            j = i - BSLOT
+            cute.arch.mbarrier_wait(empty_bar + j % NSLOT, (j // NSLOT) % 2)
+        sBt[lane, i % BSLOT] = cutlass.select_(lane < L, ba, Float32(0.0))
+        sBt[lane + 32, i % BSLOT] = cutlass.select_(lane + 32 < L, bb, Float32(0.0))
         cute.arch.mbarrier_arrive(bar)
         if i + 1 < nch:
             _await_ready(ready, slot0 + i + 1, hv, ready_from)
-            gl, ga, ka, qa, gb, kb, qb = _row_data(gcum, rk, rq, hv, t0 + CHUNK, eos, lane,
-                                                   ga, ka, qa, gb, kb, qb)
+            gl, ga, ka, qa, ba, gb, kb, qb, bb = _row_data(gcum, rk, rq, beta32, hv, t0 + CHUNK, eos, lane,
+                                                           ga, ka, qa, ba, gb, kb, qb, bb)
 
 
 @cute.jit
@@ -1020,21 +1041,24 @@ def _await_ready(ready: cute.Tensor, c: Int32, hv: Int32, ready_from: Int32):
 
 
 @cute.jit
-def _row_data(gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, hv: Int32, t0: Int32, eos: Int32,
-              lane: Int32, ga: Float32, ka: Float32, qa: Float32, gb: Float32, kb: Float32, qb: Float32):
-    """gcum of the chunk's last row, and gcum, rk, rq of rows lane and lane + 32 of the chunk at
-    t0 (rows at or past eos are never read: their values stay as given and are unused)."""
+def _row_data(gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.Tensor, hv: Int32, t0: Int32,
+              eos: Int32, lane: Int32, ga: Float32, ka: Float32, qa: Float32, ba: Float32, gb: Float32,
+              kb: Float32, qb: Float32, bb: Float32):
+    """gcum of the chunk's last row, and gcum, rk, rq, beta of rows lane and lane + 32 of the chunk
+    at t0 (rows at or past eos are never read: their values stay as given and are unused)."""
     L = cutlass.min(eos - t0, CHUNK)
     gl = gcum[t0 + L - 1, hv]
     if lane < L:
         ga = gcum[t0 + lane, hv]
         ka = rk[t0 + lane, hv]
         qa = rq[t0 + lane, hv]
+        ba = beta32[t0 + lane, hv]
     if lane + 32 < L:
         gb = gcum[t0 + lane + 32, hv]
         kb = rk[t0 + lane + 32, hv]
         qb = rq[t0 + lane + 32, hv]
-    return gl, ga, ka, qa, gb, kb, qb
+        bb = beta32[t0 + lane + 32, hv]
+    return gl, ga, ka, qa, ba, gb, kb, qb, bb
 
 
 # --------------------------------------------------------------------------- launch
@@ -1053,7 +1077,7 @@ def _make_launch(pair: bool, dual: bool = False, role: Role = Role.SEQUENCE):
     @cute.jit
     def spine_rs(
         q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, tu: cute.Tensor, pqk: cute.Tensor,
-        gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor,
+        gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor,
         cu_seqlens: cute.Tensor,
         state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, scale: Float32,
         has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32, order: cute.Tensor,
@@ -1083,7 +1107,7 @@ def _make_launch(pair: bool, dual: bool = False, role: Role = Role.SEQUENCE):
         Hv = v.shape[1]
         kernel = spine_rs_kernel(
             tma_t, mT, tma_v, mV, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
-            gcum, rk, rq, cu_seqlens, state, state_indices, out, ready, order, scale,
+            gcum, rk, rq, beta32, cu_seqlens, state, state_indices, out, ready, order, scale,
             has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv, checkpoints, checkpoint_chunks,
             initial_state, state_in, maps, seg_state, seg_chunks, maps_all, cz, nwg, role,
         )
@@ -1155,7 +1179,8 @@ def fake_args(dims, layout, pair=False, dual=False, state_dtype="fp32", role="se
      use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in) = sw.fake_args(
          dims, layout, state_dtype=state_dtype)
     v = fake.tv(dims, stride_div=8, align=16)        # a TMA source, as q and k
-    return [q, k, v, fake.ws_tvd(dims, CHUNK), pqk, gcum, rq, rk, cu_seqlens, state, state_indices, out, scale,
+    return [q, k, v, fake.ws_tvd(dims, CHUNK), pqk, gcum, rq, rk, fake.ws_th(dims), cu_seqlens, state, state_indices,
+            out, scale,
             has_state, use_state_indices, fake.ws_ready(dims), fake.i32(0), fake.ws_order(dims),
             checkpoints, checkpoint_chunks, initial_state, state_in,
             fake.ws_states(dims, dims.M2), fake.ws_states(dims, dims.M), fake.i32(1), fake.i32(0)]

@@ -279,8 +279,8 @@ def recurrent(q, k, v, g, beta, *, cu_seqlens=None, state=None, state_indices=No
 def _chunk_stage1(k, v, g, beta):
     """One chunk, all heads: k [Hv,L,K], v [Hv,L,V], g/beta [Hv,L] -> gcum, w, u, decay, tu.
 
-    decay[h, i, j] = exp(gcum_i - gcum_j) for i >= j, else 0; tu = (I + A)^-1 diag(beta), the
-    fused plan's stage-1 output (u = tu v, w = tu diag(exp(gcum)) k).
+    decay[h, i, j] = exp(gcum_i - gcum_j) for i >= j, else 0; tu = (I + A)^-1, the fused plan's
+    stage-1 output (u = tu diag(beta) v, w = tu diag(beta exp(gcum)) k: its spine puts beta on Y).
     """
     L = g.shape[-1]
     gcum = torch.cumsum(g, dim=-1)
@@ -293,7 +293,7 @@ def _chunk_stage1(k, v, g, beta):
     Tm = torch.linalg.solve_triangular(eye + A, eye, upper=False, unitriangular=True)
     w = Tm @ ((beta * gcum.exp())[..., None] * k)
     u = Tm @ (beta[..., None] * v)
-    return gcum, w, u, decay, Tm * beta[:, None, :]
+    return gcum, w, u, decay, Tm
 
 
 def _chunk_stage2(S, k, gcum, w, u):
@@ -409,8 +409,8 @@ def chunked_intermediates(q, k, v, g, beta, *, cu_seqlens=None, state=None, stat
       h [CB, Hv, K, V]             float64, state at chunk entry, always S[k, v] orientation
       pqk [T, Hv, 64]              float64, row t of the in-chunk attention of t's chunk
                                    (columns past the chunk's length: 0)
-      tu [T, Hv, 64]               float64, row t of (I + A)^-1 diag(beta) of t's chunk (the
-                                   fused plan's stage 1; columns past the chunk's length: 0)
+      tu [T, Hv, 64]               float64, row t of (I + A)^-1 of t's chunk (the fused plan's
+                                   stage 1; columns past the chunk's length: 0)
       o [T, Hv, V], new_state      as returned by :func:`chunked`
     Rows of padding sequences, of tokens outside every sequence, and unused h slots
     (including the slots of padding sequences) are NaN.

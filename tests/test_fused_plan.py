@@ -2,7 +2,7 @@
 
 spine="wgmma" with q, k, v and out 16-byte aligned (token / head strides multiples of 8
 elements) runs two kernels: recompute_wu's _pqk build (it writes the in-chunk attention and
-Tu = (I + A)^-1 diag(beta) instead of W and U) and spine_rs_o* (the spine forms Vnew from Tu and V
+Tu = (I + A)^-1 and beta32 instead of W and U) and spine_rs_o* (the spine forms Vnew from Tu and V
 and computes the chunk output itself: no h, no vnew, no fwd_o).  Anything else runs the unfused plan, and explain() says why.
 """
 from __future__ import annotations
@@ -66,13 +66,13 @@ def test_scalar_spine_runs_three_kernels():
 
 
 def test_workspace_of_each_plan():
-    """Each plan carves only its own tensors: the fused plan gcum, rq, rk, ready, tu, pqk and order;
+    """Each plan carves only its own tensors: the fused plan gcum, rq, rk, ready, tu, pqk, order and beta32;
     the segmented plan those and maps, seg_state; the unfused plan gcum, rq, rk, ready, w, u, vnew
     and h.  Within a plan they do not overlap and fit in its workspace bytes; workspace_bytes()
     without a plan serves every one, the segmented plan at any segment length the planner may pick
     (at most GDN_SEG_MAX_CTAS / 2 segment slots x heads)."""
     T, N, Hv = 300, 3, 4
-    fused_set = {"gcum", "rq", "rk", "ready", "tu", "pqk", "order"}
+    fused_set = {"gcum", "rq", "rk", "ready", "tu", "pqk", "order", "beta32"}
     want = {"fused": fused_set, "segmented": fused_set | {"maps", "seg_state"},
             "unfused": {"gcum", "rq", "rk", "ready", "w", "u", "vnew", "h"}}
     M = plan.segment_slots(T, N, 1)           # one chunk per segment: the most slots

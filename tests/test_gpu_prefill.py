@@ -243,7 +243,7 @@ def test_stages_against_oracle_intermediates(spine, warpgroups, fused):
     """recompute_wu, the spine and fwd_o each checked on their own outputs
     (the wgmma spine in both builds: `warpgroups` forces one through the test hook).  The
     fused plan has no fwd_o and writes no w, u, vnew, h: its recompute_wu's in-chunk attention
-    (pqk) and Tu = (I + A)^-1 diag(beta) (tu) are checked instead, and o and the state as for the
+    (pqk) and Tu = (I + A)^-1 (tu) are checked instead, and o and the state as for the
     others."""
     inp = ref.make_inputs([1, 65, 130, 64], 2, 4, seed=int.from_bytes(os.urandom(4), "little"), device="cuda",
                           state="pool", pad_every=0, l2norm_inputs=False)

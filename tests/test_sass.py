@@ -184,7 +184,9 @@ def test_fused_spine_chunk_loop_holds_no_state_store(v):
     checkpoints, made the one-sequence rows 6-7 % slower (the loop 664 -> 806 instructions).  The
     chunks now run in segments with the store between them: the innermost loop that holds the
     chain's MMAs stores nothing to global memory and loads nothing into registers, and it is as
-    long as the loop before checkpoints (664 instructions; 681 with the segment bounds).  (The
+    long as the loop before checkpoints (664 instructions; 681 with the segment bounds; 726 with
+    beta scaling Y before its rounding: 16 loads of beta's ring and 32 multiplies; the segment
+    role 734).  (The
     dual build's two roles interleave their branches: the loop finder does not isolate its chunk
     loop, and the source is the same.)"""
     if v not in VARIANTS:
@@ -195,7 +197,7 @@ def test_fused_spine_chunk_loop_holds_no_state_store(v):
     body = [x["text"] for x in ins[a:b + 1]]
     assert not [t for t in body if re.match(r"(@!?U?P\w+\s+)?(STG|LDG)\b", t)], v
     assert len(spans) == 2, (v, spans)           # the chunk loop inside the segment loop
-    assert len(body) <= 700, (v, len(body))
+    assert len(body) <= 740, (v, len(body))
 
 
 def _is_ldg(text: str) -> bool:

@@ -142,7 +142,7 @@ typedef struct {
  *                 (no state, or zero_initial), 2 `initial_state` when bound, else 1 `state` (in place)
  * Workspace (carved per plan by the launcher, CB = ceil(T/CHUNK) + N chunk slots; chunk i
  * of sequence n is slot cu_seqlens[n] / CHUNK + n + i, computed on the device: no index table).
- * The fused-output plan's: gcum, rq, rk, ready, tu, pqk, order; the unfused plan's: gcum, rq, rk,
+ * The fused-output plan's: gcum, rq, rk, ready, tu, pqk, order, beta32; the unfused plan's: gcum, rq, rk,
  * ready, w, u, vnew, h; the other plan's tensors keep their shapes with data NULL (never
  * touched).  gdn_workspace_bytes serves either plan:
  *   gcum, rq, rk  [T, Hv] fp32 in-chunk cumulative gate; 1/||q||, 1/||k|| (or 1); stored
@@ -152,10 +152,11 @@ typedef struct {
  *   pqk           [T, Hv, CHUNK] bf16   in-chunk attention of the fused spine + output:
  *                 row t0+i = scale rq_i rk_j (q_i . k_j) exp(gcum_i - gcum_j), j <= i (else 0)
  *   tu            [T, Hv, CHUNK] bf16   the fused plan's stage-1 output instead of w and u:
- *                 row t0+i = row i of Tu = (I + A)^-1 diag(beta) (its spine forms
- *                 Vnew = Tu (V - diag(exp(gcum) rk) K S) itself)
+ *                 row t0+i = row i of Tm = (I + A)^-1 (its spine forms
+ *                 Vnew = Tm diag(beta) (V - diag(exp(gcum) rk) K S) itself, beta on the bracket)
+ *   beta32        [T, Hv] fp32, head-major as gcum: beta as stage 1 read it (fused plans)
  *   ready         [CB, Hv] int32   overlap plan: 1 once recompute_wu has stored slot c's Tu, P,
- *                 gcum, rq, rk of head hv (zeroed by the launcher before each overlapped call)
+ *                 gcum, rq, rk, beta32 of head hv (zeroed by the launcher before each overlapped call)
  *   order         [N] int32        fused plan: the sequences longest first (equal lengths by
  *                 index), written by recompute_wu's first launch (slot_begin == 0), block 0, when
  *                 N <= GDN_ORDER_MAX_SEQS; read by the fused spine's grid
@@ -192,6 +193,7 @@ typedef struct {
     int32_t seg_chunks;              /* chunks per segment of the segmented plan    */
     int64_t max_seqlen;              /* the caller's hint: the longest sequence's tokens (0: unknown) */
     int32_t maps_all;                /* launcher: the MAPS pass forms every map (a rank's shard) */
+    gdn_tensor_t beta32;             /* the fused plans' workspace: beta in fp32 for the spine */
 } gdn_problem_t;
 
 #endif /* GDN_ABI_H */

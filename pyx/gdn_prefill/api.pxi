@@ -636,10 +636,10 @@ def workspace_layout(int64_t T, int64_t N, int64_t Hv, bint fused=True, int seg_
     cdef char *base = <char *>GDN_WORKSPACE_ALIGN_BYTES  # any aligned non-NULL base: offsets only
     _carve(&p, base, T, N, Hv, (PLAN_SEGMENTED if seg_chunks > 0 else PLAN_SERIAL) if fused else PLAN_UNFUSED,
            seg_chunks)
-    names = ("gcum", "rq", "rk", "ready", "w", "u", "vnew", "h", "pqk", "tu", "order", "maps", "seg_state")
-    cdef gdn_tensor_t *ts[13]
+    names = ("gcum", "rq", "rk", "ready", "w", "u", "vnew", "h", "pqk", "tu", "order", "maps", "seg_state", "beta32")
+    cdef gdn_tensor_t *ts[14]
     ts[:] = [&p.gcum, &p.rq, &p.rk, &p.ready, &p.w, &p.u, &p.vnew, &p.h, &p.pqk, &p.tu, &p.order, &p.maps,
-             &p.seg_state]
+             &p.seg_state, &p.beta32]
     out = {}
     for i in range(len(names)):
         if ts[i].data == NULL:

@@ -101,6 +101,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         int32_t seg_chunks
         int64_t max_seqlen
         int32_t maps_all
+        gdn_tensor_t beta32
 
 cdef extern from "gdn/gdn_kernels.h" nogil:
     int gdn_num_variants()

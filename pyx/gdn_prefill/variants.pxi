@@ -38,7 +38,7 @@ for _sdt in range(NUM_SDT):
     _v_spine[_sdt][GDN_SPINE_WGMMA][GDN_STATE_KV][1] = gdn_variant_id(b"spine_wgmma_wg2_kv" + _SDT_SUFFIX[_sdt])
     _v_spine[_sdt][GDN_SPINE_WGMMA][GDN_STATE_VK][1] = gdn_variant_id(b"spine_wgmma_wg2_vk" + _SDT_SUFFIX[_sdt])
 # The fused plan (spine="wgmma" with q, k, v, out 16-byte aligned): recompute_wu writes the
-# in-chunk attention (pqk) and Tu = (I + A)^-1 diag(beta) (tu) instead of W and U, and the spine
+# in-chunk attention (pqk), Tu = (I + A)^-1 (tu) and beta in fp32 instead of W and U, and the spine
 # forms Vnew from Tu and V and computes the output itself (spine_rs_o_*: the state in the
 # registers of one warpgroup per 64 state columns, every regime): two launches, no W / U / h /
 # vnew round trip through HBM, no fwd_o.  _fused_guard() decides per call.

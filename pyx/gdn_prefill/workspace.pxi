@@ -15,7 +15,7 @@ cdef inline int64_t _chunk_slots(int64_t T, int64_t N) noexcept nogil:
 cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t Hv, int kind,
                     int32_t seg_chunks) noexcept nogil:
     """Lay one plan's workspace tensors out from `base` (NULL: only count); returns the bytes used.
-    The fused plans' (PLAN_SERIAL, PLAN_OVERLAP): gcum, rq, rk, ready, tu, pqk, order; the
+    The fused plans' (PLAN_SERIAL, PLAN_OVERLAP): gcum, rq, rk, ready, tu, pqk, order, beta32; the
     segmented plan's: those, maps and seg_state (M = segment slots of seg_chunks chunks); the
     unfused plan's: gcum, rq, rk, ready, w, u, vnew, h.  The other plans' tensors get their shapes
     and no memory (data NULL): their kernels take them as parameters and never touch them (at
@@ -36,6 +36,7 @@ cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t 
     off = _piece(&p.tu, fb, off, GDN_DTYPE_BF16, 3, T, Hv, GDN_CHUNK, 1)
     off = _piece(&p.pqk, fb, off, GDN_DTYPE_BF16, 3, T, Hv, GDN_CHUNK, 1)
     off = _piece(&p.order, fb, off, GDN_DTYPE_I32, 1, N, 1, 1, 1)
+    off = _head_major(&p.beta32, fb, off, T, Hv)
     cdef int64_t fused_end = off
     off = _piece(&p.maps, sb, off, GDN_DTYPE_F32, 4, 2 * M, Hv, K, V)
     off = _piece(&p.seg_state, sb, off, GDN_DTYPE_F32, 4, M, Hv, K, V)
