@@ -95,19 +95,12 @@ def test_hard_inputs_within_bound_finite_and_deterministic(kind, plan):
     assert torch.equal(o1.view(torch.int16), o2.view(torch.int16)) and torch.equal(s1, s2), f"{kind}: not bitwise"
 
 
-# Where the contract does not hold yet (run 161; issue 42): the fused plan rounds beta inside Tu =
-# bf16(Tm diag(beta)) and then Vnew = Tu bf16(Y) again, where FLA rounds beta v once; with Tm ~ I
-# (decays that underflow) that is two roundings against one (state 1.50 x, o 1.15 x FLA's;
-# FlashInfer's errors equal ours there); parallel keys: o 1.10 x (state 0.90 x).  tools/rounding_model.py
-# reproduces both and puts both on that placement (beta on Y instead: 0.98 / 1.00 x FLA's o).  Strict: the
-# fix makes these fail until the marks go.
-_NOT_YET = {"decay_underflow": "beta rounded inside Tu, then Vnew rounded (issue 42): state 1.50 x FLA",
-            "parallel_keys": "beta rounded inside Tu (issue 42): o 1.10 x FLA's (state 0.90 x)"}
+# Run 161 measured the contract failing on decay_underflow (state 1.50 x FLA's) and parallel_keys (o 1.10 x)
+# with beta rounded inside Tu; with beta on the spine's bracket (run 163) every kind holds.
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("kind", [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason=_NOT_YET[k]))
-                                  if k in _NOT_YET else k for k in KINDS])
+@pytest.mark.parametrize("kind", KINDS)
 def test_hard_inputs_no_worse_than_fla(kind):
     fla = pytest.importorskip("fla.ops.gated_delta_rule")
     inp, o_ref, s_ref = _case(kind)
