@@ -10,10 +10,22 @@
 #   parts tag                   tools/overlap_parts.py at 1x8192, 1x65536 -> $OUT/parts.txt
 #   sweep tag pcts              bench_overlap's split sweep at those percentages (e.g. 2,5,7,10) ->
 #                               $OUT/overlap_<tag>.md, its rows echoed (SWEEP_SHAPES overrides the shapes)
+#   step name limit cmd...      cmd under `timeout -s KILL limit`, its output in $OUT/name.log; prints
+#                               its exit status and the seconds since T0 (set when sourced; reset it)
+#   peers                       PYTHONPATH for the FlashInfer bundle installed by .peer3/install_peers.sh
+# Sourcing it also installs the wheels carried in .whl/ (FLA) into /tmp/site, on PYTHONPATH.
 # Every step runs under `timeout -s KILL` so that a hung kernel cannot eat the device budget.
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/gdn_out}; mkdir -p "$OUT"
+T0=$SECONDS
+if compgen -G ".whl/*.whl" >/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
+fi
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+
+step() { local name=$1 limit=$2; shift 2; timeout -s KILL "$limit" "$@" >"$OUT/$name.log" 2>&1; echo "$name: rc=$? at $((SECONDS - T0)) s"; }
+peers() { export PYTHONPATH=/tmp/peersite:/tmp/peersite/nvidia_cutlass_dsl/dsl_packages:/tmp/site; }
 
 inst() {
   GDN_PREFILL_PREBUILT=$1 timeout -s KILL 90 python3 -m pip install -q --no-build-isolation --no-deps -e . \

@@ -6,8 +6,7 @@
 set -u
 source tools/device_lib.sh
 inst build/aot run160
-t0=$SECONDS
-step() { local name=$1 limit=$2; shift 2; timeout -s KILL "$limit" "$@" >"$OUT/$name.log" 2>&1; echo "$name: rc=$? at $((SECONDS - t0)) s"; }
+T0=$SECONDS
 step tests 150 python3 -m pytest -m gpu tests/test_gpu_prefill.py -q -p no:cacheprovider -k seg
 tail -2 "$OUT/tests.log"
 step cp_tests 120 python3 -m pytest -m gpu tests/test_distributed.py -q -p no:cacheprovider

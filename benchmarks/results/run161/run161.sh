@@ -9,12 +9,7 @@
 #   4: the many-sequences 128K x 4 row beside the peers (one rotation set: the memory share)
 set -u
 phase=${1:-1}
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
-export PYTHONPATH=/tmp/site
 source tools/device_lib.sh
-t0=$SECONDS
-step() { local name=$1 limit=$2; shift 2; timeout -s KILL "$limit" "$@" >"$OUT/$name.log" 2>&1; echo "$name: rc=$? at $((SECONDS - t0)) s"; }
-peers() { export PYTHONPATH=/tmp/peersite:/tmp/peersite/nvidia_cutlass_dsl/dsl_packages:/tmp/site; }
 hard() { step "hard_$1" "$2" python3 benchmarks/numerics_hard.py --impls "$3" --md "$OUT/hard_$1.md" --json "$OUT/hard_$1.json"
          grep "^|" "$OUT/hard_$1.md" || tail -5 "$OUT/hard_$1.log"; }
 timing() {   # stage 1 alone (bench_segments' recompute_wu column) and the whole prefill at 16/32

@@ -7,11 +7,7 @@
 #   2: time, main / fold / main in one call: the segmented rows (bench_segments) and the 16/32 prefill
 set -u
 phase=${1:-1}
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>/dev/null
-export PYTHONPATH=/tmp/site
 source tools/device_lib.sh
-t0=$SECONDS
-step() { local name=$1 limit=$2; shift 2; timeout -s KILL "$limit" "$@" >"$OUT/$name.log" 2>&1; echo "$name: rc=$? at $((SECONDS - t0)) s"; }
 timing() {
   step "seg_$1" 150 python3 benchmarks/bench_segments.py --shapes 1x8K,1x32K --heads 2/4,4/8 --segments 8,16 --md "$OUT/seg_$1.md"
   grep -E "rule" "$OUT/seg_$1.md" || tail -3 "$OUT/seg_$1.log"
