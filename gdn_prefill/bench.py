@@ -405,7 +405,7 @@ def peer_call(impl: str, case: Case, s, cu: dict, use_l2: bool) -> PeerCall:
                         prepare=lambda: None, note=note)
     if impl == "flashinfer":
         from flashinfer.gdn_prefill import chunk_gated_delta_rule as fn
-        from .reference import L2NORM_EPS
+        from .reference import _l2norm_inv
         note = f"alpha=exp(g), state [N,Hv,V,K], route: {flashinfer_route(case)}"
         if use_l2:
             note += "; q/k pre-normed (FlashInfer ignores use_qk_l2norm_in_kernel)"
@@ -413,8 +413,8 @@ def peer_call(impl: str, case: Case, s, cu: dict, use_l2: bool) -> PeerCall:
         def converted() -> dict:
             q, k = s.q, s.k
             if use_l2:                          # the kernels' (and the oracle's) rsqrt(|x|^2 + eps)
-                q = (q.float() * torch.rsqrt(q.float().square().sum(-1, keepdim=True) + L2NORM_EPS)).to(q.dtype)
-                k = (k.float() * torch.rsqrt(k.float().square().sum(-1, keepdim=True) + L2NORM_EPS)).to(k.dtype)
+                q = (q.float() * _l2norm_inv(q.float())[..., None]).to(q.dtype)
+                k = (k.float() * _l2norm_inv(k.float())[..., None]).to(k.dtype)
             return dict(q=q, k=k, alpha=s.g.exp().contiguous(), state=s.state.transpose(-1, -2).contiguous())
         if "fi" not in s.extra:
             s.extra["fi"] = dict(converted(), out=torch.empty_like(s.out), out_state=torch.empty_like(s.state))

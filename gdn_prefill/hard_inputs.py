@@ -1,6 +1,6 @@
 """Hard inputs for the numerics contract: where a chunked delta rule loses precision or range.
 
-The contract (docs/DESIGN.md §5): on these inputs, as on the standard ones, the relative errors of
+The contract (docs/DESIGN.md §1, the numerics contract): on these inputs, as on the standard ones, the relative errors of
 o and of the final state against the fp64 oracle are no worse than FLA 0.6.0's on the same inputs
 (5 % allowance for rounding noise), no output is non-finite where the oracle is finite, and the
 outputs are bitwise deterministic.  Each kind stresses one step of the algorithm:

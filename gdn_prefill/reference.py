@@ -121,7 +121,8 @@ def _int_list(x, name: str) -> list[int]:
 
 
 def _l2norm_inv(x: torch.Tensor) -> torch.Tensor:
-    """rsqrt(sum x^2 + eps) over the last dim (float64)."""
+    """rsqrt(sum x^2 + eps) over the last dim, in x's dtype (the oracle's float64; the kernels'
+    formula, which the benchmarks also use to pre-norm FlashInfer's q and k in float32)."""
     return torch.rsqrt((x * x).sum(-1) + L2NORM_EPS)
 
 

@@ -41,7 +41,7 @@ def b16(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.bfloat16).to(F64)
 
 
-def _chunk_common(k, g, beta, l2, rk):
+def _chunk_common(k, g, beta, rk):
     """gcum [H, L], the strictly lower A and Tm = (I + A)^-1 (exact), per head."""
     gcum = g.cumsum(-1)
     kk = (k * rk[..., None]) @ (k * rk[..., None]).transpose(-1, -2)
@@ -63,8 +63,7 @@ def run(model: str, inp: dict, scale: float) -> tuple[torch.Tensor, torch.Tensor
     q, k = q.repeat_interleave(rep, 1), k.repeat_interleave(rep, 1)
     l2 = inp["use_qk_l2norm"]
     if l2:
-        rq = torch.rsqrt((q * q).sum(-1) + ref.L2NORM_EPS)
-        rk = torch.rsqrt((k * k).sum(-1) + ref.L2NORM_EPS)
+        rq, rk = ref._l2norm_inv(q), ref._l2norm_inv(k)
     else:
         rq = rk = torch.ones(T, Hv, dtype=F64)
     S = inp["state"][0].to(F64).clone()                               # [Hv, K, V]
@@ -75,7 +74,7 @@ def run(model: str, inp: dict, scale: float) -> tuple[torch.Tensor, torch.Tensor
         qc, kc, vc = (x[t0:t1].transpose(0, 1) for x in (q, k, v))    # [Hv, L, D]
         gc, bc = g[t0:t1].T, beta[t0:t1].T                           # [Hv, L]
         rqc, rkc = rq[t0:t1].T, rk[t0:t1].T
-        gcum, Tm = _chunk_common(kc, gc, bc, l2, rkc)
+        gcum, Tm = _chunk_common(kc, gc, bc, rkc)
         gl = gcum[:, -1:]
         incl = torch.tril(torch.ones(L, L, dtype=torch.bool))
         dec = (gcum[:, :, None] - gcum[:, None, :]).masked_fill(~incl, float("-inf")).exp()
