@@ -7,7 +7,7 @@ For the L <= 64 tokens of one chunk slot c and one value head hv (docs/DESIGN.md
                  (1.0 when use_qk_l2norm == 0);  k̂ = rk * k
     A_ij = beta_i (k̂_i . k̂_j) exp(gcum_i - gcum_j)  for i > j, else 0
     Tm   = (I + A)^-1                                        (fp32, unit lower triangular)
-    w    = Tm diag(beta exp(gcum)) K̂,   u = Tm diag(beta) V   (stored bf16; the unfused plan)
+    w    = Tm diag(beta exp(gcum)) K̂,   u = Tm bf16(diag(beta) V)   (stored bf16; the unfused plan)
     tu   = Tm, beta32 = beta (fp32)          (stored bf16 / fp32; the fused plan's builds: its
                                               spine scales its bracket by beta before rounding it)
 
@@ -36,10 +36,12 @@ two warpgroups (WG0 = threads 0..127, WG1 = 128..255):
            sync and warpgroup barriers, and only step 3 (all 256 threads, both pairs) by CTA
            barriers (8 CTA barriers per CTA instead of 11); steps 2 and 3 skip the k-steps that
            are exact zeros of the triangular factors (docs/PERFORMANCE.md, stage 1).
-           Then Tw = Tm diag(beta exp(gcum) rk) and Tu = Tm diag(beta) are ROUNDED TO BF16
+           Then Tw = Tm diag(beta exp(gcum) rk) and Tu = Tm are ROUNDED TO BF16
            into swizzled smem: they are the A operands of the next products (the one
            rounding of Tm; FLA rounds its inverse to the input dtype the same way).
-  phase 3.5 WG1 loads the V tile (raw bf16 rows, swizzled) where A / Tm was; WG0 goes on.
+  phase 3.5 WG1 loads the V tile where A / Tm was, each row scaled by its beta and rounded once
+           (FLA's bf16(beta v): beta rounded inside Tu instead cost up to 1.5x FLA's state error,
+           tools/rounding_model.py); WG0 goes on.
   phase 4  WG0: W = Tw K (M=64, N=128 as two halves of 64, K=64, B = the raw K tile,
            MN-major view of the same bytes); WG1: U = Tu V (B = the V tile).  rk_j sits in
            Tw's column scale, so K is never rescaled or rounded a second time.  Each
@@ -632,7 +634,7 @@ def recompute_wu_kernel(
                 cute.arch.cp_async_bulk_wait_group(0, read=True)   # pqk's TMA store has read the Tw slot
         cute.arch.sync_threads()
 
-        # 3.4 Tw = Tm diag(beta exp(gcum) rk), Tu = Tm diag(beta) (the fused plan: Tm), ROUNDED TO BF16 (the A operands
+        # 3.4 Tw = Tm diag(beta exp(gcum) rk), Tu = Tm, ROUNDED TO BF16 (the A operands
         #     of phase 4; this is the one rounding of Tm, as in FLA) -> swizzled smem, 16-byte stores
         cp_t = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((C, 4), stride=(4, 1)),
                                        cute.make_layout((1, 8)))
@@ -648,10 +650,7 @@ def recompute_wu_kernel(
             tm = sA[i, j]
             if cutlass.const_expr(not with_pqk):
                 rTw[e] = BFloat16(tm * (sE[j] * sR[j]))
-            if cutlass.const_expr(with_pqk):
-                rTu[e] = BFloat16(tm)         # the fused plan: Tm alone (its spine puts beta on Y)
-            else:
-                rTu[e] = BFloat16(tm * sB[j])
+            rTu[e] = BFloat16(tm)             # Tm alone: beta goes on Y (the fused spine) or V (phase 3.5)
         if cutlass.const_expr(not with_pqk):
             cute.copy(cp_t, rTw, tTw)
         cute.copy(cp_t, rTu, tTu)
@@ -668,7 +667,7 @@ def recompute_wu_kernel(
             # ---- phase 3.5: the V tile into the A / Tm bytes, now read (WG1 only: WG0's W = Tw K
             #      starts at once; WG1's U = Tu V waits for these loads) ----
             if wg == 1:
-                _load_v(v, hv, t0, L, wtid, sRC[None, None, 1], aligned)
+                _load_v(v, hv, t0, L, wtid, sRC[None, None, 1], sB, aligned)
                 cute.arch.fence_proxy("async.shared", space="cta")       # wgmma reads the tile next
                 cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
 
@@ -810,13 +809,16 @@ def _store_t2(L: Int32, tidx: Int32, store_warp, atom, sT2, g_head, rows_out: cu
 
 
 @cute.jit
-def _load_v(v: cute.Tensor, hv: Int32, t0: Int32, L: Int32, wtid: Int32, sV: cute.Tensor,
+def _load_v(v: cute.Tensor, hv: Int32, t0: Int32, L: Int32, wtid: Int32, sV: cute.Tensor, sB: cute.Tensor,
             aligned: cutlass.Constexpr):
-    """Rows t0 .. t0 + 63 of value head hv -> the swizzled V tile sV (64 rows, 128 cols), by the
-    128 threads of one warpgroup; rows >= L are zeroed, never read.  Aligned: 16-byte cp.async
-    (thread wtid: the 8 columns 8 (wtid % 16) .. +7 of rows wtid // 16 + 8 m), waited for here
-    (each thread its own copies: the caller's barrier publishes them); plain: element loads (warp
-    w: rows 16 w .. 16 w + 15, lane: columns lane + 32 e), exact bf16 copies."""
+    """Rows t0 .. t0 + 63 of value head hv, each scaled by its beta and rounded to bf16 once
+    (FLA's bf16(beta v): the operand of U = Tm (beta V); beta rounded inside Tm instead cost up to
+    1.5x FLA's state error on decays that underflow, tools/rounding_model.py) -> the swizzled V tile
+    sV (64 rows, 128 cols), by the 128 threads of one warpgroup; rows >= L are zeroed, never read.
+    Aligned: 16-byte cp.async (thread wtid: the 8 columns 8 (wtid % 16) .. +7 of rows wtid // 16 + 8 m),
+    waited for here, then each thread scales its own vectors in place (the caller's barrier
+    publishes them); plain: element loads (warp w: rows 16 w .. 16 w + 15, lane: columns
+    lane + 32 e), scaled as they are stored."""
     if cutlass.const_expr(aligned):
         cp_g2s = _row_copy_g2s(WG)
         thr_l = cp_g2s.get_slice(wtid)
@@ -834,6 +836,14 @@ def _load_v(v: cute.Tensor, hv: Int32, t0: Int32, L: Int32, wtid: Int32, sV: cut
                 cute.copy(_copy_128b(), zero8, tLv[(None, m, 0)])
         cute.arch.cp_async_commit_group()
         cute.arch.cp_async_wait_group(0)
+        rv = cute.make_rmem_tensor_like(tLv[(None, 0, 0)], BFloat16)
+        for m in cutlass.range_constexpr(cute.size(tLv, mode=[1])):
+            row, _ = tLc[(0, m, 0)]
+            b = sB[row]                                  # 0 on rows >= L, whose vectors are zero
+            cute.autovec_copy(tLv[(None, m, 0)], rv)
+            for e in cutlass.range_constexpr(cute.size(rv)):
+                rv[e] = BFloat16(rv[e].to(Float32) * b)
+            cute.autovec_copy(rv, tLv[(None, m, 0)])
     else:
         lane = wtid % 32
         w4 = wtid // 32
@@ -842,7 +852,7 @@ def _load_v(v: cute.Tensor, hv: Int32, t0: Int32, L: Int32, wtid: Int32, sV: cut
             for e in cutlass.range_constexpr(DV // 32):
                 x = BFloat16(0.0)
                 if r < L:
-                    x = v[t0 + r, hv, lane + 32 * e]
+                    x = BFloat16(v[t0 + r, hv, lane + 32 * e].to(Float32) * sB[r])
                 sV[r, lane + 32 * e] = x
 
 
