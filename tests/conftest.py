@@ -12,6 +12,16 @@ def hopper_available() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] == 9
 
 
+def offset_view(x):
+    """x's values in a view one element into a larger buffer: its data pointer is aligned to the
+    element only (2 bytes past a 16-byte boundary for bf16)."""
+    import torch
+    buf = torch.zeros(x.numel() + 1, dtype=x.dtype, device=x.device)
+    view = buf[1:].view(x.shape)
+    view.copy_(x)
+    return view
+
+
 @pytest.fixture
 def repo_script():
     """load(relpath) -> a script of the repository (benchmarks/, tools/) imported as a module, so a

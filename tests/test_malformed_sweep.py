@@ -39,6 +39,7 @@ import torch
 
 import gdn_prefill
 import gdn_prefill.ops as ops
+from conftest import offset_view
 from gdn_prefill import errors, fla
 from test_guards import D, HV, T, _split, valid
 
@@ -117,14 +118,6 @@ def _strided_last(x: torch.Tensor) -> torch.Tensor:
     buf = torch.zeros(*x.shape[:-1], 2 * x.shape[-1], dtype=x.dtype, device=x.device)
     buf[..., ::2] = x
     return buf[..., ::2]
-
-
-def _offset_view(x: torch.Tensor) -> torch.Tensor:
-    """x's values in a view one element into a larger buffer (aligned to the element only)."""
-    buf = torch.zeros(x.numel() + 1, dtype=x.dtype, device=x.device)
-    view = buf[1:].view(x.shape)
-    view.copy_(x)
-    return view
 
 
 def _quantized(x: torch.Tensor) -> torch.Tensor:
@@ -216,7 +209,7 @@ def tensor_mutations(name: str, rank: int, *, required: bool, base: str = "seq",
                               _set(name, lambda x, a, dim=dim, delta=delta: _resized(x, dim, delta, name)), base))
     m += [
         Mutation(name, "last_dim_strided", "value", _set(name, lambda x, a: _strided_last(x)), base),
-        Mutation(name, "offset_view", "value", _set(name, lambda x, a: _offset_view(x)), base),
+        Mutation(name, "offset_view", "value", _set(name, lambda x, a: offset_view(x)), base),
         Mutation(name, "device.meta", "value", _set(name, lambda x, a: x.to("meta")), base),
     ]
     return m

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import offset_view
 from gdn_prefill import reference as ref
 from gdn_prefill.hard_inputs import DEFAULT_T, KINDS, hard_inputs
 
@@ -59,19 +60,11 @@ def test_bad_kind_and_heads_are_refused():
 PLANS = ["serial", "max_seqlen", "unfused", "unfused_plain"]
 
 
-def _misaligned(x):
-    """x's values in a view whose data pointer is 2 bytes past a 16-byte boundary."""
-    buf = torch.empty(x.numel() + 1, dtype=x.dtype, device=x.device)
-    y = buf[1:].view(x.shape)
-    y.copy_(x)
-    return y
-
-
 def _ours(inp, kind, plan):
     import gdn_prefill
     q, k = inp["q"], inp["k"]
     if plan == "unfused_plain":
-        q, k = _misaligned(q), _misaligned(k)
+        q, k = offset_view(q), offset_view(k)
     out = torch.full_like(inp["v"], float("nan"))
     state = inp["state"].clone()
     spine = "scalar" if plan.startswith("unfused") else "auto"
