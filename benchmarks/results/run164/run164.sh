@@ -18,14 +18,14 @@
 set -u
 phase=${1:-1}
 source tools/device_lib.sh
-timing() {
-  pre "pre_$1"
-  SHAPES=8x4K,1x8K pre "unf_$1" --impls gdn:wgmma-4k
+segrows() {   # the segmented rows (bench_prefill's plan at 1x8K, 1x32K, 2/4 and 4/8), one line to prefill_ab.txt
   timeout -s KILL 90 python3 benchmarks/bench_prefill.py --shapes 1x8K,1x32K --heads 2/4,4/8 --modes graph \
     --no-progress --no-plot --no-host-overhead --impls gdn:wgmma --out "/tmp/seg_$1" --tag prefill >"/tmp/seg_$1.log" 2>&1
   echo "seg_$1: $(grep -E "^\| 1x" "/tmp/seg_$1/prefill.md" | awk -F'|' '{printf "%s %s %s, ", $2, $3, $6}')" | tee -a "$OUT/prefill_ab.txt"
   cat "/tmp/seg_$1/prefill.md" >> "$OUT/prefill_tables.md" 2>/dev/null
 }
+timing() { pre "pre_$1"; SHAPES=8x4K,1x8K pre "unf_$1" --impls gdn:wgmma-4k; segrows "$1"; }   # phase 2
+fast() { pre "pre_$1"; segrows "$1"; }                                                        # phases 4, 6
 case $phase in
 1) inst build/aot_unf unf
    step suite 400 python3 -m pytest -m gpu tests -q -p no:cacheprovider -rfEX
@@ -34,29 +34,19 @@ case $phase in
    grep "^|" "$OUT/hard_unf.md" || tail -5 "$OUT/hard.log" ;;
 2) inst build/aot_x1 x1; timing x1a; inst build/aot_unf unf; timing unf; inst build/aot_x1 x1; timing x1b
    echo "total $((SECONDS - T0)) s" ;;
-4) fast() { pre "pre_$1"; timeout -s KILL 90 python3 benchmarks/bench_prefill.py --shapes 1x8K,1x32K --heads 2/4,4/8 \
-     --modes graph --no-progress --no-plot --no-host-overhead --impls gdn:wgmma --out "/tmp/seg_$1" --tag prefill >"/tmp/seg_$1.log" 2>&1
-     echo "seg_$1: $(grep -E "^\| 1x" "/tmp/seg_$1/prefill.md" | awk -F'|' '{printf "%s %s %s, ", $2, $3, $6}')" | tee -a "$OUT/prefill_ab.txt"
-     cat "/tmp/seg_$1/prefill.md" >> "$OUT/prefill_tables.md" 2>/dev/null; }
-   inst build/aot_rd rd; fast rd1; inst build/aot_unf unf; fast unf; inst build/aot_rd rd; fast rd2
+4) inst build/aot_rd rd; fast rd1; inst build/aot_unf unf; fast unf; inst build/aot_rd rd; fast rd2
    echo "total $((SECONDS - T0)) s" ;;
 5) inst build/aot_rd rd
    step suite_rd 400 python3 -m pytest -m gpu tests -q -p no:cacheprovider -rfEX
    grep -E "^(FAILED|ERROR|XPASS)|passed|failed" "$OUT/suite_rd.log" | tail -20
    step hard_rd 140 python3 benchmarks/numerics_hard.py --impls gdn:wgmma,gdn:scalar,fla --md "$OUT/hard_rd.md" --json "$OUT/hard_rd.json"
    grep "^|" "$OUT/hard_rd.md" || tail -5 "$OUT/hard_rd.log" ;;
-6) fast() { pre "pre_$1"; timeout -s KILL 90 python3 benchmarks/bench_prefill.py --shapes 1x8K,1x32K --heads 2/4,4/8 \
-     --modes graph --no-progress --no-plot --no-host-overhead --impls gdn:wgmma --out "/tmp/seg_$1" --tag prefill >"/tmp/seg_$1.log" 2>&1
-     echo "seg_$1: $(grep -E "^\| 1x" "/tmp/seg_$1/prefill.md" | awk -F'|' '{printf "%s %s %s, ", $2, $3, $6}')" | tee -a "$OUT/prefill_ab.txt"
-     cat "/tmp/seg_$1/prefill.md" >> "$OUT/prefill_tables.md" 2>/dev/null; }
-   inst build/aot_bv bv
+6) inst build/aot_bv bv
    step hard_bv 100 python3 benchmarks/numerics_hard.py --impls gdn:wgmma,fla --md "$OUT/hard_bv.md" --json "$OUT/hard_bv.json"
    grep "^|" "$OUT/hard_bv.md" | grep -v "| fla |" || tail -5 "$OUT/hard_bv.log"
    fast bv1; inst build/aot_unf unf; fast unf; inst build/aot_bv bv; fast bv2
    echo "total $((SECONDS - T0)) s" ;;
-7) fast() { SHAPES=8x4K,1x8K pre "pre_$1"; timeout -s KILL 90 python3 benchmarks/bench_prefill.py --shapes 1x8K,1x32K --heads 2/4,4/8 \
-     --modes graph --no-progress --no-plot --no-host-overhead --impls gdn:wgmma --out "/tmp/seg_$1" --tag prefill >"/tmp/seg_$1.log" 2>&1
-     echo "seg_$1: $(grep -E "^\| 1x" "/tmp/seg_$1/prefill.md" | awk -F'|' '{printf "%s %s %s, ", $2, $3, $6}')" | tee -a "$OUT/prefill_ab.txt"; }
+7) fast() { SHAPES=8x4K,1x8K pre "pre_$1"; segrows "$1"; }
    inst build/aot_pr pr; step bits_pr 60 python3 tools/bitwise_outputs.py --save /tmp/pr.pt; fast pr1
    inst build/aot_unf unf; step bits_unf 60 python3 tools/bitwise_outputs.py --save /tmp/unf.pt; fast unf
    step bits_cmp 30 python3 tools/bitwise_outputs.py --compare /tmp/unf.pt /tmp/pr.pt; tail -8 "$OUT/bits_cmp.log"
