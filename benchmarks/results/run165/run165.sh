@@ -4,9 +4,8 @@
 # Prediction (NOTES, session 30): 3.2-3.6 µs per chunk at one CTA per SM (1x8K, 1x64K), the
 # intra_chunk_smem build 0.1-0.3 µs below intra_chunk; the _pipe builds (the next chunk's products
 # under this chunk's inverse) ~0.4-0.6 µs below theirs (issue 33 measured the products at 0.56).
-# > 2.8 µs means the folds must leave the role before the chains join it.  The capped builds
-# (_r4: 96 registers, no spills; _r5: 72, 120 bytes of local memory): _r4 within 0.2 µs of
-# intra_chunk_smem_pipe, _r5 0.5-1.5 µs above it.
+# > 2.8 µs means the folds must leave the role before the chains join it.  The capped build
+# (_r4: 96 registers, no spills) within 0.2 µs of intra_chunk_smem_pipe.
 set -u
 source tools/device_lib.sh
 inst build/aot_ic ic
