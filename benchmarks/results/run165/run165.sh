@@ -1,15 +1,58 @@
 #!/usr/bin/env bash
-# Run 165 (prepared in session 30, branch fused-intra; objects: python -m cute_kernels.aot --out build/aot_ic
-# on the branch, carried): issue 42's go / no-go, the one-warpgroup stage 1 (cute_kernels/intra_chunk.py).
-# Prediction (NOTES, session 30): 3.2-3.6 µs per chunk at one CTA per SM (1x8K, 1x64K), the
-# intra_chunk_smem build 0.1-0.3 µs below intra_chunk; the _pipe builds (the next chunk's products
-# under this chunk's inverse) ~0.4-0.6 µs below theirs (issue 33 measured the products at 0.56).
-# > 2.8 µs means the folds must leave the role before the chains join it.  The capped build
-# (_r4: 96 registers, no spills) within 0.2 µs of intra_chunk_smem_pipe.
+# Run 165 (session 31; tree: branch fused-intra; objects carried: build/aot_ic = the branch,
+# build/aot = main 676b9a5, build/aot_pr = branch beta-pairs-ring).
+#   1: issue 42's go / no-go, the one-warpgroup stage 1 (cute_kernels/intra_chunk.py): its GPU tests
+#      (each build alone over stage 1's workspace, then the spine against the oracle) and the µs per
+#      chunk.  Prediction (NOTES, session 30): 3.2-3.6 µs per chunk at one CTA per SM (1x8K, 1x64K),
+#      the intra_chunk_smem build 0.1-0.3 µs below intra_chunk; the _pipe builds ~0.4-0.6 µs below
+#      theirs; _r4 (96 registers) within 0.2 µs of intra_chunk_smem_pipe.  > 2.8 µs means the folds
+#      must leave the role before the chains join it.
+#   2: a and beta as pairs in the two-deep ring (build/aot_pr): bits against main, the segmented
+#      plan's hard-input tests, time pr / main / pr.  Prediction: 1x8K 16/32 -0.5 to -1.5 %, the
+#      segmented rows -0.5 to -2 %, bits identical.
+#   4: after phase 1 (the role 3.84-3.97 µs per chunk, not 3.2-3.6; the no-l2norm path left rk, rq
+#      unwritten, which the rewritten test caught): the tests again, the time with the norms in the
+#      kernel, and ncu's stall samples of intra_chunk_smem per phase (between its named barriers)
+#   3: the many-sequences 128K x 4 row (gdn, FLA) with bench_prefill's memory cap (main's objects)
 set -u
+phase=${1:-1}
 source tools/device_lib.sh
-inst build/aot_ic ic
-step ic_tests 200 python3 -m pytest tests/test_intra_chunk.py -q -p no:cacheprovider -rfE
-tail -3 "$OUT/ic_tests.log"
-step ic_bench 200 python3 benchmarks/bench_intra_chunk.py --shapes 1x8K,1x64K,8x4K --heads 16/32
-cat "$OUT/ic_bench.log"
+fast() {
+  SHAPES=8x4K,1x8K pre "pre_$1"
+  timeout -s KILL 90 python3 benchmarks/bench_prefill.py --shapes 1x8K,1x32K --heads 2/4,4/8 --modes graph \
+    --no-progress --no-plot --no-host-overhead --impls gdn:wgmma --out "/tmp/seg_$1" --tag prefill >"/tmp/seg_$1.log" 2>&1
+  echo "seg_$1: $(grep -E "^\| 1x" "/tmp/seg_$1/prefill.md" | awk -F'|' '{printf "%s %s %s, ", $2, $3, $6}')" \
+    | tee -a "$OUT/prefill_ab.txt"
+}
+case $phase in
+1) inst build/aot_ic ic
+   step ic_tests 240 python3 -m pytest tests/test_intra_chunk.py -q -p no:cacheprovider -rfE
+   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/ic_tests.log" | tail -12
+   step ic_bench 200 python3 benchmarks/bench_intra_chunk.py --shapes 1x8K,1x64K,8x4K --heads 16/32
+   cat "$OUT/ic_bench.log"; echo "total $((SECONDS - T0)) s" ;;
+2) inst build/aot_pr pr; step bits_pr 60 python3 tools/bitwise_outputs.py --save /tmp/pr.pt; fast pr1
+   inst build/aot main; step bits_main 60 python3 tools/bitwise_outputs.py --save /tmp/main.pt; fast main
+   step bits_cmp 30 python3 tools/bitwise_outputs.py --compare /tmp/main.pt /tmp/pr.pt; tail -8 "$OUT/bits_cmp.log"
+   inst build/aot_pr pr; fast pr2
+   step seg_tests 80 python3 -m pytest -m gpu tests/test_numerics_hard.py -k max_seqlen -q -p no:cacheprovider
+   tail -2 "$OUT/seg_tests.log"; echo "total $((SECONDS - T0)) s" ;;
+4) inst build/aot_ic ic
+   step ic_tests 240 python3 -m pytest tests/test_intra_chunk.py -q -p no:cacheprovider -rfE
+   grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/ic_tests.log" | tail -12
+   step ic_bench_l2 200 python3 benchmarks/bench_intra_chunk.py --shapes 1x8K,8x4K --heads 16/32 --l2norm
+   cat "$OUT/ic_bench_l2.log"
+   for b in intra_chunk_smem intra_chunk_smem_pipe; do
+     timeout -s KILL 150 ncu --clock-control none --set full --import-source no -k regex:intra -c 1 -o "/tmp/ncu_$b" \
+       python3 benchmarks/bench_intra_chunk.py --profile $b --shapes 1x8K --l2norm >"$OUT/ncu_$b.log" 2>&1
+     ncu -i "/tmp/ncu_$b.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu_${b}_source.csv" 2>/dev/null
+     ncu -i "/tmp/ncu_$b.ncu-rep" --page details >"$OUT/ncu_${b}_details.txt" 2>&1
+     echo "== $b"; grep -E "^ +Duration|Registers Per|Warp Cycles Per Issued|Issue Slots Busy" "$OUT/ncu_${b}_details.txt"
+     python3 tools/ncu_hot.py "$OUT/ncu_${b}_source.csv" --top 30 --phases --cubin build/aot_ic/cubin/$b/*.cubin \
+       >"$OUT/ncu_${b}_hot.txt" 2>&1; grep -A40 "segment" "$OUT/ncu_${b}_hot.txt" | head -45
+   done; echo "total $((SECONDS - T0)) s" ;;
+3) python3 -c "import gdn_prefill._ext" 2>/dev/null || inst build/aot main
+   step many128k 400 python3 benchmarks/bench_prefill.py --heads 2/4 --shapes 128Kx4 --impls gdn:wgmma,fla \
+     --modes graph --no-progress --no-plot --no-host-overhead --warm-s 0.5 --rep-budget-s 0.25 --max-reps 20 \
+     --out "$OUT/many128k" --tag prefill
+   grep -E "^\| " "$OUT/many128k/prefill.md" | head -8 || tail -5 "$OUT/many128k.log" ;;
+esac
