@@ -12,7 +12,10 @@
 #      segmented rows -0.5 to -2 %, bits identical.
 #   4: after phase 1 (the role 3.84-3.97 µs per chunk, not 3.2-3.6; the no-l2norm path left rk, rq
 #      unwritten, which the rewritten test caught): the tests again, the time with the norms in the
-#      kernel, and ncu's stall samples of intra_chunk_smem per phase (between its named barriers)
+#      kernel, and ncu's stall samples of intra_chunk_smem per phase (between its named barriers);
+#      a sixth build, intra_chunk_smem_lg: the gates (g, beta loads, the scan) on the load warp
+#      through a second ring (PipelineAsync), so the role never waits on a global load.  Prediction:
+#      0.3-0.5 µs per chunk below intra_chunk_smem (an LDG's latency and warp 0's scan per chunk)
 #   3: the many-sequences 128K x 4 row (gdn, FLA) with bench_prefill's memory cap (main's objects)
 set -u
 phase=${1:-1}
@@ -39,9 +42,11 @@ case $phase in
 4) inst build/aot_ic ic
    step ic_tests 240 python3 -m pytest tests/test_intra_chunk.py -q -p no:cacheprovider -rfE
    grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/ic_tests.log" | tail -12
+   step ic_bench 200 python3 benchmarks/bench_intra_chunk.py --shapes 1x8K,1x64K --heads 16/32
+   cat "$OUT/ic_bench.log"
    step ic_bench_l2 200 python3 benchmarks/bench_intra_chunk.py --shapes 1x8K,8x4K --heads 16/32 --l2norm
    cat "$OUT/ic_bench_l2.log"
-   for b in intra_chunk_smem intra_chunk_smem_pipe; do
+   for b in intra_chunk_smem intra_chunk_smem_lg; do
      timeout -s KILL 150 ncu --clock-control none --set full --import-source no -k regex:intra -c 1 -o "/tmp/ncu_$b" \
        python3 benchmarks/bench_intra_chunk.py --profile $b --shapes 1x8K --l2norm >"$OUT/ncu_$b.log" 2>&1
      ncu -i "/tmp/ncu_$b.ncu-rep" --page source --csv --print-source sass >"$OUT/ncu_${b}_source.csv" 2>/dev/null
