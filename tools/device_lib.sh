@@ -13,6 +13,8 @@
 #   step name limit cmd...      cmd under `timeout -s KILL limit`, its output in $OUT/name.log; prints
 #                               its exit status and the seconds since T0 (set when sourced; reset it)
 #   peers                       PYTHONPATH for the FlashInfer bundle installed by .peer3/install_peers.sh
+#   many128k                    the many-sequences row 128K x 4 at 2/4 (gdn, FLA) with bench_prefill's
+#                               memory cap -> $OUT/many128k/prefill.md, its rows echoed
 # Sourcing it also installs the wheels carried in .whl/ (FLA) into /tmp/site, on PYTHONPATH.
 # Every step runs under `timeout -s KILL` so that a hung kernel cannot eat the device budget.
 set -u
@@ -61,4 +63,11 @@ sweep() {
     --heads 16/32 --pcts "$pcts" --md "$OUT/overlap_$tag.md" >"/tmp/overlap_$tag.log" 2>&1 \
     || { echo "sweep $tag failed"; tail -5 "/tmp/overlap_$tag.log"; }
   echo "== $tag"; grep -E "^\| 1x" "$OUT/overlap_$tag.md"
+}
+
+many128k() {
+  step many128k 400 python3 benchmarks/bench_prefill.py --heads 2/4 --shapes 128Kx4 --impls gdn:wgmma,fla \
+    --modes graph --no-progress --no-plot --no-host-overhead --warm-s 0.5 --rep-budget-s 0.25 --max-reps 20 \
+    --out "$OUT/many128k" --tag prefill
+  grep -E "^\| " "$OUT/many128k/prefill.md" | head -8 || tail -5 "$OUT/many128k.log"
 }

@@ -56,8 +56,5 @@ case $phase in
        >"$OUT/ncu_${b}_hot.txt" 2>&1; grep -A40 "segment" "$OUT/ncu_${b}_hot.txt" | head -45
    done; echo "total $((SECONDS - T0)) s" ;;
 3) python3 -c "import gdn_prefill._ext" 2>/dev/null || inst build/aot main
-   step many128k 400 python3 benchmarks/bench_prefill.py --heads 2/4 --shapes 128Kx4 --impls gdn:wgmma,fla \
-     --modes graph --no-progress --no-plot --no-host-overhead --warm-s 0.5 --rep-budget-s 0.25 --max-reps 20 \
-     --out "$OUT/many128k" --tag prefill
-   grep -E "^\| " "$OUT/many128k/prefill.md" | head -8 || tail -5 "$OUT/many128k.log" ;;
+   many128k ;;
 esac
