@@ -30,10 +30,11 @@ fused against unfused).  Rounding:
 Y is rounded to bf16 once where W S and U were rounded apart, and Tu as W and U were.
 
 The chain's warpgroup issues no TMA copy and meets no CTA barrier: a loader warp (warp 4) owns every
-TMA load and computes each chunk's coefficient table (coef_j, c_i, a_m, exp(g_last)) into shared
-memory beside the tiles, and a store warp (warp 5) owns the output's stores: each consumer warp
-hands its part of the staged output over by an mbarrier (ostaged) and learns that the buffer is
-free again by another (ofree), so no warp of the chain waits for another one or for a store
+TMA load and computes each chunk's coefficient table (coef_j, c_i, exp(g_last); a_m and beta_m as
+pairs in a ring of their own) into shared memory beside the tiles, and a store warp (warp 5) owns
+the output's stores: each consumer warp hands its part of the staged output over by an mbarrier
+(ostaged) and learns that the buffer is free again by another (ofree), so no warp of the chain
+waits for another one or for a store
 (a store warp rather than a named barrier and a bulk wait in the epilogue: docs/PERFORMANCE.md,
 the fused spine).
 
@@ -192,14 +193,14 @@ def _load_warp(nwg: int) -> int:
 def _store_warp(nwg: int) -> int:
     return 4 * nwg + 1
 
-TAB = 3 * CHUNK + 4                   # coefficient table per slot: coef_j, c_i, a_m [64 each], exp(g_last)
+TAB = 2 * CHUNK + 4                   # coefficient table per slot: coef_j, c_i [64 each], exp(g_last)
 TAB_C = CHUNK                         # c_i = scale rq_i exp(gcum_i)
-TAB_A = 2 * CHUNK                     # a_m = exp(gcum_m) rk_m (Y^T = V^T - Z diag(a))
-TAB_GL = 3 * CHUNK                    # exp(g_last)
-BSLOT = 2                             # beta's own ring (Y' = diag(beta) Y): two deep, so that the dual
-                                      # build's shared memory holds it (a fourth table column of NSLOT
-                                      # slots would not); the loader writes chunk i's once chunk i - 2
-                                      # has released its slot, i.e. once chunk i - 2's Y' is formed
+TAB_GL = 2 * CHUNK                    # exp(g_last)
+BSLOT = 2                             # the (a_m, beta_m) ring of Y' = (V - diag(a) Z) beta: pairs, so that
+                                      # a column's two coefficients are one 8-byte load; two deep, so
+                                      # that the dual build's shared memory holds it (table columns of
+                                      # NSLOT slots would not); the loader writes chunk i's once chunk
+                                      # i - 2 has released its slot, i.e. once chunk i - 2's Y' is formed
 assert CHUNK == 64 and DK == 128 and VB == 64 and DV % VB == 0
 
 _T_BYTES = CHUNK * CHUNK * 2
@@ -237,7 +238,7 @@ def _smem_bytes(nwg: int = 1) -> int:
     table (its tiles alone are 229,376 of the 232,448 B an H100 / H200 CTA may have)."""
     def up(x, a):
         return (x + a - 1) // a * a
-    small = 8 * _nbars(nwg) + 4 * NSLOT * TAB + 4 * BSLOT * CHUNK
+    small = 8 * _nbars(nwg) + 4 * NSLOT * TAB + 4 * BSLOT * CHUNK * 2
     off = 0 if nwg > 1 else small
     for n in _smem_tiles(nwg).values():
         off = up(off, 1024) + 2 * n
@@ -256,7 +257,7 @@ def _shared_storage(nwg: int = 1):
              "ostaged": cute.struct.MemRange[cutlass.Int64, 2 * nwg],
              "ofree": cute.struct.MemRange[cutlass.Int64, 2 * nwg],
              "tab": cute.struct.MemRange[Float32, NSLOT * TAB],
-             "btab": cute.struct.MemRange[Float32, BSLOT * CHUNK]}
+             "btab": cute.struct.Align[cute.struct.MemRange[Float32, BSLOT * CHUNK * 2], 8]}
     tiles = {name: cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024]
              for name, n in _smem_tiles(nwg).items()}
     fields = {**tiles, **small} if nwg > 1 else {**small, **tiles}
@@ -372,7 +373,8 @@ def spine_rs_kernel(
     ostaged_bar = storage.ostaged.data_ptr()
     ofree_bar = storage.ofree.data_ptr()
     sTab = storage.tab.get_tensor(cute.make_layout((TAB, NSLOT)))
-    sBt = storage.btab.get_tensor(cute.make_layout((CHUNK, BSLOT)))   # beta_m of chunk i at [m, i % BSLOT]
+    # (a_m, beta_m) of chunk i at [0 / 1, m, i % BSLOT], a pair per column: one 8-byte load each
+    sBt = storage.btab.get_tensor(cute.make_layout((2, CHUNK, BSLOT), stride=(1, 2, 2 * CHUNK)))
 
     def view(field, layout):
         return getattr(storage, field).get_tensor(layout.outer, swizzle=layout.inner)
@@ -828,11 +830,12 @@ def _y_t(rP, rVt, accX, sTab, sBt, tXc, s: Int32, bs: Int32):
     """Y'^T = (V^T - Z diag(a)) diag(beta) as bf16 (the A operand of G1b), a_m = exp(gcum_m) rk_m
     (columns m >= L: (0 - 0 * 0) beta_m, the V and K rows zeroed and beta_m finite: stage 1's or 0).
     beta scales Y before its one rounding and Tu holds Tm alone, as FLA rounds beta v once: with beta
-    inside Tu it was rounded twice (Tu's entry, then Y; docs/PERFORMANCE.md, numerics).  a_m is loaded once per column (a thread's 32 values lie
-    on 16 columns), and no element is selected: a load inside `if m < L` made each element
+    inside Tu it was rounded twice (Tu's entry, then Y; docs/PERFORMANCE.md, numerics).  (a_m, beta_m)
+    is loaded once per column, one 8-byte pair (a thread's 32 values lie on 16 columns), and no
+    element is selected: a load inside `if m < L` made each element
     predicated code with a conversion of its own (32 F2FP and 16 PRMT where 16 F2FP pack the pairs)."""
-    a_col = [sTab[TAB_A + tXc[wgmma_acc.first_of_col(c)][1], s] for c in range(cute.size(accX) // 2)]
-    b_col = [sBt[tXc[wgmma_acc.first_of_col(c)][1], bs] for c in range(cute.size(accX) // 2)]
+    a_col = [sBt[0, tXc[wgmma_acc.first_of_col(c)][1], bs] for c in range(cute.size(accX) // 2)]
+    b_col = [sBt[1, tXc[wgmma_acc.first_of_col(c)][1], bs] for c in range(cute.size(accX) // 2)]
     for e in cutlass.range_constexpr(cute.size(accX)):
         rP[e] = BFloat16((Float32(rVt[e]) - accX[e] * a_col[wgmma_acc.col(e)]) * b_col[wgmma_acc.col(e)])
 
@@ -999,17 +1002,17 @@ def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32
         sTab[lane + 32, s] = cb
         sTab[TAB_C + lane, s] = oa
         sTab[TAB_C + lane + 32, s] = ob
-        sTab[TAB_A + lane, s] = aa
-        sTab[TAB_A + lane + 32, s] = ab
         if lane == 0:
             sTab[TAB_GL, s] = cute.math.exp(gl)
-        # beta's ring (BSLOT deep): chunk i - BSLOT's consumers are done with the entry once they
+        # the (a, beta) ring (BSLOT deep): chunk i - BSLOT's consumers are done with the entry once they
         # have released that chunk's slot (they form its Y' before)
         if i >= BSLOT:
             j = i - BSLOT
             cute.arch.mbarrier_wait(empty_bar + j % NSLOT, (j // NSLOT) % 2)
-        sBt[lane, i % BSLOT] = cutlass.select_(lane < L, ba, Float32(0.0))
-        sBt[lane + 32, i % BSLOT] = cutlass.select_(lane + 32 < L, bb, Float32(0.0))
+        sBt[0, lane, i % BSLOT] = aa
+        sBt[1, lane, i % BSLOT] = cutlass.select_(lane < L, ba, Float32(0.0))
+        sBt[0, lane + 32, i % BSLOT] = ab
+        sBt[1, lane + 32, i % BSLOT] = cutlass.select_(lane + 32 < L, bb, Float32(0.0))
         cute.arch.mbarrier_arrive(bar)
         if i + 1 < nch:
             _await_ready(ready, slot0 + i + 1, hv, ready_from)
