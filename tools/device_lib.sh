@@ -40,7 +40,7 @@ pre() {
   timeout -s KILL 70 python3 benchmarks/bench_prefill.py --shapes "${SHAPES:-8x4K,32x2K,varlen16,1x8K}" --heads 16/32 \
     --modes graph --no-progress --no-plot --no-host-overhead --impls gdn:wgmma --out "/tmp/$tag" --tag prefill "$@" \
     >"/tmp/$tag/bench.log" 2>&1
-  echo "$tag: $(grep -E "^\| (1x|8x|32x|varlen)" "/tmp/$tag/prefill.md" | awk -F'|' '{printf "%s %s, ", $2, $6}')" \
+  echo "$tag: $(grep -E "^\| ([0-9]+x|varlen)" "/tmp/$tag/prefill.md" | awk -F'|' '{printf "%s %s, ", $2, $6}')" \
     | tee -a "$OUT/prefill_ab.txt"
   cat "/tmp/$tag/prefill.md" >> "$OUT/prefill_tables.md" 2>/dev/null
 }
