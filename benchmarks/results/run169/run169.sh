@@ -6,9 +6,10 @@
 #   out-in-v-slot: each chunk's output staged in the next chunk's V region, the store warp releasing
 #     the slot after its store has read it (smem: solo 191,488 -> 175,104 B, dual 232,448 -> 199,680);
 #   chain-diet: that + bf16(S^T) staged in shared memory as the A operand of G1 and G2 + the dual
-#     chains at 176 registers (the fused CTA's budget; today 224), the dual at 232,448 B again.
+#     chains at 176 registers (the fused CTA's budget; today 224; ptxas serialises their wgmmas there),
+#     the dual at 232,448 B again.
 # Predictions: bits identical to main's for both (the same bf16 values reach the same MMAs, the same
-# outputs are stored).  out-in-v-slot -1 to +2 % on every row.  chain-diet +3-8 % on the dual rows
+# outputs are stored).  out-in-v-slot -1 to +2 % on every row.  chain-diet +6-12 % on the dual rows
 # (8x4K, 32x2K, varlen16) and +2-6 % on the solo and segmented rows (the chain gains a store, a
 # fence and a barrier between G3 and G1).  phase 1: bits and times (A / B / C / A); phase 2: the
 # sanitizer (memcheck, racecheck, synccheck) and the hard-input tests on both builds.
