@@ -9,9 +9,9 @@ zeroed operands): the same inputs (fixed seeds) through the fused spine's solo, 
 (forced through the stage hook, serial plan) and through prefill() itself (which runs the overlap
 plan where it would), on partial chunks, empty sequences, pool padding, both state layouts and the
 in-kernel l2norm (--runs: which of prefill, solo, pair, dual; all by default; a build whose shared
-memory no longer fits a CTA, as in a prototype, is left out this way).  --compare prints, per case, whether the bits agree and else the largest
-difference; it exits 1 if any value differs (a signed zero against an unsigned one counts as the
-same value but is reported).  Needs a Hopper GPU.
+memory no longer fits a CTA, as in a prototype, is left out this way).  --compare prints, per case,
+whether the bits agree and else the largest difference; it exits 1 if any value differs (a signed
+zero against an unsigned one counts as the same value but is reported).  Needs a Hopper GPU.
 """
 from __future__ import annotations
 

@@ -13,6 +13,8 @@
 #   step name limit cmd...      cmd under `timeout -s KILL limit`, its output in $OUT/name.log; prints
 #                               its exit status and the seconds since T0 (set when sourced; reset it)
 #   peers                       PYTHONPATH for the FlashInfer bundle installed by .peer3/install_peers.sh
+#   segrows tag                 the segmented plan's rows (1x8K, 1x32K at 2/4 and 4/8), graph mode, gdn
+#                               only; appends one line to $OUT/prefill_ab.txt
 #   many128k                    the many-sequences row 128K x 4 at 2/4 (gdn, FLA) with bench_prefill's
 #                               memory cap -> $OUT/many128k/prefill.md, its rows echoed
 # Sourcing it also installs the wheels carried in .whl/ (FLA) into /tmp/site, on PYTHONPATH.
@@ -63,6 +65,14 @@ sweep() {
     --heads 16/32 --pcts "$pcts" --md "$OUT/overlap_$tag.md" >"/tmp/overlap_$tag.log" 2>&1 \
     || { echo "sweep $tag failed"; tail -5 "/tmp/overlap_$tag.log"; }
   echo "== $tag"; grep -E "^\| 1x" "$OUT/overlap_$tag.md"
+}
+
+segrows() {
+  timeout -s KILL 90 python3 benchmarks/bench_prefill.py --shapes 1x8K,1x32K --heads 2/4,4/8 --modes graph \
+    --no-progress --no-plot --no-host-overhead --impls gdn:wgmma --out "/tmp/seg_$1" --tag prefill \
+    >"/tmp/seg_$1.log" 2>&1
+  echo "seg_$1: $(grep -E "^\| 1x" "/tmp/seg_$1/prefill.md" | awk -F'|' '{printf "%s %s %s, ", $2, $3, $6}')" \
+    | tee -a "$OUT/prefill_ab.txt"
 }
 
 many128k() {

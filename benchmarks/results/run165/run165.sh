@@ -20,13 +20,7 @@
 set -u
 phase=${1:-1}
 source tools/device_lib.sh
-fast() {
-  SHAPES=8x4K,1x8K pre "pre_$1"
-  timeout -s KILL 90 python3 benchmarks/bench_prefill.py --shapes 1x8K,1x32K --heads 2/4,4/8 --modes graph \
-    --no-progress --no-plot --no-host-overhead --impls gdn:wgmma --out "/tmp/seg_$1" --tag prefill >"/tmp/seg_$1.log" 2>&1
-  echo "seg_$1: $(grep -E "^\| 1x" "/tmp/seg_$1/prefill.md" | awk -F'|' '{printf "%s %s %s, ", $2, $3, $6}')" \
-    | tee -a "$OUT/prefill_ab.txt"
-}
+fast() { SHAPES=8x4K,1x8K pre "pre_$1"; segrows "$1"; }
 case $phase in
 1) inst build/aot_ic ic
    step ic_tests 240 python3 -m pytest tests/test_intra_chunk.py -q -p no:cacheprovider -rfE

@@ -16,13 +16,7 @@
 set -u
 phase=${1:-1}
 source tools/device_lib.sh
-seg() {
-  timeout -s KILL 90 python3 benchmarks/bench_prefill.py --shapes 1x8K,1x32K --heads 2/4,4/8 --modes graph \
-    --no-progress --no-plot --no-host-overhead --impls gdn:wgmma --out "/tmp/seg_$1" --tag prefill >"/tmp/seg_$1.log" 2>&1
-  echo "seg_$1: $(grep -E "^\| 1x" "/tmp/seg_$1/prefill.md" | awk -F'|' '{printf "%s %s %s, ", $2, $3, $6}')" \
-    | tee -a "$OUT/prefill_ab.txt"
-}
-round() { inst "build/$1" "$2"; pre "$2"; seg "$2"; }
+round() { inst "build/$1" "$2"; pre "$2"; segrows "$2"; }
 case $phase in
 1) for b in main:aot oiv:aot_oiv cd:aot_cd; do
      inst "build/${b#*:}" "${b%%:*}"
