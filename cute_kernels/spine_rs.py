@@ -32,23 +32,24 @@ Y is rounded to bf16 once where W S and U were rounded apart, and Tu as W and U 
 The chain's warpgroup issues no TMA copy and meets no CTA barrier: a loader warp (warp 4) owns every
 TMA load and computes each chunk's coefficient table (coef_j, c_i, exp(g_last); a_m and beta_m as
 pairs in a ring of their own) into shared memory beside the tiles, and a store warp (warp 5) owns
-the output's stores: each consumer warp hands its part of the staged output over by an mbarrier
-(ostaged) and learns that the buffer is free again by another (ofree), so no warp of the chain
-waits for another one or for a store
+the output's stores: each consumer warp stages its part of chunk i - 1's output in chunk i's V
+region once it has read that V tile, and hands it over by an mbarrier (ostaged); the slot is
+refilled only once the store warp has read it, so no warp of the chain waits for another one or
+for a store, and the output needs no buffers of its own
 (a store warp rather than a named barrier and a bulk wait in the epilogue: docs/PERFORMANCE.md,
 the fused spine).
 
 Per chunk i (slot s = i % NSLOT of a TMA ring: Tu, V (64 v columns), K, q, pqk tiles of chunk i
 and its coefficient table; full[s] completes on the TMA bytes and the loader's 32 table
-writers; empty[s] on the 128 consumer threads, in the epilogue of chunk i; ostaged[b] on the 4
-consumer warps' staged output of a chunk c with c % 2 = b, ofree[b] on the store warp once its
-store of that chunk has read the buffer):
+writers; empty[s] on the 128 consumer threads, in the epilogue of chunk i, and on the store warp
+once its store of chunk i - 1's output, staged in slot s, has read it; ostaged[s] on the 4
+consumer warps' staged output of chunk i - 1):
     wait full[s]; (partial chunk: zero K and V rows >= L, a NaN there would survive 0 * NaN)
     rS = bf16(S^T); issue G1, then G4 of chunk i-1 behind it (its O^T += bf16(Vnew^T) Pqk^T)
     under them: S^T *= exp(g_last_i), V^T by ldmatrix
     wait G1 (G4 in flight); Y^T; issue G1b; wait G4 (G1b in flight): the epilogue of chunk i-1
-      (release its slot; its O^T as bf16 registers -> transposing stmatrix into sO[(i-1) % 2] ->
-      ostaged; the store warp issues the TMA store and frees the buffer); issue G2
+      (release its slot; its O^T as bf16 registers -> transposing stmatrix into slot s's V region ->
+      ostaged; the store warp issues the TMA store and then releases slot s too); issue G2
     wait G1b (G2 in flight); Vnew^T, P^T; issue G3; wait G2 (G3 in flight); Y *= c_i; wait G3
 Nothing is in flight across the loop's back edge, the epilogue reads no register a wgmma wrote
 without a wait, and no wgmma of the loop is under a branch: otherwise ptxas serialises every wgmma (C7515:
@@ -215,21 +216,23 @@ def _smem_tiles(nwg: int = 1) -> dict[str, int]:
     """bf16 elements of each shared-memory tile, in allocation order (each 1024-aligned); the V
     tile and the output buffers are per consumer warpgroup (stage s * nwg + wg, buffer 2 wg + b)."""
     return {"sT": NSLOT * CHUNK * CHUNK, "sK": NSLOT * DK * CHUNK, "sV": NSLOT * nwg * CHUNK * VB,
-            "sQ": NSLOT * CHUNK * DK, "sPq": NSLOT * CHUNK * CHUNK, "sO": 2 * nwg * CHUNK * VB}
+            "sQ": NSLOT * CHUNK * DK, "sPq": NSLOT * CHUNK * CHUNK}
 
 
 def _nbars(nwg: int = 1) -> int:
-    return 2 * NSLOT + 4 * nwg        # full[NSLOT], empty[NSLOT], ostaged[2 nwg], ofree[2 nwg]
+    return 2 * NSLOT + NSLOT * nwg    # full[NSLOT], empty[NSLOT], ostaged[NSLOT nwg]
 
 
-def _empty_arrivals(cz: int, nwg=1):
+def _empty_arrivals(cz: int, nwg=1, outputs: bool = True):
     """Arrivals that free a slot: every thread of the 128 nwg working consumers of this CTA (each has
     read the slot's coefficient table, and an mbarrier arrive releases only its own thread's accesses), and
     in the pair build lane 0 of each of the peer CTA's four consumer warps (its wgmma reads of the
     tiles this CTA's loader multicasts into it are complete).  With lane 0 of each warp arriving
     alone, after a warp barrier that ptxas drops in converged code, compute-sanitizer's racecheck
-    found the loader's next table writes unordered after the other lanes' reads."""
-    return nwg * 4 * 32 + 4 * (cz - 1)
+    found the loader's next table writes unordered after the other lanes' reads.  Where the build
+    has outputs, the store warp too: chunk i's V slot holds the output of chunk i - 1 until its
+    store has read it (_epilogue, _stores)."""
+    return nwg * 4 * 32 + 4 * (cz - 1) + (1 if outputs else 0)
 
 
 def _smem_bytes(nwg: int = 1) -> int:
@@ -254,8 +257,7 @@ assert _smem_bytes(1) <= MAX_SMEM and _smem_bytes(DUAL_WG) <= MAX_SMEM, (_smem_b
 def _shared_storage(nwg: int = 1):
     small = {"full": cute.struct.MemRange[cutlass.Int64, NSLOT],
              "empty": cute.struct.MemRange[cutlass.Int64, NSLOT],
-             "ostaged": cute.struct.MemRange[cutlass.Int64, 2 * nwg],
-             "ofree": cute.struct.MemRange[cutlass.Int64, 2 * nwg],
+             "ostaged": cute.struct.MemRange[cutlass.Int64, NSLOT * nwg],
              "tab": cute.struct.MemRange[Float32, NSLOT * TAB],
              "btab": cute.struct.Align[cute.struct.MemRange[Float32, BSLOT * CHUNK * 2], 8]}
     tiles = {name: cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024]
@@ -268,8 +270,8 @@ def _smem_layouts(nwg: int = 1):
     """sQ (64 rows, 128 k, slot): K-major B of G2 (the tile as stored); sK (128 k, 64 rows, slot):
     MN-major B of G3 (the K tile as stored, k contiguous), and the same bytes as sKk (64 rows,
     128 k, slot), the K-major B of G1; sT, sPq (64 rows, 64 cols, slot): K-major B of G1b / G4;
-    sV (64 j, 64 v, slot) and sO (64 i, 64 v, 2): v contiguous, read / written transposed by
-    ldmatrix / stmatrix."""
+    sV (64 j, 64 v, slot): v contiguous, read transposed by ldmatrix, and then the output's
+    (64 i, 64 v) staging, written transposed by stmatrix."""
     t1 = (VB, CHUNK, DK)        # G1, G2 (M, N, K)
     t3 = (VB, DK, CHUNK)        # G3
     t4 = (VB, CHUNK, CHUNK)     # G1b, G4
@@ -282,8 +284,7 @@ def _smem_layouts(nwg: int = 1):
     sPq = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t4, BFloat16, NSLOT)
     atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, BFloat16)   # 64-wide rows
     sV = cute.tile_to_shape(atom, (CHUNK, VB, NSLOT * nwg), order=(0, 1, 2))
-    sO = cute.tile_to_shape(atom, (CHUNK, VB, 2 * nwg), order=(0, 1, 2))
-    return dict(sT=sT, sK=sK, sKk=sKk, sV=sV, sQ=sQ, sPq=sPq, sO=sO)
+    return dict(sT=sT, sK=sK, sKk=sKk, sV=sV, sQ=sQ, sPq=sPq)
 
 
 def _tiled_mmas():
@@ -371,18 +372,16 @@ def spine_rs_kernel(
     full_bar = storage.full.data_ptr()
     empty_bar = storage.empty.data_ptr()
     ostaged_bar = storage.ostaged.data_ptr()
-    ofree_bar = storage.ofree.data_ptr()
     sTab = storage.tab.get_tensor(cute.make_layout((TAB, NSLOT)))
     # (a_m, beta_m) of chunk i at [0 / 1, m, i % BSLOT], a pair per column: one 8-byte load each
     sBt = storage.btab.get_tensor(cute.make_layout((2, CHUNK, BSLOT), stride=(1, 2, 2 * CHUNK)))
 
     def view(field, layout):
         return getattr(storage, field).get_tensor(layout.outer, swizzle=layout.inner)
-    sT, sK, sV, sQ, sPq, sO = (view(f, lay[f]) for f in ("sT", "sK", "sV", "sQ", "sPq", "sO"))
+    sT, sK, sV, sQ, sPq = (view(f, lay[f]) for f in ("sT", "sK", "sV", "sQ", "sPq"))
     sKk = view("sK", lay["sKk"])                                   # (64 m, 128 k, slot): B of G1
     # the (v, j) / (v, i) views of the V and output tiles: ldmatrix / stmatrix move them transposed
     sV_vj = view("sV", cute.select(lay["sV"], mode=[1, 0, 2]))     # (64 v, 64 j, slot)
-    sO_vi = view("sO", cute.select(lay["sO"], mode=[1, 0, 2]))     # (64 v, 64 i, 2)
 
     if warp_idx == load_warp:
         for t in (tma_t, tma_v, tma_k, tma_o, tma_q, tma_pq):
@@ -390,10 +389,9 @@ def spine_rs_kernel(
     if tidx == 0:
         for s in cutlass.range_constexpr(NSLOT):
             cute.arch.mbarrier_init(full_bar + s, 1 + 32)     # the TMA bytes' arrive + 32 table writers
-            cute.arch.mbarrier_init(empty_bar + s, _empty_arrivals(cz, active))
-        for b in cutlass.range_constexpr(2 * nwg):            # buffer 2 wg + (chunk % 2)
+            cute.arch.mbarrier_init(empty_bar + s, _empty_arrivals(cz, active, role != Role.MAPS))
+        for b in cutlass.range_constexpr(NSLOT * nwg):        # V stage s nwg + wg of slot s
             cute.arch.mbarrier_init(ostaged_bar + b, 4)       # the four consumer warps' stmatrix
-            cute.arch.mbarrier_init(ofree_bar + b, 1)         # the store warp: its store has read sO[b]
     cute.arch.mbarrier_init_fence()
     if cutlass.const_expr(cz > 1):
         # every CTA of the cluster has initialised its barriers before a peer multicasts or arrives
@@ -422,7 +420,7 @@ def spine_rs_kernel(
                        role, seg.map_)
             elif warp_idx == store_warp:
                 if cutlass.const_expr(role != Role.MAPS):
-                    _stores(nch, bos, eos, hv, col0, ostaged_bar, ofree_bar, sO, tma_o, mO, out, nwg, active)
+                    _stores(nch, bos, eos, hv, col0, empty_bar, ostaged_bar, sV, tma_o, mO, out, nwg, active)
     else:
         if cutlass.const_expr(nwg > 1):
             cute.arch.setmaxregister_increase(DUAL_CHAIN_REGS)
@@ -435,7 +433,7 @@ def spine_rs_kernel(
                           empty_bar, state, initial_state, state_in, maps, seg_state, seg)
                 else:
                     _state(tidx % 128, wg, n, hv, slot, bos, eos, nch, col0 + wg * VB, sT, sK, sKk, sV_vj, sQ, sPq,
-                           sO_vi, sTab, sBt, full_bar, empty_bar, ostaged_bar, ofree_bar, state, has_state,
+                           sTab, sBt, full_bar, empty_bar, ostaged_bar, state, has_state,
                            checkpoints, checkpoint_chunks, initial_state, state_in, cz, nwg, active,
                            seg_state, seg, seg_chunks, role)
     if cutlass.const_expr(cz > 1):
@@ -596,7 +594,7 @@ def _chunks(cu_seqlens: cute.Tensor, n: Int32, seg: _Segment, seg_chunks: Int32)
 
 @cute.jit
 def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32,
-           col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sO_vi, sTab, sBt, full_bar, empty_bar, ostaged_bar, ofree_bar,
+           col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sTab, sBt, full_bar, empty_bar, ostaged_bar,
            state: cute.Tensor, has_state: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
            initial_state: cute.Tensor, state_in: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr, active,
            seg_state: cute.Tensor, seg: _Segment, seg_chunks: Int32, role: cutlass.Constexpr):
@@ -699,7 +697,7 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
             warpgroup.wait_group(1)           # G4 of chunk i - 1 (G1b may still run)
             if i > 0:
                 rO.store(accY_cv.load().to(BFloat16))
-                _epilogue(i - 1, ltid, wg, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
+                _epilogue(i - 1, ltid, wg, empty_bar, ostaged_bar, rO, st_o, sV_vj, s * nwg + wg, cz)
             _issue(mma_n64, accY, tSa, tQb, s, True)      # G2 (its fence: accY was read above)
             warpgroup.wait_group(1)           # G1b (G2 may still run)
             _vnew(rV, rP, accX, sTab, tXc, L, s)
@@ -724,7 +722,11 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
         warpgroup.commit_group()
         warpgroup.wait_group(0)
         rO.store(accY_cv.load().to(BFloat16))
-        _epilogue(nch - 1, ltid, wg, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi, cz)
+        # staged in slot nch % NSLOT's V region, free once chunk nch - NSLOT's slot is released (its
+        # output read by the store warp): the wait the loader would make for a chunk nch
+        if nch >= NSLOT:
+            cute.arch.mbarrier_wait(empty_bar + nch % NSLOT, ((nch - NSLOT) // NSLOT) % 2)
+        _epilogue(nch - 1, ltid, wg, empty_bar, ostaged_bar, rO, st_o, sV_vj, (nch % NSLOT) * nwg + wg, cz)
     if has_state != 0 and last != 0:
         state_pool.store(accSt, tScS, gSt)
 
@@ -863,13 +865,15 @@ def _transposed_block(pool: cute.Tensor, slot: Int32, hv: Int32, col0: Int32) ->
 
 
 @cute.jit
-def _epilogue(c: Int32, ltid: Int32, wg, empty_bar, ostaged_bar, ofree_bar, rO, st_o, sO_vi,
+def _epilogue(c: Int32, ltid: Int32, wg, empty_bar, ostaged_bar, rO, st_o, sV_vj, vstage: Int32,
               cz: cutlass.Constexpr):
-    """Chunk c's output (its G4 complete) handed to the store warp: release its slot, wait until
-    the store of chunk c - 2 has read sO[b] (b = 2 wg + c % 2: consumer warpgroup wg's buffers),
-    O^T -> bf16 -> sO[b] (transposing stmatrix), then each warp fences its writes for the async
-    proxy and arrives on ostaged[b].  No barrier of the warpgroup and no wait on a store: nothing
-    here waits for another warp of the chain."""
+    """Chunk c's output (its G4 complete) handed to the store warp: release chunk c's slot, O^T ->
+    bf16 -> the V region vstage (transposing stmatrix) of chunk c + 1's slot, whose V tile this
+    warp has already read into registers (ldmatrix: each warp reads and writes only its own 16
+    v rows of the tile), then each warp fences its writes for the async proxy and arrives on
+    ostaged[vstage].  The slot is refilled only once the store warp has read the output too
+    (_empty_arrivals), so no buffer of its own and no wait here: nothing waits for another warp
+    of the chain or for a store."""
     lane = ltid % 32
     # this thread is done with the slot (_empty_arrivals); pair build: lane 0 also frees it in the
     # peer CTA, whose loader multicasts into it
@@ -879,44 +883,43 @@ def _epilogue(c: Int32, ltid: Int32, wg, empty_bar, ostaged_bar, ofree_bar, rO, 
             rank = cute.arch.block_idx_in_cluster()
             for r in cutlass.range_constexpr(1, cz):
                 cute.arch.mbarrier_arrive(empty_bar + c % NSLOT, (rank + r) % cz)
-    buf = 2 * wg + c % 2
-    if c >= 2:
-        cute.arch.mbarrier_wait(ofree_bar + buf, ((c - 2) // 2) % 2)
-    cute.copy(st_o, rO, st_o.partition_D(sO_vi[None, None, buf]))
+    cute.copy(st_o, rO, st_o.partition_D(sV_vj[None, None, vstage]))
     cute.arch.fence_proxy("async.shared", space="cta")
     cute.arch.sync_warp()
     if lane == 0:
-        cute.arch.mbarrier_arrive(ostaged_bar + buf)
+        cute.arch.mbarrier_arrive(ostaged_bar + vstage)
 
 
 @cute.jit
-def _stores(nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, ostaged_bar, ofree_bar, sO,
+def _stores(nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, empty_bar, ostaged_bar, sV,
             tma_o, mO, out: cute.Tensor, nwg: cutlass.Constexpr, active):
-    """The store warp: chunk c's staged output of consumer warpgroup wg, sO[2 wg + c % 2] (once its
-    four warps have arrived on ostaged[2 wg + c % 2]) -> rows t0 .. t0 + L, columns col0 + 64 wg
-    .. + 64 of out: one TMA store for a full chunk, this warp's 16-byte thread stores of rows < L
-    for a partial one; then, once the stores have read the tiles, ofree[2 wg + c % 2] lets the
-    warpgroup write chunk c + 2 there."""
+    """The store warp: chunk c's output of consumer warpgroup wg, staged in the V region of chunk
+    c + 1's slot (stage s nwg + wg, s = (c + 1) % NSLOT; once its four warps have arrived on
+    ostaged[s nwg + wg]) -> rows t0 .. t0 + L, columns col0 + 64 wg .. + 64 of out: one TMA store
+    for a full chunk, this warp's 16-byte thread stores of rows < L for a partial one; then, once
+    the stores have read the tiles, its arrival on empty[s] lets the loader refill the slot.  Chunk
+    0's slot holds no output (there is no chunk -1): its first arrival comes before the loop."""
     lane = cute.arch.lane_idx()
     mO_h = mO[None, None, hv]
     cp_v = tma.rows_copy(VB, 32)
     thr_v = cp_v.get_slice(lane)
     tOC = thr_v.partition_S(cute.make_identity_tensor((CHUNK, VB)))
+    if lane == 0:
+        cute.arch.mbarrier_arrive(empty_bar)
     for c in cutlass.range(nch, unroll=1):
         t0 = bos + c * CHUNK
         L = cutlass.min(eos - t0, CHUNK)
+        s = (c + 1) % NSLOT
         for wg in cutlass.range_constexpr(nwg):
             if wg < active:
-                buf = 2 * wg + c % 2
-                cute.arch.mbarrier_wait(ostaged_bar + buf, (c // 2) % 2)
-                tma.store_rows(L, True, tma_o, sO, mO_h, out, cp_v, thr_v, thr_v.partition_S(sO[None, None, buf]),
-                               tOC, t0, hv, col0 + wg * VB, buf, VB)
+                vs = s * nwg + wg
+                cute.arch.mbarrier_wait(ostaged_bar + vs, ((c + 1) // NSLOT) % 2)
+                tma.store_rows(L, True, tma_o, sV, mO_h, out, cp_v, thr_v, thr_v.partition_S(sV[None, None, vs]),
+                               tOC, t0, hv, col0 + wg * VB, vs, VB)
         cute.arch.cp_async_bulk_wait_group(0, read=True)
         cute.arch.sync_warp()
         if lane == 0:
-            for wg in cutlass.range_constexpr(nwg):
-                if wg < active:
-                    cute.arch.mbarrier_arrive(ofree_bar + 2 * wg + c % 2)
+            cute.arch.mbarrier_arrive(empty_bar + s)
     cute.arch.cp_async_bulk_wait_group(0)
 
 
@@ -1104,7 +1107,7 @@ def _make_launch(pair: bool, dual: bool = False, role: Role = Role.SEQUENCE):
         tma_k, mK = cpasync.make_tiled_tma_atom(shared, k_view, one("sK"), (DK, CHUNK), *mcast)
         tma_q, mQ = cpasync.make_tiled_tma_atom(shared, q_view, one("sQ"), (CHUNK, DK), *mcast)
         tma_pq, mPq = cpasync.make_tiled_tma_atom(shared, pq_view, one("sPq"), (CHUNK, CHUNK), *mcast)
-        tma_o, mO = cpasync.make_tiled_tma_atom(store, o_view, one("sO"), (CHUNK, VB))
+        tma_o, mO = cpasync.make_tiled_tma_atom(store, o_view, one("sV"), (CHUNK, VB))
         T = v.shape[0]
         N = cu_seqlens.shape[0] - 1
         Hv = v.shape[1]
