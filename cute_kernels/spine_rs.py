@@ -913,7 +913,9 @@ def _stores(nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, empty_ba
         for wg in cutlass.range_constexpr(nwg):
             if wg < active:
                 vs = s * nwg + wg
-                cute.arch.mbarrier_wait(ostaged_bar + vs, ((c + 1) // NSLOT) % 2)
+                # chunks c = 0, 1, 2 stage into slots 1, 2, 0: each slot's u-th output is chunk
+                # c with u = c // NSLOT (not (c + 1) // NSLOT: slot 0's first is chunk NSLOT - 1)
+                cute.arch.mbarrier_wait(ostaged_bar + vs, (c // NSLOT) % 2)
                 tma.store_rows(L, True, tma_o, sV, mO_h, out, cp_v, thr_v, thr_v.partition_S(sV[None, None, vs]),
                                tOC, t0, hv, col0 + wg * VB, vs, VB)
         cute.arch.cp_async_bulk_wait_group(0, read=True)
