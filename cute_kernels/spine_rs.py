@@ -71,8 +71,8 @@ Three builds (VARIANTS; the launcher picks per call, pyx/gdn_prefill/plan.pxi _r
   _empty_arrivals).  The overlap plan runs it: there the spine shares the L2 with stage 1's second
   part and the halved L2 reads pay; alone with few CTAs its lockstep costs more than it saves
   (docs/PERFORMANCE.md, solo, pair, dual).
-- dual: one CTA per head with two consumer warpgroups, each the chain of 64 state columns, a
-  V tile and output buffers of its own, the Tu, K, q and P tiles and the table loaded once for
+- dual: one CTA per head with two consumer warpgroups, each the chain of 64 state columns with a
+  V tile of its own (its output staged there), the Tu, K, q and P tiles and the table loaded once for
   both; warpgroup 2 holds the load and store warps (384 threads; setmaxnreg moves registers from
   it to the chains, DUAL_CHAIN_REGS).  One chain leaves the SM's tensor and issue slots idle most
   of a chunk; two chains on one SM advance a chunk each in ~2.2 us where one alone takes ~1.4,
@@ -214,7 +214,7 @@ _TMA_BYTES = _T_BYTES + _V_BYTES + _K_BYTES + _Q_BYTES + _PQ_BYTES     # 56 KB p
 
 def _smem_tiles(nwg: int = 1) -> dict[str, int]:
     """bf16 elements of each shared-memory tile, in allocation order (each 1024-aligned); the V
-    tile and the output buffers are per consumer warpgroup (stage s * nwg + wg, buffer 2 wg + b)."""
+    tile is per consumer warpgroup (stage s * nwg + wg; the output is staged there too)."""
     return {"sT": NSLOT * CHUNK * CHUNK, "sK": NSLOT * DK * CHUNK, "sV": NSLOT * nwg * CHUNK * VB,
             "sQ": NSLOT * CHUNK * DK, "sPq": NSLOT * CHUNK * CHUNK}
 
@@ -238,7 +238,8 @@ def _empty_arrivals(cz: int, nwg=1, outputs: bool = True):
 def _smem_bytes(nwg: int = 1) -> int:
     """Dynamic shared memory of _shared_storage(nwg): barriers and tables, then the tiles (solo,
     pair); the dual build puts the tiles first, so that no 1024-byte alignment gap follows the
-    table (its tiles alone are 229,376 of the 232,448 B an H100 / H200 CTA may have)."""
+    table (with output buffers of their own its tiles were 229,376 of the 232,448 B an H100 /
+    H200 CTA may have)."""
     def up(x, a):
         return (x + a - 1) // a * a
     small = 8 * _nbars(nwg) + 4 * NSLOT * TAB + 4 * BSLOT * CHUNK * 2
