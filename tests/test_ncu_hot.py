@@ -31,3 +31,25 @@ def test_phases_per_cta(tmp_path):
     # 1600 / 8 wavefronts (not the "Ideal" column), 60 of 100 samples; segment 1 the rest
     assert segs == [("0", "3", "300", "200", "60.0"), ("1", "2", "150", "0", "40.0")], out
     assert re.search(r"stall_barrier\s+30\.0%", out) and re.search(r"stall_long_sb\s+30\.0%", out), out
+
+
+def test_sections_split_at_setmaxnreg(tmp_path):
+    """--sections: the samples of each warpgroup role's code (setmaxnreg to setmaxnreg), each with
+    its reasons as shares of its own samples."""
+    rows = [ROWS[0],
+            ("0x7f0000000008", "USETMAXREG.DEALLOC.CTAPOOL 0x30", 0, 800, 0, 0, 0, 0),
+            ROWS[1], ROWS[2],
+            ("0x7f0000000028", "USETMAXREG.TRY_ALLOC.CTAPOOL UP1, 0xb0", 0, 800, 0, 0, 0, 0),
+            ROWS[3], ROWS[4]]
+    path = tmp_path / "src.csv"
+    lines = ['"Kernel Name","k"', ",".join(f'"{h}"' for h in HEAD)]
+    lines += [",".join(f'"{x}"' for x in r) for r in rows]
+    path.write_text("\n".join(lines) + "\n")
+    out = subprocess.run([sys.executable, TOOL, str(path), "--sections"],
+                         capture_output=True, text=True, check=True).stdout
+    got = re.findall(r"^  (.+?)\s+(\d+) instr\s+([\d.]+)% of samples\s+\[(.*)\]$", out, re.M)
+    assert [(g[0], g[1], g[2]) for g in got] == [
+        ("prologue", "1", "10.0"), ("1: 0x30 registers (dealloc)", "3", "50.0"),
+        ("2: 0xb0 registers (try_alloc)", "3", "40.0")], out
+    # the 0x30 section: 50 samples, 30 at the barrier (60 %), 20 long scoreboard (40 %)
+    assert got[1][3] == "stall_barrier 60%, stall_long_sb 40%", got[1][3]

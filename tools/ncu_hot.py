@@ -2,7 +2,7 @@
 
     ncu --clock-control none --set full --import-source no -k regex:spine -c 1 -o rep python3 tools/profile_one.py
     ncu -i rep.ncu-rep --page source --csv --print-source sass > src.csv
-    python3 tools/ncu_hot.py src.csv [--top 40] [--cubin build/aot/cubin/VARIANT/*.cubin]
+    python3 tools/ncu_hot.py src.csv [--top 40] [--cubin build/aot/cubin/VARIANT/*.cubin] [--sections]
 
 Prints the instructions with the most warp-stall samples, each with its share of all samples
 and the stall reason columns that are non-zero for it, then the totals per reason.  With the
@@ -38,6 +38,9 @@ def main() -> None:
     ap.add_argument("--cubin", help="the profiled kernel's cubin: name what each hot instruction waits for")
     ap.add_argument("--phases", action="store_true",
                     help="also sum the samples between consecutive CTA barriers (BAR.SYNC), in SASS order")
+    ap.add_argument("--sections", action="store_true",
+                    help="also sum the samples per warpgroup role: the code between setmaxnreg instructions "
+                         "(USETMAXREG), each named by its register count, in SASS order")
     ap.add_argument("--ctas", type=int, default=1,
                     help="with --phases: divide executed instructions and wavefronts by this many CTAs")
     a = ap.parse_args()
@@ -66,6 +69,8 @@ def main() -> None:
             print(f"{'':15}{waits[addr]}")
     if a.phases:
         _phases(body, col, samp, src, total, a.ctas)
+    if a.sections:
+        _sections(body, col, samp, src, reasons, total)
     if reasons:
         print("\nper reason:")
         tot = sorted(((sum(_num(r[col[h]]) for r in body), h) for h in reasons), reverse=True)
@@ -108,6 +113,25 @@ def _wait_sources(cubin: str, body, col) -> dict[str, str]:
             parts.append(f"SB{sb} <- {', '.join(setters)}")
         out[addr] = "waits " + "; ".join(parts)
     return out
+
+
+def _sections(body, col, samp, src, reasons, total) -> None:
+    """A kernel whose warpgroups take their roles after a setmaxnreg each (the fused kernel): the
+    stall samples of each role's code, the code from one USETMAXREG to the next (the prologue
+    before the first), with its top stall reasons.  Shares are of all samples: a role with more
+    warps has more samples; compare a role's reasons with its own total."""
+    sec, rows = "prologue", {}
+    for r in body:
+        text = r[col[src]].strip()
+        if "USETMAXREG" in text:
+            sec = f"{len(rows)}: {text.split()[-1]} registers ({_opcode(text).split('.')[1].lower()})"
+        rows.setdefault(sec, []).append(r)
+    print("\nper setmaxnreg section (a warpgroup role's code):")
+    for name, rs in rows.items():
+        n = sum(_num(r[col[samp]]) for r in rs)
+        why = sorted(((sum(_num(r[col[h]]) for r in rs), h) for h in reasons), reverse=True)
+        why_s = ", ".join(f"{h} {100 * v / max(n, 1):.0f}%" for v, h in why[:5] if v > 0)
+        print(f"  {name:<40} {len(rs):5d} instr  {100 * n / total:5.1f}% of samples  [{why_s}]")
 
 
 def _phases(body, col, samp, src, total, ctas: int = 1) -> None:
