@@ -11,6 +11,7 @@ MODULES = (
     "spine_rs",
     "compose",
     "fwd_o",
+    "intra_chunk",
 )
 
 

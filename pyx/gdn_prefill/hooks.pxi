@@ -31,6 +31,12 @@ cdef plan_force_t _forced(int warpgroups, int fused, int rs_build, int64_t overl
     return f
 
 
+def _is_intra_stage(stage) -> bool:
+    """An intra_chunk build (cute_kernels/intra_chunk.py VARIANTS) that these objects hold: the
+    kernel module names its builds, the hook takes whichever the library was built with."""
+    return isinstance(stage, str) and stage.startswith("intra_chunk") and gdn_variant_id(stage.encode()) >= 0
+
+
 cdef tuple _stage_names(const plan_t *plan):
     if plan.kind == PLAN_UNFUSED:
         return ("recompute_wu", "spine", "fwd_o")
@@ -110,13 +116,24 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
         raise _errors.GdnSpineError(f"fused: {msg.decode()}")
     if rc == GDN_OK:
         names = _stage_names(&plan)
+        # issue 42's one-warpgroup stage 1 (cute_kernels/intra_chunk.py), a measurement build: after
+        # recompute_wu (which also ranks the sequences for the spine), over the same workspace
+        intra = [s for s in stages if _is_intra_stage(s)]
+        if intra:
+            if len(intra) > 1 or plan.kind != PLAN_SERIAL:
+                raise _errors.GdnArgumentError("stages: one intra_chunk build at most, in the serial fused plan only")
+            if p.beta.dtype != GDN_DTYPE_BF16 or not _aligned16(&p):
+                raise _errors.GdnArgumentError("stages: the intra_chunk builds take bf16 beta and 16-byte aligned q, k")
         for stage in stages:
-            if stage not in names:
+            if stage not in names and stage not in intra:
                 raise _errors.GdnArgumentError(f"stages: {stage!r} is not a launch of the {PLAN_NAMES[plan.kind]} "
                                                f"plan {names}")
         for i in range(plan.n):
             if names[i] in stages:
                 ids[n] = plan.ids[i]
+                n += 1
+            if names[i] == "recompute_wu" and intra:
+                ids[n] = gdn_variant_id(intra[0].encode())
                 n += 1
         rc = _bind_workspace(&p, <void *><uintptr_t>workspace.data_ptr(), workspace.numel(), &plan, msg)
     if rc == GDN_OK:
