@@ -324,8 +324,8 @@ class IntraChunk:
             cute.arch.barrier(barrier_id=Barrier.INTRA, number_of_threads=self.INTRA_THREADS)
             h.release()
             gh = gcons.wait_and_advance()
-            self.folds(thr, accG, accQ, sA2, sP, sGr[None, gh.index], sBr[None, gh.index], sRr[None, gh.index],
-                       sQr[None, gh.index], scale)
+            self.folds(thr, accG, accQ, sA2, self.pairs(sP), sGr[None, gh.index], sBr[None, gh.index],
+                       sRr[None, gh.index], sQr[None, gh.index], scale)
             cute.arch.barrier(barrier_id=Barrier.INTRA, number_of_threads=self.INTRA_THREADS)
             gh.release()
             self.inverse(sA, sX, tidx)
@@ -341,14 +341,19 @@ class IntraChunk:
         return tuple(t.get_tensor(lay) for t in (storage.gc, storage.be, storage.rk, storage.rq))
 
     @staticmethod
-    def _views(storage):
-        """The role's shared-memory tensors: A / Tm (fp32, and its float2 view), the merge scratch,
-        the staged P and Tu (bf16)."""
+    def scratch(storage):
+        """The role's fp32 shared memory, fields a and x of any storage that has them: A / Tm (and
+        its float2 view) and the merge scratch."""
         sA = cute.make_tensor(storage.a.data_ptr(), cute.make_layout((C, C), stride=(AS, 1)))
         sA2 = cute.make_tensor(storage.a.data_ptr(), cute.make_layout((C, C // 2, 2), stride=(AS, 2, 1)))
         sX = cute.make_tensor(storage.x.data_ptr(), cute.make_layout((HALF, HALF), stride=(XS, 1)))
+        return sA, sA2, sX
+
+    @classmethod
+    def _views(cls, storage):
+        """The role's shared-memory tensors: scratch(), then the staged P and Tu (bf16)."""
         staged = [t.get_tensor(cute.make_layout((C, C), stride=(C, 1))) for t in (storage.p, storage.t)]
-        return (sA, sA2, sX, *staged)
+        return (*cls.scratch(storage), *staged)
 
     # ------------------------------------------------------------------ phases
     @cute.jit
@@ -367,12 +372,23 @@ class IntraChunk:
             cute.gemm(mma, accQ, tQa[None, None, kb], tKb[None, None, kb], accQ)
         warpgroup.commit_group()
 
+    @staticmethod
+    def pairs(sP):
+        """(i, j // 2, j % 2) view of a (64, 64) bf16 tile: the folds store P's columns j, j + 1
+        together.  sP's own layout and swizzle (row-major here; the fused kernel's wgmma B tile)
+        place them: the pair stays contiguous under a 16-byte swizzle."""
+        pair_of = cute.make_layout((C, C // 2, 2), stride=(1, 2 * C, C))       # -> (i, j) of the tile
+        return cute.make_tensor(sP.iterator, cute.composition(sP.layout, pair_of))
+
     @cute.jit
-    def folds(self, thr, accG, accQ, sA2, sP, sG, sB, sR, sRq, scale: Float32):
+    def folds(self, thr, accG, accQ, sA2, sP2, sG, sB, sR, sRq, scale: Float32, rP=None):
         """A = select(i > j, beta_i rk_i rk_j G_ij exp(gcum_i - gcum_j), 0) -> smem (fp32);
         P = select(j <= i, scale rq_i rk_j QK_ij exp(...), 0) -> bf16 -> smem (the exp shared).
         A thread's 32 values lie on 2 rows and 16 columns (wgmma_acc); columns j, j + 1 of a row
-        leave as one 8-byte (A) and one 4-byte (P) store."""
+        leave as one 8-byte (A) and one 4-byte (P, sP2 = pairs(the tile)) store.  With rP (a bf16
+        tensor of accQ's layout; sP2 then None), P stays there for the caller (the fused kernel
+        stores it by stmatrix into its swizzled tile: the pairs' swizzled addresses cost the role
+        registers it does not have)."""
         tc = thr.partition_C(cute.make_identity_tensor((C, C)))
         nc = cute.size(accG) // 2
         rows = [tc[wgmma_acc.first_of_row(h)][0] for h in range(2)]
@@ -380,7 +396,6 @@ class IntraChunk:
         g_row = [sG[r] for r in rows]
         br_row = [sB[r] * sR[r] for r in rows]
         q_row = [scale * sRq[r] for r in rows]
-        sP2 = cute.make_tensor(sP.iterator, cute.make_layout((C, C // 2, 2), stride=(C, 2, 1)))
         pair = cute.make_rmem_tensor(2, Float32)
         ppair = cute.make_rmem_tensor(2, BFloat16)
         g_col = [None] * nc
@@ -396,10 +411,15 @@ class IntraChunk:
             j = cols[c]
             rx = r_col[c] * fastexp.exp(g_row[hh] - g_col[c])
             pair[e % 2] = Float32(cutlass.select_(i > j, accG[e] * br_row[hh] * rx, Float32(0.0)))
-            ppair[e % 2] = BFloat16(cutlass.select_(i >= j, accQ[e] * q_row[hh] * rx, Float32(0.0)))
+            p = BFloat16(cutlass.select_(i >= j, accQ[e] * q_row[hh] * rx, Float32(0.0)))
+            if cutlass.const_expr(rP is None):
+                ppair[e % 2] = p
+            else:
+                rP[e] = p
             if cutlass.const_expr(e % 2 == 1):
                 sA2[i, j // 2, None].store(pair.load())
-                sP2[i, j // 2, None].store(ppair.load())
+                if cutlass.const_expr(rP is None):
+                    sP2[i, j // 2, None].store(ppair.load())
 
     @cute.jit
     def inverse(self, sA, sX, tidx: Int32):

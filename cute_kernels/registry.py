@@ -12,6 +12,7 @@ MODULES = (
     "compose",
     "fwd_o",
     "intra_chunk",
+    "fused",
 )
 
 

@@ -802,18 +802,23 @@ def _maps(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: 
 
 
 @cute.jit
-def _zero_tail(sK, sV_vj, L: Int32, ltid: Int32, wg, active, s: Int32, nwg: cutlass.Constexpr):
+def _zero_tail(sK, sV_vj, L: Int32, ltid: Int32, wg, active, s: Int32, nwg: cutlass.Constexpr, vs=None,
+               bar: cutlass.Constexpr = BAR_WG):
     """A partial chunk's rows j >= L in the ring's slot s, before G1.  K rows may be NaN (NaN * 0 =
     NaN inside G3): thread ltid owns column k = ltid, warpgroup wg the rows L + wg, L + wg + active,
     ... (the tile is every active warpgroup's); and this warpgroup's V rows (another sequence's),
     column ltid % 64, rows L + ltid // 64, + 2, ...: with Z's columns there 0 (K rows) and a_j = 0
-    (the table), Y^T's columns j >= L are then exactly 0 without a select per element."""
+    (the table), Y^T's columns j >= L are then exactly 0 without a select per element.  vs: the
+    V tile's slot where it is not s (the fused kernel's rings); bar: the consumers' named barrier."""
     for j in cutlass.range(L + wg, CHUNK, active, unroll=1):
         sK[ltid, j, s] = BFloat16(0.0)
+    v_slot = s
+    if cutlass.const_expr(vs is not None):
+        v_slot = vs
     for j in cutlass.range(L + ltid // VB, CHUNK, 128 // VB, unroll=1):
-        sV_vj[ltid % VB, j, s * nwg + wg] = BFloat16(0.0)
+        sV_vj[ltid % VB, j, v_slot * nwg + wg] = BFloat16(0.0)
     cute.arch.fence_proxy("async.shared", space="cta")
-    cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128 * active)
+    cute.arch.barrier(barrier_id=bar, number_of_threads=128 * active)
 
 
 @cute.jit

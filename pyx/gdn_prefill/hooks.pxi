@@ -87,6 +87,8 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     that many chunks (0: the rule), `overlap_split` 0 the serial plan, s > 0 the overlap plan split
     at chunk slot s (wherever the rule's deadlock guard allows it, also below its minimum of chunk
     slots; -1: the rule).  The overlap plan runs only when both of its stages are named.
+    `stages` ("fused",) runs issue 42's fused kernel (cute_kernels/fused.py) alone where the serial
+    fused plan would run its two launches (no workspace is read or written).
     """
     cdef gdn_problem_t p
     cdef int spine_code = 0, layout_code = 0, rc, i, n = 0, sms
@@ -124,11 +126,24 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
                 raise _errors.GdnArgumentError("stages: one intra_chunk build at most, in the serial fused plan only")
             if p.beta.dtype != GDN_DTYPE_BF16 or not _aligned16(&p):
                 raise _errors.GdnArgumentError("stages: the intra_chunk builds take bf16 beta and 16-byte aligned q, k")
+        # issue 42's fused kernel (cute_kernels/fused.py): the serial fused plan's two launches in one
+        if "fused" in stages:
+            if len(stages) != 1 or plan.kind != PLAN_SERIAL:
+                raise _errors.GdnArgumentError("stages: 'fused' runs alone, in place of the serial fused plan")
+            fused_name = (b"fused_prefill_beta" + (b"bf16" if p.beta.dtype == GDN_DTYPE_BF16 else b"f32") + b"_"
+                          + (b"kv" if layout_code == GDN_STATE_KV else b"vk") + _SDT_SUFFIX[_state_type(&p)])
+            if gdn_variant_id(fused_name) < 0:
+                raise _errors.GdnArgumentError(f"stages: {fused_name.decode()} is not in this build")
         for stage in stages:
+            if stage == "fused":
+                continue
             if stage not in names and stage not in intra:
                 raise _errors.GdnArgumentError(f"stages: {stage!r} is not a launch of the {PLAN_NAMES[plan.kind]} "
                                                f"plan {names}")
-        for i in range(plan.n):
+        if "fused" in stages:
+            ids[0] = gdn_variant_id(fused_name)
+            n = 1
+        for i in range(plan.n if n == 0 else 0):
             if names[i] in stages:
                 ids[n] = plan.ids[i]
                 n += 1
