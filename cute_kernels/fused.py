@@ -140,7 +140,8 @@ class FusedPrefill:
         f = VT_SLOTS * C * 4
         return {"a": (C * intra_chunk.AS * 4, 16), "x": (intra_chunk.HALF * intra_chunk.XS * 4, 16),
                 "tab": (VT_SLOTS * rs.TAB * 4, 16), "btab": (VT_SLOTS * C * 2 * 4, 16),
-                "gc": (f, 16), "be": (f, 16), "rk": (f, 16), "rq": (f, 16), "bars": (8 * Bar.COUNT, 8)}
+                "gc": (f, 16), "be": (f, 16), "rk": (f, 16), "rq": (f, 16), "eye": (4 * 2 * intra_chunk.BLK, 16),
+                "bars": (8 * Bar.COUNT, 8)}
 
     def smem_bytes(self) -> int:
         """_storage's size, field by field (the kernel asserts the two agree)."""
@@ -229,6 +230,9 @@ class FusedPrefill:
         if warp == Role.LOAD:
             for atom in (tma_k, tma_q, tma_v, tma_o):
                 cpasync.prefetch_descriptor(atom)
+        if tidx < 2 * intra_chunk.BLK:       # the role's identity row (IntraChunk.inverse's sEye)
+            storage.eye.get_tensor(cute.make_layout(2 * intra_chunk.BLK))[tidx] = cutlass.select_(
+                tidx == intra_chunk.BLK - 1, Float32(1.0), Float32(0.0))
         if tidx == 0:
             for s in cutlass.range_constexpr(KQ_SLOTS):
                 cute.arch.mbarrier_init(bars + Bar.KQ_FULL + s, 1)
@@ -414,6 +418,7 @@ class FusedPrefill:
 
         gcons = gates.make_consumer()
         sA, sA2, sX = self.intra.scratch(storage)
+        sEye = storage.eye.get_tensor(cute.make_layout(2 * intra_chunk.BLK))
         sGr, sBr, sRr, sQr = self._gate_ring(storage)
         mma = self.intra._mma()
         thr = mma.get_slice(ltid)
@@ -436,7 +441,7 @@ class FusedPrefill:
             cute.copy(st_p, st_p.retile(rP), st_p.partition_D(t["sP"][None, None, sa]))
             cute.arch.barrier(barrier_id=Barrier.INTRA, number_of_threads=128)
             gh.release()
-            self.intra.inverse(sA, sX, ltid)
+            self.intra.inverse(sA, sX, ltid, sEye)
             if i >= VT_SLOTS:
                 cute.arch.mbarrier_wait(bars + Bar.VT_EMPTY + sb, ((i - VT_SLOTS) // VT_SLOTS) % 2)
             self.stage_tu(sA, t["sT"][None, None, sb], ltid)

@@ -422,12 +422,16 @@ class IntraChunk:
                     sP2[i, j // 2, None].store(ppair.load())
 
     @cute.jit
-    def inverse(self, sA, sX, tidx: Int32):
+    def inverse(self, sA, sX, tidx: Int32, sEye=None):
         """Tm = (I + A)^-1 in place over sA, by 16 x 16 blocks (rows / columns of block b: 16 b ..):
         1. warps 0, 1: the diagonal blocks 2w, 2w + 1 by forward substitution (lane: one column);
         2. warps 2p, 2p + 1: the 32 x 32 merge of pair p, T_{2p+1,2p} = -D_{2p+1} (A_{2p+1,2p} D_{2p});
         3. all four warps: T_{[2,3],[0,1]} = -T_{[2,3],[2,3]} (A_{[2,3],[0,1]} T_{[0,1],[0,1]});
-        the merges on mma.sync in one TF32 pass (mma_tf32), skipping k-steps of exact zeros."""
+        the merges on mma.sync in one TF32 pass (mma_tf32), skipping k-steps of exact zeros.
+        sEye (the fused kernel): 2 BLK - 1 floats, 1 at BLK - 1 and 0 elsewhere, so that row ii's
+        right-hand side e_jj[ii] is one shared load: as 16 selects of a 0 / 1 float they were
+        loop invariants that ptxas hoisted out of the chunk loop, 16 registers the fused role
+        spilled."""
         warp = tidx // 32
         lane = tidx % 32
         xcol = cute.make_rmem_tensor(BLK, Float32)
@@ -438,10 +442,13 @@ class IntraChunk:
                 part = Float32(0.0)
                 for m in cutlass.range_constexpr(ii):
                     part = part + sA[rb + ii, rb + m] * xcol[m]
-                diag = Float32(0.0)
-                if jj == ii:
-                    diag = Float32(1.0)
-                xcol[ii] = diag - part
+                if cutlass.const_expr(sEye is None):
+                    diag = Float32(0.0)
+                    if jj == ii:
+                        diag = Float32(1.0)
+                    xcol[ii] = diag - part
+                else:
+                    xcol[ii] = sEye[ii - jj + BLK - 1] - part
             cute.arch.sync_warp()
             for ii in cutlass.range_constexpr(BLK):
                 sA[rb + ii, rb + jj] = xcol[ii]
