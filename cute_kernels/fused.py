@@ -15,14 +15,16 @@ Warp roles (Role), 512 threads, one CTA per SM; setmaxnreg moves registers from 
 of 128 per thread to the chains:
 - CHAIN (warpgroups 0, 1, CHAIN_REGS): state columns 0-63 and 64-127, spine_rs's chunk loop
   with bf16(S^T) staged in shared memory as the A of G1 and G2 (in registers the chains need
-  224, which the CTA cannot give two of them beside the role), and each chunk's output staged in
-  the next chunk's V region (no buffers of its own: the shared memory is full).
+  224, which the CTA cannot give two of them beside the role; staged, 192 keeps the wgmma
+  pipeline), and each chunk's output staged in the next chunk's V region (no buffers of its
+  own: the shared memory is full).  A sequence's partial last chunk they store themselves.
 - INTRA (warpgroup 2, INTRA_REGS): intra_chunk's phases, in order over the chunks, one ahead of
   the chains.
 - LOAD (warp 12): the TMA loads of K and q (KQ ring) and of V (VT ring).
-- NORMS (warps 13, 14): rk, rq of each chunk's rows from its landed tiles, the scan of g, beta;
-  they hand gcum, beta, rk, rq to the role through the gate ring and write the chains' table.
-- STORE (warp 15): the output's TMA stores.
+- NORMS (warps 13, 14): rk, rq of each chunk's rows from its landed tiles (a row per lane and
+  register), the scan of g, beta; they hand gcum, beta, rk, rq to the role through the gate
+  ring and write the chains' table.
+- STORE (warp 15): the output's TMA stores of full chunks.
 
 Two rings, because K and q live longer than the rest:
 - KQ (KQ_SLOTS): K, q (TMA) and P (the role) of chunk i.  The role reads K, q in chunk i and
@@ -99,10 +101,10 @@ class FusedPrefill:
     """One CTA per (sequence, value head); see the module docstring."""
 
     THREADS = 512
-    CHAIN_REGS = 176            # spill-free with bf16(S^T) in shared memory (ptxas serialises the
-                                # chain's wgmmas below 192: the role, not the chain, paces the CTA)
-    INTRA_REGS = 112
-    IO_REGS = 48
+    CHAIN_REGS = 192            # the wgmma pipeline kept with bf16(S^T) in shared memory (below, ptxas
+                                # serialises the chain's wgmmas)
+    INTRA_REGS = 104            # FlashInfer's split of a 512-thread CTA: 24 / 192 / 192 / 104
+    IO_REGS = 24                # loads, row norms one row per lane, the scan and the table, stores
     LAUNCH_REGS = 64 * 1024 // THREADS
     NORM_THREADS = 64
     # arrivals on each barrier (module docstring)
@@ -272,7 +274,7 @@ class FusedPrefill:
             cute.arch.setmaxregister_increase(self.CHAIN_REGS)
             if run != 0:
                 self.chain(bars, storage, t, tidx % 128, tidx // 128, n, hv, slot, bos, eos, nch, state,
-                           has_state, checkpoints, checkpoint_chunks, initial_state, state_in)
+                           has_state, checkpoints, checkpoint_chunks, initial_state, state_in, out)
 
     # ------------------------------------------------------------------ I/O warps
     @cute.jit
@@ -305,20 +307,22 @@ class FusedPrefill:
     @cute.jit
     def norms(self, bars, gates, storage, t, g, beta, scale: Float32, use_qk_l2norm: Int32, bos: Int32, eos: Int32,
               nch: Int32, hv: Int32, ntid: Int32):
-        """The two norm warps, chunk by chunk: rk, rq of its rows (intra_chunk's reduce-scatter;
-        1 without l2norm) and, on the first warp, the scan of g and beta (gate_scan) into gate
+        """The two norm warps, chunk by chunk: rk (warp 13), rq (warp 14) of the chunk's rows (1
+        without l2norm; lane l: rows l, l + 32, each a sum in order) and, on the first warp, the scan of g and beta (gate_scan) into gate
         stage i % VT_SLOTS for the role; then, once the chains have left VT slot i % VT_SLOTS,
         thread r writes row r of the chains' table there (spine_rs's: coef_r = exp(g_last -
         gcum_r) rk_r, c_r = scale rq_r exp(gcum_r), a_r = exp(gcum_r) rk_r, beta_r; 0 past L)."""
         gprod = gates.make_producer()
         sGr, sBr, sRr, sQr = self._gate_ring(storage)
         sTab, sBt = self._tables(storage)
-        th = tma.rows_copy(DK, self.NORM_THREADS).get_slice(ntid)
-        tC = th.partition_S(cute.make_identity_tensor((C, DK)))
-        lg = ntid % 16
-        row0, _ = tC[(0, 0, 0)]
-        row1, _ = tC[(0, 1, 0)]
-        rows = [row0 + (row1 - row0) * ((2 * lg + e) % 16) for e in range(2)]
+        lane = ntid % 32
+        kq = ntid // 32                       # warp 13: the K rows (rk), warp 14: the q rows (rq)
+        # lane l: rows l and l + 32 of its tile, 16 vectors of 8 each, summed in order in one
+        # register per row (few registers: the I/O warpgroup's budget)
+        cp = cute.make_tiled_copy_tv(
+            cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128),
+            cute.make_layout((32, 1), stride=(1, 0)), cute.make_layout((1, 8)))
+        th = cp.get_slice(lane)
         for i in cutlass.range(nch, unroll=1):
             t0 = bos + i * C
             L = cutlass.min(eos - t0, C)
@@ -327,25 +331,31 @@ class FusedPrefill:
             r0 = Float32(1.0)
             r1 = Float32(1.0)
             if use_qk_l2norm != 0:
-                ss = []
-                for tile in (t["sKk"][None, None, sa], t["sQ"][None, None, sa]):
-                    t_s = th.partition_S(tile)
-                    for m in cutlass.range_constexpr(cute.size(t_s, mode=[1])):
-                        x = cute.make_rmem_tensor_like(t_s[(None, m, 0)], BFloat16)
-                        cute.autovec_copy(t_s[(None, m, 0)], x)
-                        xw = cute.recast_tensor(x, Int32)
-                        ss.append(bf16_sumsq.sumsq_bf16x8(xw[0], xw[1], xw[2], xw[3]))
-                k0, k1 = bf16_sumsq.reduce_scatter(ss, lg, (8, 4, 2, 1))
-                r0 = cute.math.rsqrt(k0 + intra_chunk.L2_EPS)
-                r1 = cute.math.rsqrt(k1 + intra_chunk.L2_EPS)
+                tile = self._slot(storage.sk, "skk", sa)
+                if kq == 1:
+                    tile = self._slot(storage.sq, "sq", sa)
+                t_s = th.partition_S(tile)                       # (8 values, 2 row blocks, 16 vectors)
+                a0 = Float32(0.0)
+                a1 = Float32(0.0)
+                for c in cutlass.range(cute.size(t_s, mode=[2]), unroll=2):
+                    x = cute.make_rmem_tensor_like(t_s[(None, 0, c)], BFloat16)
+                    cute.autovec_copy(t_s[(None, 0, c)], x)
+                    xw = cute.recast_tensor(x, Int32)
+                    a0 = a0 + bf16_sumsq.sumsq_bf16x8(xw[0], xw[1], xw[2], xw[3])
+                    y = cute.make_rmem_tensor_like(t_s[(None, 1, c)], BFloat16)
+                    cute.autovec_copy(t_s[(None, 1, c)], y)
+                    yw = cute.recast_tensor(y, Int32)
+                    a1 = a1 + bf16_sumsq.sumsq_bf16x8(yw[0], yw[1], yw[2], yw[3])
+                r0 = cute.math.rsqrt(a0 + intra_chunk.L2_EPS)
+                r1 = cute.math.rsqrt(a1 + intra_chunk.L2_EPS)
             cute.arch.mbarrier_arrive(bars + Bar.KQ_EMPTY + sa)
-            rs_ = (r0, r1)
             gh = gprod.acquire_and_advance()
-            for e in cutlass.range_constexpr(2):
-                if lg < 8:
-                    sRr[rows[e], gh.index] = rs_[e]
-                else:
-                    sQr[rows[e], gh.index] = rs_[e]
+            if kq == 0:
+                sRr[lane, gh.index] = r0
+                sRr[lane + 32, gh.index] = r1
+            else:
+                sQr[lane, gh.index] = r0
+                sQr[lane + 32, gh.index] = r1
             if ntid < 32:
                 c0, c1, b0, b1 = gate_scan(g, beta, t0, L, hv, ntid)
                 sGr[2 * ntid, gh.index] = c0
@@ -383,14 +393,13 @@ class FusedPrefill:
     def stores(self, bars, t, tma_o, mO, out: cute.Tensor, bos: Int32, eos: Int32, nch: Int32, hv: Int32):
         """Chunk c's output of chain wg, staged in the V region of VT slot (c + 1) % VT_SLOTS (once
         its four warps have arrived on OSTAGED[(c % VT_SLOTS) CHAINS + wg]) -> rows t0 .. t0 + L,
-        columns 64 wg .. of out (tma.store_rows); once the stores have read the slot, its arrival
+        columns 64 wg .. of out by one TMA store; once the stores have read the slot, its arrival
         on VT_EMPTY lets the slot be refilled.  The slot of chunk 0 holds no output: its arrival
-        comes before the loop."""
+        comes before the loop.  A sequence's partial last chunk the chains store themselves
+        (epilogue): its rows >= L are the next sequence's, and this warp's registers do not hold
+        the row addresses of its thread stores."""
         lane = cute.arch.lane_idx()
         mO_h = mO[None, None, hv]
-        cp_v = tma.rows_copy(VB, 32)
-        thr_v = cp_v.get_slice(lane)
-        tOC = thr_v.partition_S(cute.make_identity_tensor((C, VB)))
         if lane == 0:
             cute.arch.mbarrier_arrive(bars + Bar.VT_EMPTY)
         for c in cutlass.range(nch, unroll=1):
@@ -400,8 +409,8 @@ class FusedPrefill:
             for wg in cutlass.range_constexpr(CHAINS):
                 vs = s * CHAINS + wg
                 cute.arch.mbarrier_wait(bars + Bar.OSTAGED + (c % VT_SLOTS) * CHAINS + wg, (c // VT_SLOTS) % 2)
-                tma.store_rows(L, True, tma_o, t["sV"], mO_h, out, cp_v, thr_v,
-                               thr_v.partition_S(t["sV"][None, None, vs]), tOC, t0, hv, wg * VB, vs, VB)
+                if L >= C:      # a partial (last) chunk's rows the chains have stored (epilogue)
+                    tma.store(tma_o, t["sV"][None, None, vs], tma.gmem_tile(mO_h, (t0, wg * VB), (C, VB)))
             cute.arch.cp_async_bulk_wait_group(0, read=True)
             cute.arch.sync_warp()
             if lane == 0:
@@ -438,13 +447,13 @@ class FusedPrefill:
             gh = gcons.wait_and_advance()
             self.intra.folds(thr, accG, accQ, sA2, None, sGr[None, gh.index], sBr[None, gh.index],
                              sRr[None, gh.index], sQr[None, gh.index], scale, rP=rP)
-            cute.copy(st_p, st_p.retile(rP), st_p.partition_D(t["sP"][None, None, sa]))
+            cute.copy(st_p, st_p.retile(rP), st_p.partition_D(self._slot(storage.sp, "sp", sa)))
             cute.arch.barrier(barrier_id=Barrier.INTRA, number_of_threads=128)
             gh.release()
             self.intra.inverse(sA, sX, ltid, sEye)
             if i >= VT_SLOTS:
                 cute.arch.mbarrier_wait(bars + Bar.VT_EMPTY + sb, ((i - VT_SLOTS) // VT_SLOTS) % 2)
-            self.stage_tu(sA, t["sT"][None, None, sb], ltid)
+            self.stage_tu(sA, self._slot(storage.st, "st", sb), ltid)
             cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.mbarrier_arrive(bars + Bar.VT_FULL + sb)
             # the next chunk's folds overwrite sA
@@ -464,6 +473,16 @@ class FusedPrefill:
                 x[e] = BFloat16(sA[r, c])
             cute.autovec_copy(x, tD[None, m, None])
 
+    def _slot(self, field, name, s):
+        """Slot s of a (64, 64) tile ring as a plain pointer and the swizzled layout of one slot:
+        the swizzle then acts on the offset within the slot (each slot is 1,024-aligned, the
+        swizzle's period), so each thread's swizzled offsets are loop invariants and only the
+        slot's base changes per chunk.  Through the swizzled pointer of the whole ring, ptxas
+        swizzles base + offset anew for every slot and hoists (then spills) the results."""
+        one = cute.slice_(self._layouts()[name], (None, None, 0))
+        n = cute.cosize(one)
+        return cute.make_tensor(field.data_ptr() + cute.assume(s * n, divby=n), one)
+
     def _gate_ring(self, storage):
         """gcum, beta, rk, rq of each row, per gate stage: (row, stage)."""
         lay = cute.make_layout((C, VT_SLOTS), stride=(1, C))
@@ -480,7 +499,7 @@ class FusedPrefill:
     @cute.jit
     def chain(self, bars, storage, t, ltid: Int32, wg: Int32, n: Int32, hv: Int32, slot: Int32, bos: Int32,
               eos: Int32, nch: Int32, state: cute.Tensor, has_state: Int32, checkpoints: cute.Tensor,
-              checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32):
+              checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32, out: cute.Tensor):
         """Chain warpgroup wg: S^T of state columns 64 wg .. 64 wg + 63 through the sequence and their
         output, spine_rs's chunk loop (its module docstring) on the two rings: K, q, P of chunk i in
         KQ slot i % KQ_SLOTS (P of chunk i - 1 one slot back), V, Tu and the table in VT slot
@@ -590,18 +609,29 @@ class FusedPrefill:
             sb = nch % VT_SLOTS
             if nch >= VT_SLOTS:
                 cute.arch.mbarrier_wait(bars + Bar.VT_EMPTY + sb, ((nch - VT_SLOTS) // VT_SLOTS) % 2)
-            self.epilogue(bars, nch - 1, ltid, wg, rO, st_o, sV_vj, sb)
+            self.epilogue(bars, nch - 1, ltid, wg, rO, st_o, sV_vj, sb, out=out, sV=t["sV"], hv=hv,
+                          t0=bos + (nch - 1) * C, L=eos - bos - (nch - 1) * C)
         if has_state != 0:
             state_pool.store(accSt, tScS, gSt)
 
     @cute.jit
-    def epilogue(self, bars, c: Int32, ltid: Int32, wg: Int32, rO, st_o, sV_vj, sb: Int32):
+    def epilogue(self, bars, c: Int32, ltid: Int32, wg: Int32, rO, st_o, sV_vj, sb: Int32, out=None, sV=None,
+                 hv=None, t0=None, L=None):
         """Chunk c's output (its G4 complete): this thread leaves KQ slot c % KQ_SLOTS (K, q, P),
         O^T -> bf16 -> chain wg's V region of VT slot sb (chunk c + 1's, whose V this warp has
         read: each warp reads and writes only its own 16 v rows), each warp fences its writes for
-        the store's async proxy and arrives on OSTAGED."""
+        the store's async proxy and arrives on OSTAGED.  The last chunk's (out given): where it is
+        partial (L < 64), the warpgroup stores its rows < L itself, 16-byte copies from the staged
+        tile once all four warps have written it (the store warp then stores nothing)."""
         cute.arch.mbarrier_arrive(bars + Bar.KQ_EMPTY + c % KQ_SLOTS)
         cute.copy(st_o, rO, st_o.partition_D(sV_vj[None, None, sb * CHAINS + wg]))
+        if cutlass.const_expr(out is not None):
+            if L < C:
+                cute.arch.barrier(barrier_id=Barrier.STAGED_S + wg, number_of_threads=128)
+                cp = tma.rows_copy(VB)
+                thr = cp.get_slice(ltid)
+                tma.store_partial_rows(L, out, cp, thr, thr.partition_S(sV[None, None, sb * CHAINS + wg]),
+                                       thr.partition_S(cute.make_identity_tensor((C, VB))), t0, hv, wg * VB, VB)
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_warp()
         if ltid % 32 == 0:
