@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Run 173 (prepared in session 33; tree: branch fused-fi; objects build/aot_ffi from it and
+# build/aot_fk from fused-kernel).  FlashInfer's register split for the fused kernel: chains 192
+# with the wgmma pipeline (fused-kernel: 176, serialised), role 104 (4 spilled words), I/O 24.
+# phase 1: smoke under a timeout, the suite's fused rows (the norms' new summation order and the
+# chains' own partial-chunk stores are new code), then fused-fi against fused-kernel (A / B, each
+# beside prefill() in its own process).
+# Prediction: the chains' serialisation cost (+24 % on the dual's chunk, run 169) comes off their
+# side; with the interference kept, a chunk 4.2 -> 3.7-3.9 us: 8x4K 16/32 562 -> 490-520 us,
+# 1x8K 541 -> 470-500.  The role's 4 spills cost < 1 %.
+# phase 2: compute-sanitizer and the hard inputs on fused-fi.
+set -u
+phase=${1:-1}
+source tools/device_lib.sh
+case $phase in
+1) inst build/aot_ffi ffi
+   step smoke 60 python3 - <<'PY'
+import torch, gdn_prefill
+from gdn_prefill import _ext, reference as ref
+for lens, l2 in (([64], False), ([1, 63, 64, 65, 0, 200], False), ([300, 1000], True)):
+    inp = ref.make_inputs(lens, 2, 4, seed=1, device="cuda", state="dense", l2norm_inputs=not l2,
+                          beta_dtype=torch.bfloat16)
+    T = sum(lens)
+    out = torch.full_like(inp["v"], float("nan"))
+    st = inp["state"].clone()
+    ws = torch.empty(gdn_prefill.workspace_bytes(T, len(lens), 4), dtype=torch.uint8, device="cuda")
+    _ext._launch_stages(("fused",), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, st,
+                        cu_seqlens=inp["cu_seqlens"], spine="wgmma", workspace=ws, fused=1, overlap_split=0,
+                        use_qk_l2norm=l2)
+    torch.cuda.synchronize()
+    with torch.device("cuda"):
+        o_ref, s_ref = ref.chunked(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], cu_seqlens=inp["cu_seqlens"],
+                                   state=inp["state"], use_qk_l2norm=l2)
+    print(lens, "finite", bool(torch.isfinite(out).all()), "err o %.3e state %.3e"
+          % (ref.rel_err(out.double(), o_ref), ref.rel_err(st.double(), s_ref)))
+PY
+   tail -4 "$OUT/smoke.log"
+   grep -q "err o" "$OUT/smoke.log" || exit 0
+   step suite 240 python3 -m pytest -m gpu tests/test_gpu_prefill.py -k fused -q -p no:cacheprovider -rfE -x
+   grep -hE "^(FAILED|ERROR)|passed|failed" "$OUT/suite.log" | tail -4
+   for b in ffi:aot_ffi fk:aot_fk; do
+     inst "build/${b#*:}" "${b%%:*}"
+     step "bench_${b%%:*}" 120 python3 benchmarks/bench_fused.py --heads 16/32,4/8 --reps 20 \
+       --shapes 8x4K,32x2K,4x2K,16x512,1x8K
+     echo "== ${b%%:*}"; grep -E "^\| [0-9]" "$OUT/bench_${b%%:*}.log"
+   done
+   echo "total $((SECONDS - T0)) s" ;;
+2) inst build/aot_ffi ffi
+   step san 200 python3 -m pytest -m gpu tests/test_gpu_sanitizer.py -q -p no:cacheprovider -rfE
+   step hard 150 python3 -m pytest -m gpu tests/test_numerics_hard.py -k fused -q -p no:cacheprovider -rfE
+   grep -hE "^(FAILED|ERROR)|passed|failed" "$OUT/san.log" "$OUT/hard.log" | tail -6
+   echo "total $((SECONDS - T0)) s" ;;
+esac
