@@ -26,7 +26,11 @@ def main(argv=None) -> int:
     ap.add_argument("--heads", default="16/32")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--l2norm", action="store_true")
+    ap.add_argument("--extra", default="", help="(branches fused-diag, fused-fi) more fused builds by name, timed alike")
+    ap.add_argument("--profile", metavar="BUILD", help="(branches fused-diag, fused-fi) one call of BUILD ('fused' or a "
+                    "diagnostic build's name) at the first shape and heads, nothing timed: for ncu")
     a = ap.parse_args(argv)
+    extra = [x for x in a.extra.split(",") if x]
     if not torch.cuda.is_available():
         print("no CUDA GPU: nothing to time (the objects: pytest tests/test_sass.py -k fused)")
         return 0
@@ -34,8 +38,9 @@ def main(argv=None) -> int:
     from gdn_prefill import _ext, bench_cases
     from gdn_prefill import reference as ref
     print(f"l2norm in the kernel: {a.l2norm}")
-    print("| shape | Hk/Hv | prefill() µs | fused µs | fused / prefill | out diff | state diff |")
-    print("|---|---|---|---|---|---|---|")
+    print("| shape | Hk/Hv | prefill() µs | fused µs | fused / prefill | out diff | state diff |"
+          + "".join(f" {x} µs |" for x in extra))
+    print("|---|---|---|---|---|---|---|" + "---|" * len(extra))
     for heads in a.heads.split(","):
         hk, hv = (int(x) for x in heads.split("/"))
         for s in a.shapes.split(","):
@@ -44,8 +49,15 @@ def main(argv=None) -> int:
                                   beta_dtype=torch.bfloat16)
             T, N = sum(lens), len(lens)
             ws = torch.empty(gdn_prefill.workspace_bytes(T, N, hv), dtype=torch.uint8, device="cuda")
+            if a.profile:
+                out = torch.empty(T, hv, 128, dtype=torch.bfloat16, device="cuda")
+                _ext._launch_stages((a.profile,), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out,
+                                    inp["state"].clone(), cu_seqlens=inp["cu_seqlens"], workspace=ws, spine="wgmma",
+                                    fused=1, overlap_split=0, use_qk_l2norm=a.l2norm)
+                torch.cuda.synchronize()
+                return 0
             runs = {}
-            for name in ("prefill", "fused"):
+            for name in ("prefill", "fused", *extra):
                 out = torch.empty(T, hv, 128, dtype=torch.bfloat16, device="cuda")
                 state = inp["state"].clone()
                 args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
@@ -53,8 +65,8 @@ def main(argv=None) -> int:
                 if name == "prefill":
                     call = lambda: gdn_prefill.prefill(*args, **kw)                      # noqa: E731
                 else:
-                    call = lambda: _ext._launch_stages(("fused",), *args, spine="wgmma", fused=1,  # noqa: E731
-                                                       overlap_split=0, **kw)
+                    call = lambda name=name: _ext._launch_stages((name,), *args, spine="wgmma",  # noqa: E731
+                                                                 fused=1, overlap_split=0, **kw)
                 call()                                       # the result from the initial state
                 torch.cuda.synchronize()
                 result = (out.clone(), state.clone())
@@ -80,7 +92,8 @@ def main(argv=None) -> int:
             (tp, (op, sp)), (tf, (of, sf)) = runs["prefill"], runs["fused"]
             d_o = ref.rel_err(of.double(), op.double())
             d_s = ref.rel_err(sf.double(), sp.double())
-            print(f"| {s} | {heads} | {tp:.1f} | {tf:.1f} | {tf / tp:.3f} | {d_o:.2e} | {d_s:.2e} |", flush=True)
+            print(f"| {s} | {heads} | {tp:.1f} | {tf:.1f} | {tf / tp:.3f} | {d_o:.2e} | {d_s:.2e} |"
+                  + "".join(f" {runs[x][0]:.1f} |" for x in extra), flush=True)
     return 0
 
 

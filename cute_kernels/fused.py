@@ -112,7 +112,12 @@ class FusedPrefill:
     VT_FULL_ARRIVALS = 1 + 128 + NORM_THREADS
     VT_EMPTY_ARRIVALS = CHAINS * 128 + 1
 
-    def __init__(self, state_dtype: str = "fp32"):
+    # branch fused-fi: the split measured against this one, one build beside the other (run 173)
+    SPLIT_R176 = (176, 120, 40)
+
+    def __init__(self, state_dtype: str = "fp32", split: tuple[int, int, int] | None = None):
+        if split is not None:
+            self.CHAIN_REGS, self.INTRA_REGS, self.IO_REGS = split
         assert CHAINS * (self.CHAIN_REGS - self.LAUNCH_REGS) <= (self.LAUNCH_REGS - self.INTRA_REGS) + \
             (self.LAUNCH_REGS - self.IO_REGS), "setmaxnreg: the chains' increase must be given back first"
         self.state_dtype = state_dtype
@@ -643,12 +648,12 @@ class FusedPrefill:
 THREADS = FusedPrefill.THREADS
 
 
-def SMEM_BYTES(layout: str, beta: str = "bf16", state_dtype: str = "fp32") -> int:  # noqa: N802
-    return FusedPrefill(state_dtype).smem_bytes()
+def SMEM_BYTES(layout: str, beta: str = "bf16", state_dtype: str = "fp32", split=None) -> int:  # noqa: N802
+    return FusedPrefill(state_dtype, split).smem_bytes()
 
 
-def launch_for(layout: str, beta: str = "bf16", state_dtype: str = "fp32"):
-    kern = FusedPrefill(state_dtype)
+def launch_for(layout: str, beta: str = "bf16", state_dtype: str = "fp32", split=None):
+    kern = FusedPrefill(state_dtype, split)
 
     @cute.jit
     def fused_prefill(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
@@ -665,9 +670,11 @@ def launch_for(layout: str, beta: str = "bf16", state_dtype: str = "fp32"):
 # per beta dtype (the names recompute_wu's builds use), state layout and pool element type
 VARIANTS: dict[str, dict] = state_pool.variants({
     f"fused_prefill_beta{b}_{lay}": {"layout": lay, "beta": b} for b in ("f32", "bf16") for lay in ("kv", "vk")})
+# branch fused-fi: the 176 / 112 / 48 split on this code, for the A / B in one build (run 173)
+VARIANTS["fused_prefill_r176_betabf16_kv"] = {"layout": "kv", "beta": "bf16", "split": FusedPrefill.SPLIT_R176}
 
 
-def fake_args(dims, layout: str, beta: str = "bf16", state_dtype: str = "fp32") -> list:
+def fake_args(dims, layout: str, beta: str = "bf16", state_dtype: str = "fp32", split=None) -> list:
     from cute_kernels import fake
     st = state_pool.state_dtype(state_dtype)
     tma16 = {"stride_div": 8, "align": 16}

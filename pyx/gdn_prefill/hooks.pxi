@@ -127,11 +127,16 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
             if p.beta.dtype != GDN_DTYPE_BF16 or not _aligned16(&p):
                 raise _errors.GdnArgumentError("stages: the intra_chunk builds take bf16 beta and 16-byte aligned q, k")
         # issue 42's fused kernel (cute_kernels/fused.py): the serial fused plan's two launches in one
+        # (branch fused-fi: or one of its builds by name, "fused_prefill_...")
+        if len(stages) == 1 and isinstance(stages[0], str) and stages[0].startswith("fused_prefill_"):
+            fused_name = stages[0].encode()
+            stages = ("fused",)
+        elif "fused" in stages:
+            fused_name = (b"fused_prefill_beta" + (b"bf16" if p.beta.dtype == GDN_DTYPE_BF16 else b"f32") + b"_"
+                          + (b"kv" if layout_code == GDN_STATE_KV else b"vk") + _SDT_SUFFIX[_state_type(&p)])
         if "fused" in stages:
             if len(stages) != 1 or plan.kind != PLAN_SERIAL:
                 raise _errors.GdnArgumentError("stages: 'fused' runs alone, in place of the serial fused plan")
-            fused_name = (b"fused_prefill_beta" + (b"bf16" if p.beta.dtype == GDN_DTYPE_BF16 else b"f32") + b"_"
-                          + (b"kv" if layout_code == GDN_STATE_KV else b"vk") + _SDT_SUFFIX[_state_type(&p)])
             if gdn_variant_id(fused_name) < 0:
                 raise _errors.GdnArgumentError(f"stages: {fused_name.decode()} is not in this build")
         for stage in stages:

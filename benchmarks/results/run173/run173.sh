@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Run 173 (prepared in session 33; tree: branch fused-fi; objects build/aot_ffi from it and
-# build/aot_fk from fused-kernel).  FlashInfer's register split for the fused kernel: chains 192
-# with the wgmma pipeline (fused-kernel: 176, serialised), role 104 (4 spilled words), I/O 24.
+# Run 173 (prepared in session 33; tree: branch fused-fi; objects build/aot_ffi from it).
+# FlashInfer's register split for the fused kernel: chains 192 with the wgmma pipeline, role 104
+# (4 spilled words), I/O 24 (the fused_prefill_* builds), against the same code at 176 / 120 / 40
+# (fused_prefill_r176_betabf16_kv: the chains serialised as in fused-kernel, spill-free), one
+# build, one process, each beside prefill().
 # phase 1: smoke under a timeout, the suite's fused rows (the norms' new summation order and the
-# chains' own partial-chunk stores are new code), then fused-fi against fused-kernel (A / B, each
-# beside prefill() in its own process).
+# chains' own partial-chunk stores are new code), then the two splits.
 # Prediction: the chains' serialisation cost (+24 % on the dual's chunk, run 169) comes off their
 # side; with the interference kept, a chunk 4.2 -> 3.7-3.9 us: 8x4K 16/32 562 -> 490-520 us,
 # 1x8K 541 -> 470-500.  The role's 4 spills cost < 1 %.
@@ -38,12 +39,9 @@ PY
    grep -q "err o" "$OUT/smoke.log" || exit 0
    step suite 240 python3 -m pytest -m gpu tests/test_gpu_prefill.py -k fused -q -p no:cacheprovider -rfE -x
    grep -hE "^(FAILED|ERROR)|passed|failed" "$OUT/suite.log" | tail -4
-   for b in ffi:aot_ffi fk:aot_fk; do
-     inst "build/${b#*:}" "${b%%:*}"
-     step "bench_${b%%:*}" 120 python3 benchmarks/bench_fused.py --heads 16/32,4/8 --reps 20 \
-       --shapes 8x4K,32x2K,4x2K,16x512,1x8K
-     echo "== ${b%%:*}"; grep -E "^\| [0-9]" "$OUT/bench_${b%%:*}.log"
-   done
+   step bench 150 python3 benchmarks/bench_fused.py --heads 16/32,4/8 --reps 20 \
+     --shapes 8x4K,32x2K,4x2K,16x512,1x8K --extra fused_prefill_r176_betabf16_kv
+   grep -E "^\|" "$OUT/bench.log"
    echo "total $((SECONDS - T0)) s" ;;
 2) inst build/aot_ffi ffi
    step san 200 python3 -m pytest -m gpu tests/test_gpu_sanitizer.py -q -p no:cacheprovider -rfE
