@@ -336,9 +336,9 @@ class FusedPrefill:
             r0 = Float32(1.0)
             r1 = Float32(1.0)
             if use_qk_l2norm != 0:
-                tile = self._slot(storage.sk, "skk", sa)
+                tile = t["sKk"][None, None, sa]
                 if kq == 1:
-                    tile = self._slot(storage.sq, "sq", sa)
+                    tile = t["sQ"][None, None, sa]
                 t_s = th.partition_S(tile)                       # (8 values, 2 row blocks, 16 vectors)
                 a0 = Float32(0.0)
                 a1 = Float32(0.0)
@@ -452,13 +452,13 @@ class FusedPrefill:
             gh = gcons.wait_and_advance()
             self.intra.folds(thr, accG, accQ, sA2, None, sGr[None, gh.index], sBr[None, gh.index],
                              sRr[None, gh.index], sQr[None, gh.index], scale, rP=rP)
-            cute.copy(st_p, st_p.retile(rP), st_p.partition_D(self._slot(storage.sp, "sp", sa)))
+            cute.copy(st_p, st_p.retile(rP), st_p.partition_D(t["sP"][None, None, sa]))
             cute.arch.barrier(barrier_id=Barrier.INTRA, number_of_threads=128)
             gh.release()
             self.intra.inverse(sA, sX, ltid, sEye)
             if i >= VT_SLOTS:
                 cute.arch.mbarrier_wait(bars + Bar.VT_EMPTY + sb, ((i - VT_SLOTS) // VT_SLOTS) % 2)
-            self.stage_tu(sA, self._slot(storage.st, "st", sb), ltid)
+            self.stage_tu(sA, t["sT"][None, None, sb], ltid)
             cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.mbarrier_arrive(bars + Bar.VT_FULL + sb)
             # the next chunk's folds overwrite sA
@@ -477,16 +477,6 @@ class FusedPrefill:
                 r, c = tC[e, m, 0]
                 x[e] = BFloat16(sA[r, c])
             cute.autovec_copy(x, tD[None, m, None])
-
-    def _slot(self, field, name, s):
-        """Slot s of a (64, 64) tile ring as a plain pointer and the swizzled layout of one slot:
-        the swizzle then acts on the offset within the slot (each slot is 1,024-aligned, the
-        swizzle's period), so each thread's swizzled offsets are loop invariants and only the
-        slot's base changes per chunk.  Through the swizzled pointer of the whole ring, ptxas
-        swizzles base + offset anew for every slot and hoists (then spills) the results."""
-        one = cute.slice_(self._layouts()[name], (None, None, 0))
-        n = cute.cosize(one)
-        return cute.make_tensor(field.data_ptr() + cute.assume(s * n, divby=n), one)
 
     def _gate_ring(self, storage):
         """gcum, beta, rk, rq of each row, per gate stage: (row, stage)."""
