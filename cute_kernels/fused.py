@@ -113,7 +113,7 @@ class FusedPrefill:
     VT_EMPTY_ARRIVALS = CHAINS * 128 + 1
 
     # branch fused-fi: the split measured against this one, one build beside the other (run 173)
-    SPLIT_R176 = (176, 120, 40)
+    SPLIT_R176 = (176, 128, 32)
 
     def __init__(self, state_dtype: str = "fp32", split: tuple[int, int, int] | None = None):
         if split is not None:
