@@ -55,7 +55,7 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-from cute_kernels import bf16_sumsq, intra_chunk, pdl, spine_rs as rs, spine_wgmma as sw, state_pool, tma
+from cute_kernels import bf16_sumsq, chain, intra_chunk, pdl, spine_rs as rs, spine_wgmma as sw, state_pool, tma
 from cute_kernels.recompute_wu import gate_scan
 from gdn_prefill import plan
 
@@ -503,7 +503,7 @@ class FusedPrefill:
         col0 = wg * VB
         sTab, sBt = self._tables(storage)
         sS1 = t["sS"][None, None, wg]
-        mma_n64, mma_s = rs._tiled_mmas()
+        mma_n64, mma_s = chain.tiled_mmas()
         mma_a = sm90_utils.make_trivial_tiled_mma(BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.K,
                                                   Float32, (1, 1, 1), tiler_mn=(VB, C))
         thr_n = mma_n64.get_slice(ltid)
@@ -523,8 +523,8 @@ class FusedPrefill:
         tSs = st_s.partition_D(sS1)
         rP = cute.make_rmem_tensor_like(accX, BFloat16)
         rV = cute.make_rmem_tensor_like(accX, BFloat16)
-        tPa = cute.make_tensor(rP.iterator, rs._acc_as_a_layout(accX.layout, C // 16))
-        tVa = cute.make_tensor(rV.iterator, rs._acc_as_a_layout(accX.layout, C // 16))
+        tPa = cute.make_tensor(rP.iterator, chain.acc_as_a_layout(accX.layout, C // 16))
+        tVa = cute.make_tensor(rV.iterator, chain.acc_as_a_layout(accX.layout, C // 16))
         tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))
         tXc = thr_n.partition_C(cute.make_identity_tensor((VB, C)))
         ld_v = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16),
@@ -537,8 +537,8 @@ class FusedPrefill:
         rO = cute.make_rmem_tensor_like(accY_cv, BFloat16)
         sV_vj = t["sV_vj"]
 
-        gSt = rs._transposed_block(state, slot, hv, col0)
-        state_pool.load(accSt, tScS, gSt, rs._transposed_block(initial_state, slot, hv, col0), state_in)
+        gSt = chain.transposed_block(state, slot, hv, col0)
+        state_pool.load(accSt, tScS, gSt, chain.transposed_block(initial_state, slot, hv, col0), state_in)
         mma_s.set(warpgroup.Field.ACCUMULATE, True)
         accY.fill(0.0)                  # chunk 0's G4 (of a chunk -1) reads these; G2 overwrites it
         rV.fill(0.0)
@@ -553,14 +553,14 @@ class FusedPrefill:
                 cute.arch.mbarrier_wait(bars + Bar.KQ_FULL + sa, (i // KQ_SLOTS) % 2)
                 cute.arch.mbarrier_wait(bars + Bar.VT_FULL + sb, (i // VT_SLOTS) % 2)
                 if L < C:
-                    rs._zero_tail(t["sK"], sV_vj, L, ltid, wg, CHAINS, sa, CHAINS, vs=sb, bar=Barrier.CHAINS)
+                    chain.zero_tail(t["sK"], sV_vj, L, ltid, wg, CHAINS, sa, CHAINS, Barrier.CHAINS, vs=sb)
                 # G1: Z = bf16(S^T) K^T, bf16(S^T) staged in sS[wg] first
                 rS = cute.make_rmem_tensor_like(accSt, BFloat16)
                 rS.store(accSt.load().to(BFloat16))
                 cute.copy(st_s, st_s.retile(rS), tSs)
                 cute.arch.fence_proxy("async.shared", space="cta")
                 cute.arch.barrier(barrier_id=Barrier.STAGED_S + wg, number_of_threads=128)
-                rs._issue(mma_a, accX, tSa, tKkb, sa, True)
+                chain.issue(mma_a, accX, tSa, tKkb, sa, True)
                 decay = sTab[rs.TAB_GL, sb]
                 for e in cutlass.range_constexpr(cute.size(accSt)):
                     accSt[e] = accSt[e] * decay
@@ -572,16 +572,16 @@ class FusedPrefill:
                 warpgroup.commit_group()
                 cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, sb * CHAINS + wg]), rVt_cv)
                 warpgroup.wait_group(1)           # G1
-                rs._y_t(rP, rVt, accX, sTab, sBt, tXc, sb, sb)
-                rs._issue(mma_n64, accX, tPa, tTb, sb, True)     # G1b
+                chain.y_t(rP, rVt, accX, sTab, sBt, tXc, sb, sb)
+                chain.issue(mma_n64, accX, tPa, tTb, sb, True)     # G1b
                 warpgroup.wait_group(1)           # G4 of chunk i - 1
                 if i > 0:
                     rO.store(accY_cv.load().to(BFloat16))
                     self.epilogue(bars, i - 1, ltid, wg, rO, st_o, sV_vj, sb)
-                rs._issue(mma_a, accY, tSa, tQb, sa, True)       # G2
+                chain.issue(mma_a, accY, tSa, tQb, sa, True)       # G2
                 warpgroup.wait_group(1)           # G1b
-                rs._vnew(rV, rP, accX, sTab, tXc, L, sb)
-                rs._issue(mma_s, accSt, tPa, tKb, sa, False)     # G3
+                chain.vnew(rV, rP, accX, sTab, tXc, L, sb)
+                chain.issue(mma_s, accSt, tPa, tKb, sa, False)     # G3
                 warpgroup.wait_group(1)           # G2
                 for e in cutlass.range_constexpr(cute.size(accY)):
                     accY[e] = accY[e] * sTab[rs.TAB_C + tXc[e][1], sb]
@@ -591,7 +591,7 @@ class FusedPrefill:
                 cute.arch.mbarrier_arrive(bars + Bar.VT_EMPTY + sb)
             ck = state_pool.checkpoint_slot_after(i_end - 1, nch, n, checkpoints, checkpoint_chunks)
             if ck >= 0:
-                state_pool.store(accSt, tScS, rs._transposed_block(state, ck, hv, col0))
+                state_pool.store(accSt, tScS, chain.transposed_block(state, ck, hv, col0))
         if nch > 0:
             warpgroup.fence()
             mma_n64.set(warpgroup.Field.ACCUMULATE, True)
