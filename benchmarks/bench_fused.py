@@ -26,9 +26,11 @@ def main(argv=None) -> int:
     ap.add_argument("--heads", default="16/32")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--l2norm", action="store_true")
-    ap.add_argument("--extra", default="", help="(branches fused-diag, fused-fi) more fused builds by name, timed alike")
-    ap.add_argument("--profile", metavar="BUILD", help="(branches fused-diag, fused-fi) one call of BUILD ('fused' or a "
-                    "diagnostic build's name) at the first shape and heads, nothing timed: for ncu")
+    ap.add_argument("--extra", default="",
+                    help="(branches fused-diag, fused-fi) more fused builds by name, timed alike")
+    ap.add_argument("--profile", metavar="BUILD",
+                    help="(branches fused-diag, fused-fi) one call of BUILD ('fused' or another build's name) at "
+                    "the first shape and heads, nothing timed: for ncu")
     a = ap.parse_args(argv)
     extra = [x for x in a.extra.split(",") if x]
     if not torch.cuda.is_available():

@@ -313,8 +313,9 @@ class FusedPrefill:
     def norms(self, bars, gates, storage, t, g, beta, scale: Float32, use_qk_l2norm: Int32, bos: Int32, eos: Int32,
               nch: Int32, hv: Int32, ntid: Int32):
         """The two norm warps, chunk by chunk: rk (warp 13), rq (warp 14) of the chunk's rows (1
-        without l2norm; lane l: rows l, l + 32, each a sum in order) and, on the first warp, the scan of g and beta (gate_scan) into gate
-        stage i % VT_SLOTS for the role; then, once the chains have left VT slot i % VT_SLOTS,
+        without l2norm; lane l: rows l, l + 32, each a sum in order) and, on the first warp, the
+        scan of g and beta (gate_scan) into gate stage i % VT_SLOTS for the role; then, once the
+        chains have left VT slot i % VT_SLOTS,
         thread r writes row r of the chains' table there (spine_rs's: coef_r = exp(g_last -
         gcum_r) rk_r, c_r = scale rq_r exp(gcum_r), a_r = exp(gcum_r) rk_r, beta_r; 0 past L)."""
         gprod = gates.make_producer()
@@ -669,6 +670,7 @@ def fake_args(dims, layout: str, beta: str = "bf16", state_dtype: str = "fp32", 
     st = state_pool.state_dtype(state_dtype)
     tma16 = {"stride_div": 8, "align": 16}
     return [fake.qk(dims, **tma16), fake.qk(dims, **tma16), fake.tv(dims, **tma16), fake.th(dims, Float32),
-            fake.th(dims, BFloat16 if beta == "bf16" else Float32), fake.cu_seqlens(dims), fake.state(dims, layout, st), fake.state_indices(dims),
+            fake.th(dims, BFloat16 if beta == "bf16" else Float32), fake.cu_seqlens(dims), fake.state(dims, layout, st),
+            fake.state_indices(dims),
             fake.tv(dims, **tma16), fake.f32(128 ** -0.5), fake.i32(0), fake.i32(0), fake.i32(0),
             fake.checkpoints(dims), fake.i32(0), fake.state(dims, layout, st), fake.i32(1)]
