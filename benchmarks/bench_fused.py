@@ -8,6 +8,11 @@ replays (CUDA events, median).  It also gives the relative difference of the fus
 and final state from prefill()'s (both are within the oracle's bound in the GPU suite; here a
 large difference flags a broken build without the oracle's cost at these sizes).
 Inputs: bf16 beta and pre-normed q, k unless --l2norm (the norms in the kernel, vLLM's call).
+
+--smoke: instead, the fused build and each --extra build once on three small batches (one chunk;
+mixed lengths with an empty sequence and partial chunks; two sequences with the norms in the
+kernel) against the fp64 oracle, nothing timed: the first thing a device run of a new build does
+(a protocol bug hangs here, under the caller's timeout, before the suite and the timing).
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ def main(argv=None) -> int:
     ap.add_argument("--l2norm", action="store_true")
     ap.add_argument("--extra", default="",
                     help="(branches fused-diag, fused-fi) more fused builds by name, timed alike")
+    ap.add_argument("--smoke", action="store_true", help="the builds against the oracle on small batches")
     ap.add_argument("--profile", metavar="BUILD",
                     help="(branches fused-diag, fused-fi) one call of BUILD ('fused' or another build's name) at "
                     "the first shape and heads, nothing timed: for ncu")
@@ -39,6 +45,8 @@ def main(argv=None) -> int:
     import gdn_prefill
     from gdn_prefill import _ext, bench_cases
     from gdn_prefill import reference as ref
+    if a.smoke:
+        return _smoke(["fused", *extra])
     print(f"l2norm in the kernel: {a.l2norm}")
     print("| shape | Hk/Hv | prefill() µs | fused µs | fused / prefill | out diff | state diff |"
           + "".join(f" {x} µs |" for x in extra))
@@ -96,6 +104,30 @@ def main(argv=None) -> int:
             d_s = ref.rel_err(sf.double(), sp.double())
             print(f"| {s} | {heads} | {tp:.1f} | {tf:.1f} | {tf / tp:.3f} | {d_o:.2e} | {d_s:.2e} |"
                   + "".join(f" {runs[x][0]:.1f} |" for x in extra), flush=True)
+    return 0
+
+
+def _smoke(builds) -> int:
+    import gdn_prefill
+    from gdn_prefill import _ext
+    from gdn_prefill import reference as ref
+    for lens, l2 in (([64], False), ([1, 63, 64, 65, 0, 200], False), ([300, 1000], True)):
+        inp = ref.make_inputs(lens, 2, 4, seed=1, device="cuda", state="dense", l2norm_inputs=not l2,
+                              beta_dtype=torch.bfloat16)
+        T = sum(lens)
+        ws = torch.empty(gdn_prefill.workspace_bytes(T, len(lens), 4), dtype=torch.uint8, device="cuda")
+        with torch.device("cuda"):
+            o_ref, s_ref = ref.chunked(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"],
+                                       cu_seqlens=inp["cu_seqlens"], state=inp["state"], use_qk_l2norm=l2)
+        for b in builds:
+            out = torch.full_like(inp["v"], float("nan"))
+            st = inp["state"].clone()
+            _ext._launch_stages((b,), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, st,
+                                cu_seqlens=inp["cu_seqlens"], spine="wgmma", workspace=ws, fused=1,
+                                overlap_split=0, use_qk_l2norm=l2)
+            torch.cuda.synchronize()
+            print(b, lens, "finite", bool(torch.isfinite(out).all()), "err o %.3e state %.3e"
+                  % (ref.rel_err(out.double(), o_ref), ref.rel_err(st.double(), s_ref)), flush=True)
     return 0
 
 
