@@ -1,4 +1,5 @@
-"""Sum of squares of eight bf16 values packed in four 32-bit words, in fp32.
+"""Row norms' building blocks: the sum of squares of eight bf16 values packed in four 32-bit
+words (fp32), and the reduce-scatter that completes a row group's partial sums.
 
 A bf16 value is the high half of the fp32 with the same value, so a packed pair (lo, hi) widens
 with two integer instructions: hi = w & 0xffff0000, lo = w << 16.  The DSL's element-wise
@@ -8,6 +9,8 @@ the sum are fp32 FMAs in a fixed order (each square exact: a bf16 significand ha
 """
 from __future__ import annotations
 
+import cutlass
+import cutlass.cute as cute
 from cutlass import Float32, Int32
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
@@ -25,3 +28,22 @@ def sumsq_bf16x8(w0: Int32, w1: Int32, w2: Int32, w3: Int32, *, loc=None, ip=Non
         T.f32(), [Int32(w).ir_value(loc=loc, ip=ip) for w in (w0, w1, w2, w3)], "\n\t".join(body),
         "=f,r,r,r,r", has_side_effects=False, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
     return Float32(res)
+
+
+def reduce_scatter(ss: list, lg, widths=(8, 4, 2)) -> list:
+    """Completes the partial sums ss (a Python list, the same row order in every thread) across
+    the threads whose index lg within their row group differs in the bits of `widths`.  Each round
+    (xor width) sends half of the thread's sums and keeps the other half: the upper thread of the
+    pair keeps the upper half.  Returns the len(ss) / 2^rounds sums the thread keeps; after rounds
+    8, 4, 2, 1 over 16 sums, thread lg keeps sum lg.  One shuffle per kept sum per round, where a
+    butterfly per sum takes log2(group) shuffles for each."""
+    for width in widths:
+        upper = (lg & width) != 0
+        h = len(ss) // 2
+        kept = []
+        for i in range(h):
+            send = cutlass.select_(upper, ss[i], ss[i + h])
+            keep = cutlass.select_(upper, ss[i + h], ss[i])
+            kept.append(keep + cute.arch.shuffle_sync_bfly(send, offset=width))
+        ss = kept
+    return ss

@@ -392,24 +392,7 @@ def recompute_wu_kernel(
         # ---- phase 1a: g, beta -> gcum (warp 0, lane owns rows 2*lane, 2*lane+1) ----
         if warp == 0:
             r0 = 2 * lane
-            g0 = Float32(0.0)
-            g1 = Float32(0.0)
-            b0 = Float32(0.0)
-            b1 = Float32(0.0)
-            if r0 < L:
-                g0 = g[t0 + r0, hv]
-                b0 = beta[t0 + r0, hv].to(Float32)
-            if r0 + 1 < L:
-                g1 = g[t0 + r0 + 1, hv]
-                b1 = beta[t0 + r0 + 1, hv].to(Float32)
-            # inclusive scan of the pair sums over the warp
-            scan = g0 + g1
-            for sh in cutlass.range_constexpr(5):
-                up = cute.arch.shuffle_sync_up(scan, offset=1 << sh)
-                if lane >= (1 << sh):
-                    scan = scan + up
-            c1 = scan              # gcum of row 2*lane+1
-            c0 = scan - g1         # gcum of row 2*lane
+            c0, c1, b0, b1 = gate_scan(g, beta, t0, L, hv, lane)
             sG[r0] = c0
             sG[r0 + 1] = c1
             sB[r0] = b0
@@ -716,6 +699,31 @@ def recompute_wu_kernel(
 
 
 @cute.jit
+def gate_scan(g: cute.Tensor, beta: cute.Tensor, t0: Int32, L: Int32, hv: Int32, lane: Int32):
+    """One warp, lane l: g and beta (fp32) of rows 2 l, 2 l + 1 of the chunk at t0 (0 at or past L)
+    and their in-chunk inclusive scan of g: (gcum of row 2 l, gcum of row 2 l + 1, beta_2l,
+    beta_2l+1), by a shuffle scan of the pair sums (stage 1 and intra_chunk's gates)."""
+    r0 = 2 * lane
+    g0 = Float32(0.0)
+    g1 = Float32(0.0)
+    b0 = Float32(0.0)
+    b1 = Float32(0.0)
+    if r0 < L:
+        g0 = g[t0 + r0, hv]
+        b0 = beta[t0 + r0, hv].to(Float32)
+    if r0 + 1 < L:
+        g1 = g[t0 + r0 + 1, hv]
+        b1 = beta[t0 + r0 + 1, hv].to(Float32)
+    # inclusive scan of the pair sums over the warp
+    scan = g0 + g1
+    for sh in cutlass.range_constexpr(5):
+        up = cute.arch.shuffle_sync_up(scan, offset=1 << sh)
+        if lane >= (1 << sh):
+            scan = scan + up
+    return scan - g1, scan, b0, b1       # gcum of rows 2 lane, 2 lane + 1
+
+
+@cute.jit
 def _rank_longest_first(cu_seqlens: cute.Tensor, order: cute.Tensor, kv_ptr, tidx: Int32):
     """order[r] = the sequence of rank r when the N <= ORDER_MAX_SEQS sequences are ordered longest
     first, equal lengths by index (the fused spine reads it: spine_rs._longest_first).  Block 0 of
@@ -771,15 +779,7 @@ def _row_norms(tLk, tLq, tidx: Int32, L: Int32, t0: Int32, hv: Int32, use_qk_l2n
                 xw = cute.recast_tensor(x, Int32)
                 ss.append(bf16_sumsq.sumsq_bf16x8(xw[0], xw[1], xw[2], xw[3]))
         assert len(ss) == 8
-        for width in (8, 4, 2):
-            upper = (lg & width) != 0
-            h = len(ss) // 2
-            kept = []
-            for i in cutlass.range_constexpr(h):
-                send = cutlass.select_(upper, ss[i], ss[i + h])
-                keep = cutlass.select_(upper, ss[i + h], ss[i])
-                kept.append(keep + cute.arch.shuffle_sync_bfly(send, offset=width))
-            ss = kept
+        ss = bf16_sumsq.reduce_scatter(ss, lg, (8, 4, 2))
         total = ss[0] + cute.arch.shuffle_sync_bfly(ss[0], offset=1)
         rs = cute.math.rsqrt(total + L2_EPS)
     row = tidx // (DK // 8) + (NTHREADS // (DK // 8)) * ((lg >> 1) & 3)

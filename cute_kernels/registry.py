@@ -11,6 +11,8 @@ MODULES = (
     "spine_rs",
     "compose",
     "fwd_o",
+    "intra_chunk",
+    "fused",
 )
 
 

@@ -136,12 +136,12 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Float32, Int32
-from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
+from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 from gdn_prefill import plan
 
-from cute_kernels import pdl, slots, spine_wgmma as sw, state_pool, tma, wgmma_acc
+from cute_kernels import chain, pdl, slots, spine_wgmma as sw, state_pool, tma
 
 CHUNK = sw.CHUNK                      # 64
 DK = sw.DK                            # 128
@@ -286,31 +286,6 @@ def _smem_layouts(nwg: int = 1):
     atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, BFloat16)   # 64-wide rows
     sV = cute.tile_to_shape(atom, (CHUNK, VB, NSLOT * nwg), order=(0, 1, 2))
     return dict(sT=sT, sK=sK, sKk=sKk, sV=sV, sQ=sQ, sPq=sPq)
-
-
-def _tiled_mmas():
-    """mma_n64: G1, G2, G4 (M = 64 v, N = 64, B K-major); mma_s: G3 (N = 128 k, B MN-major);
-    both with the A operand in registers."""
-    mma_n64 = sm90_utils.make_trivial_tiled_mma(
-        BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.K, Float32, (1, 1, 1),
-        tiler_mn=(VB, CHUNK), a_source=warpgroup.OperandSource.RMEM)
-    mma_s = sm90_utils.make_trivial_tiled_mma(
-        BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.MN, Float32, (1, 1, 1),
-        tiler_mn=(VB, DK), a_source=warpgroup.OperandSource.RMEM)
-    # a 64-row accumulator is read in place as the A fragment of a 64-row MMA (_acc_as_a_layout):
-    # same thread modes, value modes (2, 2, N/8) against (2, 2, 2) per 16-wide k block
-    assert str(mma_s.tv_layout_C) == "((4,8,4),(2,2,16)):((128,1,16),(64,8,512))", str(mma_s.tv_layout_C)
-    assert str(mma_n64.tv_layout_C) == "((4,8,4),(2,2,8)):((128,1,16),(64,8,512))", str(mma_n64.tv_layout_C)
-    assert str(mma_n64.tv_layout_A) == "((4,8,4),(2,2,2)):((128,1,16),(64,8,512))", str(mma_n64.tv_layout_A)
-    assert str(mma_s.tv_layout_A) == str(mma_n64.tv_layout_A)
-    return mma_n64, mma_s
-
-
-def _acc_as_a_layout(acc_layout, n_kb: int):
-    """Register layout reading a 64-row accumulator as the A fragment of a 64-row MMA whose K is
-    the accumulator's N: A value (k0, r, h) of k block kb is accumulator value (c0, r, 2 kb + h)."""
-    (s0, s1, s2) = acc_layout.stride[0]
-    return cute.make_layout(((2, 2, 2), 1, n_kb), stride=((s0, s1, s2), 0, 2 * s2))
 
 
 # --------------------------------------------------------------------------- kernel
@@ -602,7 +577,7 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
     """Consumer warpgroup wg (of the `active` ones that share the tiles): S^T[col0 .. col0 + 64)
     through the sequence (SEGMENT: through its segment seg) and the output of those columns for
     every chunk (module docstring)."""
-    mma_n64, mma_s = _tiled_mmas()
+    mma_n64, mma_s = chain.tiled_mmas()
 
     thr_n = mma_n64.get_slice(ltid)
     thr_s = mma_s.get_slice(ltid)
@@ -619,9 +594,9 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
     rS = cute.make_rmem_tensor_like(accSt, BFloat16)            # A of G1, G2
     rP = cute.make_rmem_tensor_like(accX, BFloat16)             # A of G3: bf16(Vnew^T coef_j)
     rV = cute.make_rmem_tensor_like(accX, BFloat16)             # A of G1b: bf16(Y^T); of G4: bf16(Vnew^T)
-    tSa = cute.make_tensor(rS.iterator, _acc_as_a_layout(accSt.layout, DK // 16))
-    tPa = cute.make_tensor(rP.iterator, _acc_as_a_layout(accX.layout, CHUNK // 16))
-    tVa = cute.make_tensor(rV.iterator, _acc_as_a_layout(accX.layout, CHUNK // 16))
+    tSa = cute.make_tensor(rS.iterator, chain.acc_as_a_layout(accSt.layout, DK // 16))
+    tPa = cute.make_tensor(rP.iterator, chain.acc_as_a_layout(accX.layout, CHUNK // 16))
+    tVa = cute.make_tensor(rV.iterator, chain.acc_as_a_layout(accX.layout, CHUNK // 16))
     tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))     # (v, k) of accSt[e]
     tXc = thr_n.partition_C(cute.make_identity_tensor((VB, CHUNK)))    # (v, j) of accX[e], accY[e]
 
@@ -636,7 +611,7 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
     rO = cute.make_rmem_tensor_like(accY_cv, BFloat16)
 
     # S^T[v, k] = S[k, col0 + v]: spine_wgmma's state load / store through the transposed view
-    gSt = _transposed_block(state, slot, hv, col0)                   # (v, k) -> S[k, col0 + v]
+    gSt = chain.transposed_block(state, slot, hv, col0)                   # (v, k) -> S[k, col0 + v]
     # chunks before this CTA's first (SEGMENT: the segment's first chunk in the sequence); a
     # segment of a sequence of several starts from its composed state (seg_state, fp32)
     c0 = Int32(0)
@@ -648,13 +623,13 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
         if seg.j + 1 < seg.nseg:
             last = Int32(0)
         if seg.nseg > 1:
-            gI = _transposed_block(seg_state, seg.slot, hv, col0)
+            gI = chain.transposed_block(seg_state, seg.slot, hv, col0)
             for e in cutlass.range_constexpr(cute.size(accSt)):
                 accSt[e] = gI[tScS[e]]
         else:
-            state_pool.load(accSt, tScS, gSt, _transposed_block(initial_state, slot, hv, col0), state_in)
+            state_pool.load(accSt, tScS, gSt, chain.transposed_block(initial_state, slot, hv, col0), state_in)
     else:
-        state_pool.load(accSt, tScS, gSt, _transposed_block(initial_state, slot, hv, col0), state_in)
+        state_pool.load(accSt, tScS, gSt, chain.transposed_block(initial_state, slot, hv, col0), state_in)
 
     mma_s.set(warpgroup.Field.ACCUMULATE, True)
     accY.fill(0.0)                        # chunk 0's G4 (a chunk -1 that does not exist) reads these
@@ -672,10 +647,10 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
             L = cutlass.min(eos - t0, CHUNK)
             cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
             if L < CHUNK:
-                _zero_tail(sK, sV_vj, L, ltid, wg, active, s, nwg)
+                chain.zero_tail(sK, sV_vj, L, ltid, wg, active, s, nwg, BAR_WG)
             # G1: Z = bf16(S^T) K^T (the K tile read K-major)
             rS.store(accSt.load().to(BFloat16))
-            _issue(mma_n64, accX, tSa, tKkb, s, True)
+            chain.issue(mma_n64, accX, tSa, tKkb, s, True)
             # under G1: the decay of S^T, V^T, and the output of chunk i - 1
             decay = sTab[TAB_GL, s]
             for e in cutlass.range_constexpr(cute.size(accSt)):
@@ -691,19 +666,19 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
             cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * nwg + wg]), rVt_cv)
             warpgroup.wait_group(1)           # G1 (G4 of chunk i - 1 may still run)
             # Y^T = V^T - Z diag(a); G1b: Vnew^T = bf16(Y^T) Tu^T, then G2: Q S behind it
-            _y_t(rP, rVt, accX, sTab, sBt, tXc, s, i % BSLOT)
-            _issue(mma_n64, accX, tPa, tTb, s, True)
+            chain.y_t(rP, rVt, accX, sTab, sBt, tXc, s, i % BSLOT)
+            chain.issue(mma_n64, accX, tPa, tTb, s, True)
             # chunk i - 1's output, its G4 complete (in the pipe before G1b): O^T -> bf16 -> the store
             # warp under G1b, then G2 may overwrite accY
             warpgroup.wait_group(1)           # G4 of chunk i - 1 (G1b may still run)
             if i > 0:
                 rO.store(accY_cv.load().to(BFloat16))
                 _epilogue(i - 1, ltid, wg, empty_bar, ostaged_bar, rO, st_o, sV_vj, s * nwg + wg, cz)
-            _issue(mma_n64, accY, tSa, tQb, s, True)      # G2 (its fence: accY was read above)
+            chain.issue(mma_n64, accY, tSa, tQb, s, True)      # G2 (its fence: accY was read above)
             warpgroup.wait_group(1)           # G1b (G2 may still run)
-            _vnew(rV, rP, accX, sTab, tXc, L, s)
+            chain.vnew(rV, rP, accX, sTab, tXc, L, s)
             # G3: S^T = g S^T + bf16(P^T) K (the chain)
-            _issue(mma_s, accSt, tPa, tKb, s, False)
+            chain.issue(mma_s, accSt, tPa, tKb, s, False)
             warpgroup.wait_group(1)           # G2 (G3 may still run)
             for e in cutlass.range_constexpr(cute.size(accY)):
                 accY[e] = accY[e] * sTab[TAB_C + tXc[e][1], s]
@@ -712,7 +687,7 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
         # after G3's wait
         ck = state_pool.checkpoint_slot_after(c0 + i_end - 1, nch_seq, n, checkpoints, checkpoint_chunks)
         if ck >= 0:
-            state_pool.store(accSt, tScS, _transposed_block(state, ck, hv, col0))
+            state_pool.store(accSt, tScS, chain.transposed_block(state, ck, hv, col0))
 
     # the last chunk's G4 and output
     if nch > 0:
@@ -740,7 +715,7 @@ def _maps(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: 
     chain of _state without the output (no G2, G4, epilogue): A from S = I with V = 0, B from
     S = 0, or, for segment 0's B, from the sequence's initial state (which it also copies into
     seg_state for the SEGMENT pass).  Ends in maps[2 seg.slot + seg.map_]."""
-    mma_n64, mma_s = _tiled_mmas()
+    mma_n64, mma_s = chain.tiled_mmas()
     thr_n = mma_n64.get_slice(ltid)
     thr_s = mma_s.get_slice(ltid)
     tKkb = thr_n.make_fragment_B(thr_n.partition_B(sKk))        # (MMA, 1, 8, NSLOT)
@@ -750,8 +725,8 @@ def _maps(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: 
     accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # Z, then Vnew^T
     rS = cute.make_rmem_tensor_like(accSt, BFloat16)
     rP = cute.make_rmem_tensor_like(accX, BFloat16)
-    tSa = cute.make_tensor(rS.iterator, _acc_as_a_layout(accSt.layout, DK // 16))
-    tPa = cute.make_tensor(rP.iterator, _acc_as_a_layout(accX.layout, CHUNK // 16))
+    tSa = cute.make_tensor(rS.iterator, chain.acc_as_a_layout(accSt.layout, DK // 16))
+    tPa = cute.make_tensor(rP.iterator, chain.acc_as_a_layout(accX.layout, CHUNK // 16))
     tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))
     tXc = thr_n.partition_C(cute.make_identity_tensor((VB, CHUNK)))
     ld_v = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16),
@@ -764,9 +739,9 @@ def _maps(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: 
         for e in cutlass.range_constexpr(cute.size(accSt)):          # S^T[v, k] = I[k, col0 + v]
             accSt[e] = cutlass.select_(tScS[e][1] == col0 + tScS[e][0], Float32(1.0), Float32(0.0))
     elif seg.j == 0:
-        state_pool.load(accSt, tScS, _transposed_block(state, slot, hv, col0),
-                        _transposed_block(initial_state, slot, hv, col0), state_in)
-        gI = _transposed_block(seg_state, seg.slot, hv, col0)
+        state_pool.load(accSt, tScS, chain.transposed_block(state, slot, hv, col0),
+                        chain.transposed_block(initial_state, slot, hv, col0), state_in)
+        gI = chain.transposed_block(seg_state, seg.slot, hv, col0)
         for e in cutlass.range_constexpr(cute.size(accSt)):
             gI[tScS[e]] = accSt[e]
     else:
@@ -777,10 +752,10 @@ def _maps(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: 
         L = cutlass.min(eos - (bos + i * CHUNK), CHUNK)
         cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
         if L < CHUNK:
-            _zero_tail(sK, sV_vj, L, ltid, wg, DUAL_WG, s, DUAL_WG)
+            chain.zero_tail(sK, sV_vj, L, ltid, wg, DUAL_WG, s, DUAL_WG, BAR_WG)
         # G1: Z = bf16(S^T) K^T
         rS.store(accSt.load().to(BFloat16))
-        _issue(mma_n64, accX, tSa, tKkb, s, True)
+        chain.issue(mma_n64, accX, tSa, tKkb, s, True)
         decay = sTab[TAB_GL, s]
         for e in cutlass.range_constexpr(cute.size(accSt)):
             accSt[e] = accSt[e] * decay
@@ -788,81 +763,17 @@ def _maps(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: 
             cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * DUAL_WG + wg]), rVt_cv)
         warpgroup.wait_group(0)
         # Y^T = V^T - Z diag(a) (A: V = 0); G1b: Vnew^T = bf16(Y^T) Tu^T
-        _y_t(rP, rVt, accX, sTab, sBt, tXc, s, i % BSLOT)
-        _issue(mma_n64, accX, tPa, tTb, s, True)
+        chain.y_t(rP, rVt, accX, sTab, sBt, tXc, s, i % BSLOT)
+        chain.issue(mma_n64, accX, tPa, tTb, s, True)
         warpgroup.wait_group(0)
         # P^T = Vnew^T coef_j (columns j >= L: 0); G3: S^T = g S^T + bf16(P^T) K
-        _vnew(None, rP, accX, sTab, tXc, L, s)
-        _issue(mma_s, accSt, tPa, tKb, s, False)
+        chain.vnew(None, rP, accX, sTab, tXc, L, s)
+        chain.issue(mma_s, accSt, tPa, tKb, s, False)
         warpgroup.wait_group(0)
         cute.arch.mbarrier_arrive(empty_bar + s)       # this thread is done with the slot
-    gM = _transposed_block(maps, seg.slot * 2 + seg.map_, hv, col0)      # maps[2 slot + map]
+    gM = chain.transposed_block(maps, seg.slot * 2 + seg.map_, hv, col0)      # maps[2 slot + map]
     for e in cutlass.range_constexpr(cute.size(accSt)):
         gM[tScS[e]] = accSt[e]
-
-
-@cute.jit
-def _zero_tail(sK, sV_vj, L: Int32, ltid: Int32, wg, active, s: Int32, nwg: cutlass.Constexpr):
-    """A partial chunk's rows j >= L in the ring's slot s, before G1.  K rows may be NaN (NaN * 0 =
-    NaN inside G3): thread ltid owns column k = ltid, warpgroup wg the rows L + wg, L + wg + active,
-    ... (the tile is every active warpgroup's); and this warpgroup's V rows (another sequence's),
-    column ltid % 64, rows L + ltid // 64, + 2, ...: with Z's columns there 0 (K rows) and a_j = 0
-    (the table), Y^T's columns j >= L are then exactly 0 without a select per element."""
-    for j in cutlass.range(L + wg, CHUNK, active, unroll=1):
-        sK[ltid, j, s] = BFloat16(0.0)
-    for j in cutlass.range(L + ltid // VB, CHUNK, 128 // VB, unroll=1):
-        sV_vj[ltid % VB, j, s * nwg + wg] = BFloat16(0.0)
-    cute.arch.fence_proxy("async.shared", space="cta")
-    cute.arch.barrier(barrier_id=BAR_WG, number_of_threads=128 * active)
-
-
-@cute.jit
-def _issue(mma, acc, tA, tB, s: Int32, overwrite: cutlass.Constexpr):
-    """One MMA of a chunk on slot s of the ring: the fence for the registers it reads, its k-steps
-    (the first one overwriting acc when `overwrite`), the commit of its group."""
-    warpgroup.fence()
-    for kb in cutlass.range_constexpr(cute.size(tA, mode=[2])):
-        if cutlass.const_expr(overwrite):
-            mma.set(warpgroup.Field.ACCUMULATE, kb > 0)
-        cute.gemm(mma, acc, tA[None, None, kb], tB[None, None, kb, s], acc)
-    warpgroup.commit_group()
-
-
-@cute.jit
-def _y_t(rP, rVt, accX, sTab, sBt, tXc, s: Int32, bs: Int32):
-    """Y'^T = (V^T - Z diag(a)) diag(beta) as bf16 (the A operand of G1b), a_m = exp(gcum_m) rk_m
-    (columns m >= L: (0 - 0 * 0) beta_m, the V and K rows zeroed and beta_m finite: stage 1's or 0).
-    beta scales Y before its one rounding and Tu holds Tm alone, as FLA rounds beta v once: with beta
-    inside Tu it was rounded twice (Tu's entry, then Y; docs/PERFORMANCE.md, numerics).  (a_m, beta_m)
-    is loaded once per column, one 8-byte pair (a thread's 32 values lie on 16 columns), and no
-    element is selected: a load inside `if m < L` made each element
-    predicated code with a conversion of its own (32 F2FP and 16 PRMT where 16 F2FP pack the pairs)."""
-    a_col = [sBt[0, tXc[wgmma_acc.first_of_col(c)][1], bs] for c in range(cute.size(accX) // 2)]
-    b_col = [sBt[1, tXc[wgmma_acc.first_of_col(c)][1], bs] for c in range(cute.size(accX) // 2)]
-    for e in cutlass.range_constexpr(cute.size(accX)):
-        rP[e] = BFloat16((Float32(rVt[e]) - accX[e] * a_col[wgmma_acc.col(e)]) * b_col[wgmma_acc.col(e)])
-
-
-@cute.jit
-def _vnew(rV, rP, accX, sTab, tXc, L: Int32, s: Int32):
-    """Vnew^T (G1b's result) with columns j >= L selected to 0 (Tu rows there are another
-    sequence's): bf16 into rV (the A operand of G4; None without an output), and P^T = Vnew^T coef_j
-    into rP (the A operand of G3)."""
-    for e in cutlass.range_constexpr(cute.size(accX)):
-        j = tXc[e][1]
-        vn = Float32(0.0)
-        if j < L:
-            vn = accX[e]
-        if cutlass.const_expr(rV is not None):
-            rV[e] = BFloat16(vn)
-        rP[e] = BFloat16(vn * sTab[j, s])
-
-
-@cute.jit
-def _transposed_block(pool: cute.Tensor, slot: Int32, hv: Int32, col0: Int32) -> cute.Tensor:
-    """S^T[v, k] = S[k, col0 + v] of one slot and head: the (v, k) view the accumulators index."""
-    g = cute.domain_offset((0, col0), pool[slot, hv, None, None])
-    return cute.make_tensor(g.iterator, cute.select(g.layout, mode=[1, 0]))
 
 
 @cute.jit

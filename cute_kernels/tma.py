@@ -75,8 +75,17 @@ def store_rows(L: Int32, store_warp, atom, s_tiles, g_head, rows_out: cute.Tenso
         if store_warp:
             store(atom, s_tiles[None, None, stage], gmem_tile(g_head, (t0, col0), (CHUNK, cols)))
     else:
-        gV = cute.domain_offset((t0, col0), rows_out[None, hv, None])  # (j, v) -> [t0+j, hv, col0+v]
-        tG = thr.partition_D(cute.local_tile(gV, (CHUNK, cols), (0, 0)))
-        for m in cutlass.range_constexpr(cute.size(tS, mode=[1])):
-            if tC[0, m, 0][0] < L:
-                cute.copy(cp, tS[None, m, None], tG[None, m, None])
+        store_partial_rows(L, rows_out, cp, thr, tS, tC, t0, hv, col0, cols)
+
+
+@cute.jit
+def store_partial_rows(L: Int32, rows_out: cute.Tensor, cp, thr, tS, tC, t0: Int32, hv: Int32, col0: Int32,
+                       cols: cutlass.Constexpr):
+    """store_rows' partial chunk: rows j < L of the staged tile (tS: this thread's part, tC: its
+    (row, col) coordinates, cp / thr: the thread copies) -> rows t0 + j, columns col0 .. + cols of
+    head hv of rows_out [T, H, D]."""
+    gV = cute.domain_offset((t0, col0), rows_out[None, hv, None])  # (j, v) -> [t0+j, hv, col0+v]
+    tG = thr.partition_D(cute.local_tile(gV, (CHUNK, cols), (0, 0)))
+    for m in cutlass.range_constexpr(cute.size(tS, mode=[1])):
+        if tC[0, m, 0][0] < L:
+            cute.copy(cp, tS[None, m, None], tG[None, m, None])

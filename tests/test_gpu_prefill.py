@@ -41,12 +41,21 @@ PLANS = {
     # the segmented plan with segments of 6 chunks (a multiple of every checkpoint interval the
     # tests use: 1, 2 and 3 chunks)
     "rs-seg6": ("wgmma", dict(stages=("recompute_wu", "maps", "compose", "spine"), seg_chunks=6)),
+    # issue 42's fused kernel (cute_kernels/fused.py) in place of the serial fused plan's launches
+    "fused": ("wgmma", dict(stages=("fused",), fused=1, overlap_split=0)),
 }
 # the segmented plan with 1 and 3 chunks per segment: short test sequences in many segments, the
 # composition's longest walks (test_form_against_oracle, test_initial_state_apart_and_zero_start;
 # not in PLANS: the checkpoint tests need segments of a multiple of their interval)
 SEG_PLANS = {f"rs-seg{n}": ("wgmma", dict(stages=("recompute_wu", "maps", "compose", "spine"), seg_chunks=n))
              for n in (1, 3)}
+
+
+def plan_built(plan_name: str) -> bool:
+    """The plan's kernels are in this build (the fused kernel is a build of its own)."""
+    if plan_name == "fused":
+        return any(v.startswith("fused_prefill_") for v in gdn_prefill.compiled_variants())
+    return spine_compiled({**PLANS, **SEG_PLANS}[plan_name][0].split("-")[0])
 
 
 def _run_plan(plan_name, inp, state, **extra):
@@ -112,12 +121,13 @@ def check(name, inp, spine, *, use_qk_l2norm=False, scale=None, bound=BOUND):
     return out, state
 
 
-def spine_params(four_kernel=False):
-    """The spines; four_kernel: also "wgmma-4k", the wgmma spine with the output not fused, and the
-    segmented plan at 1 and 3 chunks per segment ("rs-seg1", "rs-seg3")."""
-    names = SPINES + (["wgmma-4k", "rs-seg1", "rs-seg3"] if four_kernel else [])
-    return [pytest.param(s, marks=pytest.mark.skipif(not spine_compiled(s.split("-")[0]), reason=f"{s} not built"))
-            for s in names]
+def spine_params(four_kernel=False, fused=False):
+    """The spines; four_kernel: also "wgmma-4k", the wgmma spine with the output not fused, the
+    segmented plan at 1 and 3 chunks per segment ("rs-seg1", "rs-seg3") and the fused kernel
+    ("fused"); fused: the fused kernel too."""
+    names = SPINES + (["wgmma-4k", "rs-seg1", "rs-seg3"] if four_kernel else []) + \
+        (["fused"] if four_kernel or fused else [])
+    return [pytest.param(s, marks=pytest.mark.skipif(not plan_built(s), reason=f"{s} not built")) for s in names]
 
 
 # 24 sequences of mixed length (empty, 1 token, chunk edges, several chunks)
@@ -293,7 +303,7 @@ def test_stages_against_oracle_intermediates(spine, warpgroups, fused):
 
 
 @pytest.mark.parametrize("many", [False, True], ids=["few_seqs", "many_seqs_wg2"])
-@pytest.mark.parametrize("spine", spine_params())
+@pytest.mark.parametrize("spine", spine_params(fused=True))
 def test_deterministic_bitwise(spine, many):
     if many:
         inp = ref.make_inputs(MANY_SEQS, 4, 16, seed=7, device="cuda", state="dense", l2norm_inputs=True)
@@ -498,7 +508,7 @@ def test_checkpoints_against_oracle(plan_name, layout, every):
     each checkpoint slot within the bound of the oracle's prefix state, the outputs and final
     states as without checkpoints (bit for bit), every other slot untouched (the padding entry's
     checkpoint slots included)."""
-    if not spine_compiled(PLANS[plan_name][0]):
+    if not plan_built(plan_name):
         pytest.skip(f"{plan_name} not built")
     lens = [127, 128, 129, 63, 0, 1000, 200, 385]
     inp = ref.make_inputs(lens, 2, 4, seed=5, device="cuda", l2norm_inputs=True, state="pool", pad_every=7,
@@ -544,7 +554,7 @@ def test_initial_state_apart_and_zero_start(plan_name, layout):
     in-place run's bits; initial_state is never written; has_initial_state=False starts every
     sequence from zero, whatever its slot held; slots no live sequence uses stay as they were; an
     empty sequence's final state is its initial one (zeros from a zero start)."""
-    if not spine_compiled({**PLANS, **SEG_PLANS}[plan_name][0]):
+    if not plan_built(plan_name):
         pytest.skip(f"{plan_name} not built")
     inp = ref.make_inputs([130, 64, 0, 700, 65], 2, 4, seed=9, device="cuda", l2norm_inputs=True, state="pool",
                           pad_every=4, state_layout=layout)
@@ -632,7 +642,7 @@ def test_bf16_state_pool_is_the_fp32_run_rounded_once(plan_name, layout):
     the outputs equal the fp32 pool's bit for bit, and the final states and checkpoints are the
     fp32 run's rounded to bf16 (round to nearest even, as torch's conversion), bit for bit; every
     other slot untouched.  Also read from a bf16 initial_state with the bf16 pool only written."""
-    if not spine_compiled(PLANS[plan_name][0]):
+    if not plan_built(plan_name):
         pytest.skip(f"{plan_name} not built")
     lens = [130, 64, 0, 700, 65, 300]
     inp = ref.make_inputs(lens, 2, 4, seed=8, device="cuda", l2norm_inputs=True, state="pool", pad_every=5,

@@ -57,11 +57,23 @@ def test_bad_kind_and_heads_are_refused():
         hard_inputs("large_values", 64, 2, 3, seed=0)
 
 
-PLANS = ["serial", "max_seqlen", "unfused", "unfused_plain"]
+PLANS = ["serial", "max_seqlen", "unfused", "unfused_plain", "fused"]
 
 
 def _ours(inp, kind, plan):
     import gdn_prefill
+    if plan == "fused":      # issue 42's fused kernel, through the stage hook (a build of its own)
+        from gdn_prefill import _ext
+        if not any(v.startswith("fused_prefill_") for v in gdn_prefill.compiled_variants()):
+            pytest.skip("the fused kernel is not in this build")
+        T, Hv = inp["v"].shape[0], inp["v"].shape[1]
+        out = torch.full_like(inp["v"], float("nan"))
+        state = inp["state"].clone()
+        ws = torch.empty(gdn_prefill.workspace_bytes(T, 1, Hv), dtype=torch.uint8, device="cuda")
+        _ext._launch_stages(("fused",), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state,
+                            cu_seqlens=inp["cu_seqlens"], use_qk_l2norm=inp["use_qk_l2norm"], spine="wgmma",
+                            workspace=ws, fused=1, overlap_split=0)
+        return out, state
     q, k = inp["q"], inp["k"]
     if plan == "unfused_plain":
         q, k = offset_view(q), offset_view(k)

@@ -31,6 +31,12 @@ cdef plan_force_t _forced(int warpgroups, int fused, int rs_build, int64_t overl
     return f
 
 
+def _is_intra_stage(stage) -> bool:
+    """An intra_chunk build (cute_kernels/intra_chunk.py VARIANTS) that these objects hold: the
+    kernel module names its builds, the hook takes whichever the library was built with."""
+    return isinstance(stage, str) and stage.startswith("intra_chunk") and gdn_variant_id(stage.encode()) >= 0
+
+
 cdef tuple _stage_names(const plan_t *plan):
     if plan.kind == PLAN_UNFUSED:
         return ("recompute_wu", "spine", "fwd_o")
@@ -81,6 +87,8 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     that many chunks (0: the rule), `overlap_split` 0 the serial plan, s > 0 the overlap plan split
     at chunk slot s (wherever the rule's deadlock guard allows it, also below its minimum of chunk
     slots; -1: the rule).  The overlap plan runs only when both of its stages are named.
+    `stages` ("fused",) runs issue 42's fused kernel (cute_kernels/fused.py) alone where the serial
+    fused plan would run its two launches (no workspace is read or written).
     """
     cdef gdn_problem_t p
     cdef int spine_code = 0, layout_code = 0, rc, i, n = 0, sms
@@ -110,13 +118,42 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
         raise _errors.GdnSpineError(f"fused: {msg.decode()}")
     if rc == GDN_OK:
         names = _stage_names(&plan)
+        # issue 42's one-warpgroup stage 1 (cute_kernels/intra_chunk.py), a measurement build: after
+        # recompute_wu (which also ranks the sequences for the spine), over the same workspace
+        intra = [s for s in stages if _is_intra_stage(s)]
+        if intra:
+            if len(intra) > 1 or plan.kind != PLAN_SERIAL:
+                raise _errors.GdnArgumentError("stages: one intra_chunk build at most, in the serial fused plan only")
+            if p.beta.dtype != GDN_DTYPE_BF16 or not _aligned16(&p):
+                raise _errors.GdnArgumentError("stages: the intra_chunk builds take bf16 beta and 16-byte aligned q, k")
+        # issue 42's fused kernel (cute_kernels/fused.py): the serial fused plan's two launches in one
+        # (branch fused-fi: or one of its builds by name, "fused_prefill_...")
+        if len(stages) == 1 and isinstance(stages[0], str) and stages[0].startswith("fused_prefill_"):
+            fused_name = stages[0].encode()
+            stages = ("fused",)
+        elif "fused" in stages:
+            fused_name = (b"fused_prefill_beta" + (b"bf16" if p.beta.dtype == GDN_DTYPE_BF16 else b"f32") + b"_"
+                          + (b"kv" if layout_code == GDN_STATE_KV else b"vk") + _SDT_SUFFIX[_state_type(&p)])
+        if "fused" in stages:
+            if len(stages) != 1 or plan.kind != PLAN_SERIAL:
+                raise _errors.GdnArgumentError("stages: 'fused' runs alone, in place of the serial fused plan")
+            if gdn_variant_id(fused_name) < 0:
+                raise _errors.GdnArgumentError(f"stages: {fused_name.decode()} is not in this build")
         for stage in stages:
-            if stage not in names:
+            if stage == "fused":
+                continue
+            if stage not in names and stage not in intra:
                 raise _errors.GdnArgumentError(f"stages: {stage!r} is not a launch of the {PLAN_NAMES[plan.kind]} "
                                                f"plan {names}")
-        for i in range(plan.n):
+        if "fused" in stages:
+            ids[0] = gdn_variant_id(fused_name)
+            n = 1
+        for i in range(plan.n if n == 0 else 0):
             if names[i] in stages:
                 ids[n] = plan.ids[i]
+                n += 1
+            if names[i] == "recompute_wu" and intra:
+                ids[n] = gdn_variant_id(intra[0].encode())
                 n += 1
         rc = _bind_workspace(&p, <void *><uintptr_t>workspace.data_ptr(), workspace.numel(), &plan, msg)
     if rc == GDN_OK:

@@ -1,0 +1,119 @@
+"""The register-state chain's building blocks, shared by spine_rs (its chunk loop) and the fused
+kernel (cute_kernels/fused.py, whose chain warpgroups run the same loop on two rings).
+
+One consumer warpgroup carries S^T for 64 state columns (VB) in its accumulators; per chunk it
+issues G1, G1b, G2, G3, G4 (spine_rs's module docstring): tiled_mmas makes their MMAs,
+acc_as_a_layout reads an accumulator in place as an A operand, issue issues one MMA's k-steps on
+a ring slot, y_t and vnew turn G1's and G1b's results into the next A operands with the chunk's
+coefficient table, zero_tail zeroes a partial chunk's K and V rows, transposed_block is the state
+pool's (v, k) view of the warpgroup's columns.
+"""
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass import BFloat16, Float32, Int32
+from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
+
+from cute_kernels import wgmma_acc
+from gdn_prefill import plan
+
+CHUNK = plan.CHUNK                    # 64
+DK = plan.HEAD_DIM_K                  # 128
+VB = plan.RS_SPINE_VBLOCK             # 64 state columns per warpgroup: M of every MMA
+
+
+def tiled_mmas():
+    """mma_n64: G1, G2, G4 (M = 64 v, N = 64, B K-major); mma_s: G3 (N = 128 k, B MN-major);
+    both with the A operand in registers."""
+    mma_n64 = sm90_utils.make_trivial_tiled_mma(
+        BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.K, Float32, (1, 1, 1),
+        tiler_mn=(VB, CHUNK), a_source=warpgroup.OperandSource.RMEM)
+    mma_s = sm90_utils.make_trivial_tiled_mma(
+        BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.MN, Float32, (1, 1, 1),
+        tiler_mn=(VB, DK), a_source=warpgroup.OperandSource.RMEM)
+    # a 64-row accumulator is read in place as the A fragment of a 64-row MMA (acc_as_a_layout):
+    # same thread modes, value modes (2, 2, N/8) against (2, 2, 2) per 16-wide k block
+    assert str(mma_s.tv_layout_C) == "((4,8,4),(2,2,16)):((128,1,16),(64,8,512))", str(mma_s.tv_layout_C)
+    assert str(mma_n64.tv_layout_C) == "((4,8,4),(2,2,8)):((128,1,16),(64,8,512))", str(mma_n64.tv_layout_C)
+    assert str(mma_n64.tv_layout_A) == "((4,8,4),(2,2,2)):((128,1,16),(64,8,512))", str(mma_n64.tv_layout_A)
+    assert str(mma_s.tv_layout_A) == str(mma_n64.tv_layout_A)
+    return mma_n64, mma_s
+
+
+def acc_as_a_layout(acc_layout, n_kb: int):
+    """Register layout reading a 64-row accumulator as the A fragment of a 64-row MMA whose K is
+    the accumulator's N: A value (k0, r, h) of k block kb is accumulator value (c0, r, 2 kb + h)."""
+    (s0, s1, s2) = acc_layout.stride[0]
+    return cute.make_layout(((2, 2, 2), 1, n_kb), stride=((s0, s1, s2), 0, 2 * s2))
+
+
+@cute.jit
+def issue(mma, acc, tA, tB, s: Int32, overwrite: cutlass.Constexpr):
+    """One MMA of a chunk on slot s of the ring: the fence for the registers it reads, its k-steps
+    (the first one overwriting acc when `overwrite`), the commit of its group."""
+    warpgroup.fence()
+    for kb in cutlass.range_constexpr(cute.size(tA, mode=[2])):
+        if cutlass.const_expr(overwrite):
+            mma.set(warpgroup.Field.ACCUMULATE, kb > 0)
+        cute.gemm(mma, acc, tA[None, None, kb], tB[None, None, kb, s], acc)
+    warpgroup.commit_group()
+
+
+@cute.jit
+def y_t(rP, rVt, accX, sTab, sBt, tXc, s: Int32, bs: Int32):
+    """Y'^T = (V^T - Z diag(a)) diag(beta) as bf16 (the A operand of G1b), a_m = exp(gcum_m) rk_m
+    (columns m >= L: (0 - 0 * 0) beta_m, the V and K rows zeroed and beta_m finite: stage 1's or 0).
+    beta scales Y before its one rounding and Tu holds Tm alone, as FLA rounds beta v once: with beta
+    inside Tu it was rounded twice (Tu's entry, then Y; docs/PERFORMANCE.md, numerics).  (a_m, beta_m)
+    is loaded once per column, one 8-byte pair (a thread's 32 values lie on 16 columns), and no
+    element is selected: a load inside `if m < L` made each element
+    predicated code with a conversion of its own (32 F2FP and 16 PRMT where 16 F2FP pack the pairs)."""
+    a_col = [sBt[0, tXc[wgmma_acc.first_of_col(c)][1], bs] for c in range(cute.size(accX) // 2)]
+    b_col = [sBt[1, tXc[wgmma_acc.first_of_col(c)][1], bs] for c in range(cute.size(accX) // 2)]
+    for e in cutlass.range_constexpr(cute.size(accX)):
+        rP[e] = BFloat16((Float32(rVt[e]) - accX[e] * a_col[wgmma_acc.col(e)]) * b_col[wgmma_acc.col(e)])
+
+
+@cute.jit
+def vnew(rV, rP, accX, sTab, tXc, L: Int32, s: Int32):
+    """Vnew^T (G1b's result) with columns j >= L selected to 0 (Tu rows there are another
+    sequence's): bf16 into rV (the A operand of G4; None without an output), and P^T = Vnew^T coef_j
+    into rP (the A operand of G3)."""
+    for e in cutlass.range_constexpr(cute.size(accX)):
+        j = tXc[e][1]
+        vn = Float32(0.0)
+        if j < L:
+            vn = accX[e]
+        if cutlass.const_expr(rV is not None):
+            rV[e] = BFloat16(vn)
+        rP[e] = BFloat16(vn * sTab[j, s])
+
+
+@cute.jit
+def zero_tail(sK, sV_vj, L: Int32, ltid: Int32, wg, active, s: Int32, nwg: cutlass.Constexpr, bar: cutlass.Constexpr,
+              vs=None):
+    """A partial chunk's rows j >= L in the ring's slot s, before G1.  K rows may be NaN (NaN * 0 =
+    NaN inside G3): thread ltid owns column k = ltid, warpgroup wg the rows L + wg, L + wg + active,
+    ... (the tile is every active warpgroup's); and this warpgroup's V rows (another sequence's),
+    column ltid % 64, rows L + ltid // 64, + 2, ...: with Z's columns there 0 (K rows) and a_j = 0
+    (the table), Y^T's columns j >= L are then exactly 0 without a select per element.  vs: the
+    V tile's slot where it is not s (the fused kernel's rings); bar: the named barrier of the
+    consumer warpgroups (128 active threads)."""
+    for j in cutlass.range(L + wg, CHUNK, active, unroll=1):
+        sK[ltid, j, s] = BFloat16(0.0)
+    v_slot = s
+    if cutlass.const_expr(vs is not None):
+        v_slot = vs
+    for j in cutlass.range(L + ltid // VB, CHUNK, 128 // VB, unroll=1):
+        sV_vj[ltid % VB, j, v_slot * nwg + wg] = BFloat16(0.0)
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.barrier(barrier_id=bar, number_of_threads=128 * active)
+
+
+@cute.jit
+def transposed_block(pool: cute.Tensor, slot: Int32, hv: Int32, col0: Int32) -> cute.Tensor:
+    """S^T[v, k] = S[k, col0 + v] of one slot and head: the (v, k) view the accumulators index."""
+    g = cute.domain_offset((0, col0), pool[slot, hv, None, None])
+    return cute.make_tensor(g.iterator, cute.select(g.layout, mode=[1, 0]))

@@ -1,0 +1,676 @@
+"""The batched plan in one kernel: stage 1 and the spine of one (sequence, value head) per CTA.
+
+The two-kernel plan (recompute_wu, then spine_rs) writes Tu, P and the row data of every chunk to
+a workspace and reads them back; here the intra-chunk role produces them in shared memory and the
+chains consume them a chunk later, so that nothing but q, k, v, g, beta goes in and nothing but
+the output and the states comes out (docs/DESIGN.md, section 1, for the math).  Per chunk i:
+
+    role (intra_chunk's): gcum, rk, rq -> A, P = the masked, decayed K K^T and Q K^T;
+                          Tu = bf16((I + A)^-1)
+    chains (spine_rs's):  Y'^T = (V^T - Z diag(a)) diag(beta), Z = bf16(S^T) K^T;
+                          Vnew^T = bf16(Y'^T) Tu^T;  S^T = g S^T + bf16(Vnew^T coef) K;
+                          O^T = c_i (bf16(S^T) Q^T) + bf16(Vnew^T) P^T
+
+Warp roles (Role), 512 threads, one CTA per SM; setmaxnreg moves registers from a launch bound
+of 128 per thread to the chains:
+- CHAIN (warpgroups 0, 1, CHAIN_REGS): state columns 0-63 and 64-127, spine_rs's chunk loop
+  with bf16(S^T) staged in shared memory as the A of G1 and G2 (in registers the chains need
+  224, which the CTA cannot give two of them beside the role; staged, 192 keeps the wgmma
+  pipeline), and each chunk's output staged in the next chunk's V region (no buffers of its
+  own: the shared memory is full).  A sequence's partial last chunk they store themselves.
+- INTRA (warpgroup 2, INTRA_REGS): intra_chunk's phases, in order over the chunks, one ahead of
+  the chains.
+- LOAD (warp 12): the TMA loads of K and q (KQ ring) and of V (VT ring).
+- NORMS (warps 13, 14): rk, rq of each chunk's rows from its landed tiles (a row per lane and
+  register), the scan of g, beta; they hand gcum, beta, rk, rq to the role through the gate
+  ring and write the chains' table.
+- STORE (warp 15): the output's TMA stores of full chunks.
+
+Two rings, because K and q live longer than the rest:
+- KQ (KQ_SLOTS): K, q (TMA) and P (the role) of chunk i.  The role reads K, q in chunk i and
+  the chains read K, q, P in their chunk i and P again in chunk i + 1 (G4 trails a chunk).
+  full: the TMA bytes; empty: the role, the norm warps, the chains (their epilogue of chunk i).
+- VT (VT_SLOTS): V (TMA), Tu (the role) and the table (the norm warps) of chunk i; the chains
+  then stage chunk i - 1's output in its V region.  full: the V bytes, the role's threads,
+  the norm threads; empty: the chains' threads at the end of their chunk i and the store warp
+  once it has read the output staged there (its first arrival, for a chunk -1, before its loop).
+Every arrival is a thread's own (an mbarrier arrive orders only the arriving thread's accesses)
+except the store warp's, which follows its bulk wait.
+
+Rows >= L of a partial chunk: the TMA brings the next sequence's rows (zeros past T), their g and
+beta are taken as 0 (so A's rows and P's columns there are 0), the chains zero the K and V rows
+before G1 as spine_rs does, and no output row >= L is stored.
+"""
+from __future__ import annotations
+
+import enum
+
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass import BFloat16, Float32, Int32
+from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
+from cutlass.tensor_utils import LayoutEnum
+
+from cute_kernels import bf16_sumsq, chain, intra_chunk, pdl, spine_rs as rs, spine_wgmma as sw, state_pool, tma
+from cute_kernels.recompute_wu import gate_scan
+from gdn_prefill import plan
+
+C = plan.CHUNK                  # 64
+DK = plan.HEAD_DIM_K            # 128
+DV = plan.HEAD_DIM_V            # 128
+VB = rs.VB                      # 64 state columns per chain warpgroup
+CHAINS = DV // VB               # 2
+KQ_SLOTS = 3
+VT_SLOTS = 2
+MAX_SMEM = rs.MAX_SMEM
+
+
+class Role(enum.IntEnum):
+    """Warp roles: the first warp of each."""
+    CHAIN = 0                   # warps 0-7: chain warpgroup wg = warp // 4
+    INTRA = 8                   # warps 8-11
+    LOAD = 12
+    NORMS = 13                  # warps 13, 14
+    STORE = 15
+
+
+class Barrier(enum.IntEnum):
+    """Named barriers (0: the CTA's)."""
+    INTRA = intra_chunk.Barrier.INTRA     # the role's warpgroup (intra_chunk's phases use it)
+    CHAINS = 2                  # both chain warpgroups: a partial chunk's zeroed rows
+    NORMS = 3                   # the two norm warps: the chunk's gate rows complete
+    STAGED_S = 4                # + wg: chain warpgroup wg's bf16(S^T) staged
+
+
+class Bar(enum.IntEnum):
+    """The mbarriers, in storage order (index of the first of each array)."""
+    KQ_FULL = 0
+    KQ_EMPTY = KQ_FULL + KQ_SLOTS
+    VT_FULL = KQ_EMPTY + KQ_SLOTS
+    VT_EMPTY = VT_FULL + VT_SLOTS
+    OSTAGED = VT_EMPTY + VT_SLOTS         # [(c % VT_SLOTS) CHAINS + wg]: chunk c's output of chain wg
+    GATES = OSTAGED + VT_SLOTS * CHAINS   # the gate ring's full / empty (cutlass.pipeline)
+    COUNT = GATES + 2 * VT_SLOTS
+
+
+class FusedPrefill:
+    """One CTA per (sequence, value head); see the module docstring."""
+
+    THREADS = 512
+    CHAIN_REGS = 192            # the wgmma pipeline kept with bf16(S^T) in shared memory (below, ptxas
+                                # serialises the chain's wgmmas)
+    INTRA_REGS = 104            # FlashInfer's split of a 512-thread CTA: 24 / 192 / 192 / 104
+    IO_REGS = 24                # loads, row norms one row per lane, the scan and the table, stores
+    LAUNCH_REGS = 64 * 1024 // THREADS
+    NORM_THREADS = 64
+    # arrivals on each barrier (module docstring)
+    KQ_EMPTY_ARRIVALS = 128 + NORM_THREADS + CHAINS * 128
+    VT_FULL_ARRIVALS = 1 + 128 + NORM_THREADS
+    VT_EMPTY_ARRIVALS = CHAINS * 128 + 1
+
+    # branch fused-fi: the split measured against this one, one build beside the other (run 173)
+    SPLIT_R176 = (176, 128, 32)
+
+    def __init__(self, state_dtype: str = "fp32", split: tuple[int, int, int] | None = None):
+        if split is not None:
+            self.CHAIN_REGS, self.INTRA_REGS, self.IO_REGS = split
+        assert CHAINS * (self.CHAIN_REGS - self.LAUNCH_REGS) <= (self.LAUNCH_REGS - self.INTRA_REGS) + \
+            (self.LAUNCH_REGS - self.IO_REGS), "setmaxnreg: the chains' increase must be given back first"
+        self.state_dtype = state_dtype
+        self.intra = intra_chunk.IntraChunk(write_out=False)
+        self.kq_bytes = 2 * C * DK * 2
+        self.v_bytes = CHAINS * C * VB * 2
+
+    @staticmethod
+    def can_implement(K: int, V: int, Hk: int, Hv: int, qkv_aligned16: bool) -> tuple[bool, str]:
+        """What the kernel accepts (the launcher's guards check the same before any launch)."""
+        if K != DK or V != DV:
+            return False, f"head dims must be {DK} (got K={K}, V={V})"
+        if Hk <= 0 or Hv % Hk != 0:
+            return False, f"Hv ({Hv}) must be a multiple of Hk ({Hk})"
+        if not qkv_aligned16:
+            return False, "q, k, v and out must have 16-byte aligned bases and strides of 8 elements (TMA)"
+        return True, ""
+
+    # ------------------------------------------------------------------ shared memory
+    def _tiles(self) -> dict[str, int]:
+        """bf16 elements of each tile, in storage order (each 1024-aligned)."""
+        return {"sk": KQ_SLOTS * C * DK, "sq": KQ_SLOTS * C * DK, "sp": KQ_SLOTS * C * C,
+                "sv": VT_SLOTS * CHAINS * C * VB, "st": VT_SLOTS * C * C, "ss": CHAINS * VB * DK}
+
+    def _small(self) -> dict[str, tuple[int, int]]:
+        """(bytes, alignment) of the fields after the tiles, in storage order."""
+        f = VT_SLOTS * C * 4
+        return {"a": (C * intra_chunk.AS * 4, 16), "x": (intra_chunk.HALF * intra_chunk.XS * 4, 16),
+                "tab": (VT_SLOTS * rs.TAB * 4, 16), "btab": (VT_SLOTS * C * 2 * 4, 16),
+                "gc": (f, 16), "be": (f, 16), "rk": (f, 16), "rq": (f, 16), "eye": (4 * 2 * intra_chunk.BLK, 16),
+                "bars": (8 * Bar.COUNT, 8)}
+
+    def smem_bytes(self) -> int:
+        """_storage's size, field by field (the kernel asserts the two agree)."""
+        def up(x, a):
+            return (x + a - 1) // a * a
+        off = 0
+        for n in self._tiles().values():
+            off = up(off, 1024) + 2 * n
+        for size, align in self._small().values():
+            off = up(off, align) + size
+        return up(off, 1024)
+
+    def _storage(self):
+        fields = {name: cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024] for name, n in self._tiles().items()}
+        for name, (size, align) in self._small().items():
+            t = cutlass.Int64 if name == "bars" else Float32
+            fields[name] = cute.struct.Align[cute.struct.MemRange[t, size // (t.width // 8)], align]
+        return cute.struct(type("FusedStorage", (), {"__annotations__": fields}))
+
+    def _layouts(self):
+        """The tiles' layouts: K as the role's and G1's K-major operand (rows, k) and as G3's
+        MN-major B (k, rows), the same bytes; q (rows, k); P and Tu (rows, cols) K-major, the B of
+        G4 / G1b; V (j, v) per chain, read and written transposed; bf16(S^T) (v, k) per chain."""
+        t1 = (VB, C, DK)
+        kk = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t1, BFloat16, KQ_SLOTS)
+        k_mn = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, (VB, DK, C), BFloat16, KQ_SLOTS)
+        assert str(kk) == str(cute.select(k_mn, mode=[1, 0, 2])), (kk, k_mn)
+        # the role's A / B of K K^T and Q K^T is the chains' K-major B: one layout for both
+        role = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (C, C, DK), BFloat16, KQ_SLOTS)
+        assert str(role) == str(kk), (role, kk)
+        t4 = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, (VB, C, C), BFloat16, KQ_SLOTS)
+        tu = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, (VB, C, C), BFloat16, VT_SLOTS)
+        atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, BFloat16)
+        v = cute.tile_to_shape(atom, (C, VB, VT_SLOTS * CHAINS), order=(0, 1, 2))
+        s = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, t1, BFloat16, CHAINS)
+        lay = dict(sk=k_mn, skk=kk, sq=kk, sp=t4, sv=v, st=tu, ss=s)
+        for name, n in self._tiles().items():
+            assert cute.cosize(lay[name]) == n, name
+        return lay
+
+    # ------------------------------------------------------------------ launch
+    @cute.jit
+    def __call__(self, q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
+                 cu_seqlens: cute.Tensor, state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor,
+                 scale: Float32, use_qk_l2norm: Int32, has_state: Int32, use_state_indices: Int32,
+                 checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
+                 stream: cuda.CUstream):
+        Hv = v.shape[1]
+        N = cu_seqlens.shape[0] - 1
+        lay = self._layouts()
+        load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
+        one = lambda name: cute.slice_(lay[name], (None, None, 0))     # noqa: E731
+        tma_k, mK = cpasync.make_tiled_tma_atom(load, tma.view(k, [0, 2, 1]), one("skk"), (C, DK))
+        tma_q, mQ = cpasync.make_tiled_tma_atom(load, tma.view(q, [0, 2, 1]), one("sq"), (C, DK))
+        tma_v, mV = cpasync.make_tiled_tma_atom(load, tma.view(v, [0, 2, 1]), one("sv"), (C, VB))
+        tma_o, mO = cpasync.make_tiled_tma_atom(store, tma.view(out, [0, 2, 1]), one("sv"), (C, VB))
+        self.kernel(tma_k, mK, tma_q, mQ, tma_v, mV, tma_o, mO, g, beta, cu_seqlens, state, state_indices, out,
+                    scale, use_qk_l2norm, has_state, use_state_indices, checkpoints, checkpoint_chunks,
+                    initial_state, state_in, Hv // k.shape[1]).launch(
+            grid=[Hv, N, 1], block=[self.THREADS, 1, 1], stream=stream, smem=self.smem_bytes(),
+            use_pdl=pdl.USE_PDL)
+
+    @cute.kernel
+    def kernel(self, tma_k: cute.CopyAtom, mK: cute.Tensor, tma_q: cute.CopyAtom, mQ: cute.Tensor,
+               tma_v: cute.CopyAtom, mV: cute.Tensor, tma_o: cute.CopyAtom, mO: cute.Tensor, g: cute.Tensor,
+               beta: cute.Tensor, cu_seqlens: cute.Tensor, state: cute.Tensor, state_indices: cute.Tensor,
+               out: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, has_state: Int32, use_state_indices: Int32,
+               checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
+               group: Int32):
+        pdl.enter()
+        tidx, _, _ = cute.arch.thread_idx()
+        hv, n, _ = cute.arch.block_idx()
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        Storage = self._storage()
+        assert Storage.size_in_bytes() == self.smem_bytes(), (Storage.size_in_bytes(), self.smem_bytes())
+        assert self.smem_bytes() <= MAX_SMEM, self.smem_bytes()
+        storage = cutlass.utils.SmemAllocator().allocate(Storage)
+        lay = self._layouts()
+
+        def view(field, name):
+            return getattr(storage, field).get_tensor(lay[name].outer, swizzle=lay[name].inner)
+        t = dict(sK=view("sk", "sk"), sKk=view("sk", "skk"), sQ=view("sq", "sq"), sP=view("sp", "sp"),
+                 sV=view("sv", "sv"), sT=view("st", "st"), sS=view("ss", "ss"))
+        t["sV_vj"] = storage.sv.get_tensor(cute.select(lay["sv"], mode=[1, 0, 2]).outer, swizzle=lay["sv"].inner)
+        bars = storage.bars.data_ptr()
+        if warp == Role.LOAD:
+            for atom in (tma_k, tma_q, tma_v, tma_o):
+                cpasync.prefetch_descriptor(atom)
+        if tidx < 2 * intra_chunk.BLK:       # the role's identity row (IntraChunk.inverse's sEye)
+            storage.eye.get_tensor(cute.make_layout(2 * intra_chunk.BLK))[tidx] = cutlass.select_(
+                tidx == intra_chunk.BLK - 1, Float32(1.0), Float32(0.0))
+        if tidx == 0:
+            for s in cutlass.range_constexpr(KQ_SLOTS):
+                cute.arch.mbarrier_init(bars + Bar.KQ_FULL + s, 1)
+                cute.arch.mbarrier_init(bars + Bar.KQ_EMPTY + s, self.KQ_EMPTY_ARRIVALS)
+            for s in cutlass.range_constexpr(VT_SLOTS):
+                cute.arch.mbarrier_init(bars + Bar.VT_FULL + s, self.VT_FULL_ARRIVALS)
+                cute.arch.mbarrier_init(bars + Bar.VT_EMPTY + s, self.VT_EMPTY_ARRIVALS)
+            for b in cutlass.range_constexpr(VT_SLOTS * CHAINS):
+                cute.arch.mbarrier_init(bars + Bar.OSTAGED + b, 4)     # the chain warpgroup's 4 warps
+        # the gate ring (its create() initialises its barriers, fences and syncs the CTA)
+        gates = pipeline.PipelineAsync.create(
+            num_stages=VT_SLOTS,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Warp, self.NORM_THREADS // 32),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Warp, 4),
+            barrier_storage=bars + Bar.GATES)
+
+        run, slot = sw._pool_slot(n, state_indices, use_state_indices)    # padding entries skip
+        bos = cu_seqlens[n]
+        eos = cu_seqlens[n + 1]
+        nch = (eos - bos + C - 1) // C
+        # each warpgroup resizes its registers at one instruction that dominates all of its code
+        if warp >= Role.LOAD:
+            cute.arch.setmaxregister_decrease(self.IO_REGS)
+            if run != 0:
+                if warp == Role.LOAD:
+                    self.loads(bars, t, tma_k, mK, tma_q, mQ, tma_v, mV, bos, nch, hv, hv // group)
+                elif warp < Role.STORE:
+                    self.norms(bars, gates, storage, t, g, beta, scale, use_qk_l2norm, bos, eos, nch, hv,
+                               tidx - Role.NORMS * 32)
+                else:
+                    self.stores(bars, t, tma_o, mO, out, bos, eos, nch, hv)
+        elif warp >= Role.INTRA:
+            cute.arch.setmaxregister_decrease(self.INTRA_REGS)
+            if run != 0:
+                self.intra_role(bars, gates, storage, t, scale, nch, tidx - Role.INTRA * 32)
+        else:
+            cute.arch.setmaxregister_increase(self.CHAIN_REGS)
+            if run != 0:
+                self.chain(bars, storage, t, tidx % 128, tidx // 128, n, hv, slot, bos, eos, nch, state,
+                           has_state, checkpoints, checkpoint_chunks, initial_state, state_in, out)
+
+    # ------------------------------------------------------------------ I/O warps
+    @cute.jit
+    def loads(self, bars, t, tma_k, mK, tma_q, mQ, tma_v, mV, bos: Int32, nch: Int32, hv: Int32, hk: Int32):
+        """Chunk i's K and q into KQ slot i % KQ_SLOTS once chunk i - KQ_SLOTS has left it, then its
+        V (both chains' columns) into VT slot i % VT_SLOTS likewise."""
+        mK_h = mK[None, None, hk]
+        mQ_h = mQ[None, None, hk]
+        mV_h = mV[None, None, hv]
+        for i in cutlass.range(nch, unroll=1):
+            t0 = bos + i * C
+            sa = i % KQ_SLOTS
+            if i >= KQ_SLOTS:
+                cute.arch.mbarrier_wait(bars + Bar.KQ_EMPTY + sa, ((i - KQ_SLOTS) // KQ_SLOTS) % 2)
+            bar = bars + Bar.KQ_FULL + sa
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_arrive_and_expect_tx(bar, self.kq_bytes)
+            tma.load(tma_k, tma.gmem_tile(mK_h, (t0, 0), (C, DK)), t["sKk"][None, None, sa], bar, Int32(0), 1)
+            tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (C, DK)), t["sQ"][None, None, sa], bar, Int32(0), 1)
+            sb = i % VT_SLOTS
+            if i >= VT_SLOTS:
+                cute.arch.mbarrier_wait(bars + Bar.VT_EMPTY + sb, ((i - VT_SLOTS) // VT_SLOTS) % 2)
+            bar = bars + Bar.VT_FULL + sb
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_arrive_and_expect_tx(bar, self.v_bytes)
+            for wg in cutlass.range_constexpr(CHAINS):
+                tma.load(tma_v, tma.gmem_tile(mV_h, (t0, wg * VB), (C, VB)), t["sV"][None, None, sb * CHAINS + wg],
+                         bar, Int32(0), 1)
+
+    @cute.jit
+    def norms(self, bars, gates, storage, t, g, beta, scale: Float32, use_qk_l2norm: Int32, bos: Int32, eos: Int32,
+              nch: Int32, hv: Int32, ntid: Int32):
+        """The two norm warps, chunk by chunk: rk (warp 13), rq (warp 14) of the chunk's rows (1
+        without l2norm; lane l: rows l, l + 32, each a sum in order) and, on the first warp, the
+        scan of g and beta (gate_scan) into gate stage i % VT_SLOTS for the role; then, once the
+        chains have left VT slot i % VT_SLOTS,
+        thread r writes row r of the chains' table there (spine_rs's: coef_r = exp(g_last -
+        gcum_r) rk_r, c_r = scale rq_r exp(gcum_r), a_r = exp(gcum_r) rk_r, beta_r; 0 past L)."""
+        gprod = gates.make_producer()
+        sGr, sBr, sRr, sQr = self._gate_ring(storage)
+        sTab, sBt = self._tables(storage)
+        lane = ntid % 32
+        kq = ntid // 32                       # warp 13: the K rows (rk), warp 14: the q rows (rq)
+        # lane l: rows l and l + 32 of its tile, 16 vectors of 8 each, summed in order in one
+        # register per row (few registers: the I/O warpgroup's budget)
+        cp = cute.make_tiled_copy_tv(
+            cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128),
+            cute.make_layout((32, 1), stride=(1, 0)), cute.make_layout((1, 8)))
+        th = cp.get_slice(lane)
+        for i in cutlass.range(nch, unroll=1):
+            t0 = bos + i * C
+            L = cutlass.min(eos - t0, C)
+            sa = i % KQ_SLOTS
+            cute.arch.mbarrier_wait(bars + Bar.KQ_FULL + sa, (i // KQ_SLOTS) % 2)
+            r0 = Float32(1.0)
+            r1 = Float32(1.0)
+            if use_qk_l2norm != 0:
+                tile = t["sKk"][None, None, sa]
+                if kq == 1:
+                    tile = t["sQ"][None, None, sa]
+                t_s = th.partition_S(tile)                       # (8 values, 2 row blocks, 16 vectors)
+                a0 = Float32(0.0)
+                a1 = Float32(0.0)
+                for c in cutlass.range(cute.size(t_s, mode=[2]), unroll=2):
+                    x = cute.make_rmem_tensor_like(t_s[(None, 0, c)], BFloat16)
+                    cute.autovec_copy(t_s[(None, 0, c)], x)
+                    xw = cute.recast_tensor(x, Int32)
+                    a0 = a0 + bf16_sumsq.sumsq_bf16x8(xw[0], xw[1], xw[2], xw[3])
+                    y = cute.make_rmem_tensor_like(t_s[(None, 1, c)], BFloat16)
+                    cute.autovec_copy(t_s[(None, 1, c)], y)
+                    yw = cute.recast_tensor(y, Int32)
+                    a1 = a1 + bf16_sumsq.sumsq_bf16x8(yw[0], yw[1], yw[2], yw[3])
+                r0 = cute.math.rsqrt(a0 + intra_chunk.L2_EPS)
+                r1 = cute.math.rsqrt(a1 + intra_chunk.L2_EPS)
+            cute.arch.mbarrier_arrive(bars + Bar.KQ_EMPTY + sa)
+            gh = gprod.acquire_and_advance()
+            if kq == 0:
+                sRr[lane, gh.index] = r0
+                sRr[lane + 32, gh.index] = r1
+            else:
+                sQr[lane, gh.index] = r0
+                sQr[lane + 32, gh.index] = r1
+            if ntid < 32:
+                c0, c1, b0, b1 = gate_scan(g, beta, t0, L, hv, ntid)
+                sGr[2 * ntid, gh.index] = c0
+                sGr[2 * ntid + 1, gh.index] = c1
+                sBr[2 * ntid, gh.index] = b0
+                sBr[2 * ntid + 1, gh.index] = b1
+            cute.arch.barrier(barrier_id=Barrier.NORMS, number_of_threads=self.NORM_THREADS)
+            gh.commit()
+            # the chains' table of chunk i, in VT slot sb once chunk i - VT_SLOTS has left it
+            sb = i % VT_SLOTS
+            if i >= VT_SLOTS:
+                cute.arch.mbarrier_wait(bars + Bar.VT_EMPTY + sb, ((i - VT_SLOTS) // VT_SLOTS) % 2)
+            r = ntid
+            gl = sGr[L - 1, gh.index]
+            gr = sGr[r, gh.index]
+            kr = sRr[r, gh.index]
+            coef = Float32(0.0)
+            cr = Float32(0.0)
+            ar = Float32(0.0)
+            if r < L:
+                er = cute.math.exp(gr)
+                coef = cute.math.exp(gl - gr) * kr
+                cr = scale * sQr[r, gh.index] * er
+                ar = er * kr
+            sTab[r, sb] = coef
+            sTab[rs.TAB_C + r, sb] = cr
+            if r == 0:
+                sTab[rs.TAB_GL, sb] = cute.math.exp(gl)
+            sBt[0, r, sb] = ar
+            sBt[1, r, sb] = sBr[r, gh.index]          # 0 past L (gate_scan)
+            cute.arch.mbarrier_arrive(bars + Bar.VT_FULL + sb)
+        gprod.tail()
+
+    @cute.jit
+    def stores(self, bars, t, tma_o, mO, out: cute.Tensor, bos: Int32, eos: Int32, nch: Int32, hv: Int32):
+        """Chunk c's output of chain wg, staged in the V region of VT slot (c + 1) % VT_SLOTS (once
+        its four warps have arrived on OSTAGED[(c % VT_SLOTS) CHAINS + wg]) -> rows t0 .. t0 + L,
+        columns 64 wg .. of out by one TMA store; once the stores have read the slot, its arrival
+        on VT_EMPTY lets the slot be refilled.  The slot of chunk 0 holds no output: its arrival
+        comes before the loop.  A sequence's partial last chunk the chains store themselves
+        (epilogue): its rows >= L are the next sequence's, and this warp's registers do not hold
+        the row addresses of its thread stores."""
+        lane = cute.arch.lane_idx()
+        mO_h = mO[None, None, hv]
+        if lane == 0:
+            cute.arch.mbarrier_arrive(bars + Bar.VT_EMPTY)
+        for c in cutlass.range(nch, unroll=1):
+            t0 = bos + c * C
+            L = cutlass.min(eos - t0, C)
+            s = (c + 1) % VT_SLOTS
+            for wg in cutlass.range_constexpr(CHAINS):
+                vs = s * CHAINS + wg
+                cute.arch.mbarrier_wait(bars + Bar.OSTAGED + (c % VT_SLOTS) * CHAINS + wg, (c // VT_SLOTS) % 2)
+                if L >= C:      # a partial (last) chunk's rows the chains have stored (epilogue)
+                    tma.store(tma_o, t["sV"][None, None, vs], tma.gmem_tile(mO_h, (t0, wg * VB), (C, VB)))
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
+            cute.arch.sync_warp()
+            if lane == 0:
+                cute.arch.mbarrier_arrive(bars + Bar.VT_EMPTY + s)
+        cute.arch.cp_async_bulk_wait_group(0)
+
+    # ------------------------------------------------------------------ the role
+    @cute.jit
+    def intra_role(self, bars, gates, storage, t, scale: Float32, nch: Int32, ltid: Int32):
+        """intra_chunk's phases over the chunks: K K^T, Q K^T on the tensor cores (then the KQ
+        slot is the role's no longer), the folds with the gate ring's rows (A in fp32, P into KQ
+        slot i % KQ_SLOTS), the inverse, Tu into VT slot i % VT_SLOTS once the chains have left
+        it; each thread fences its P and Tu writes for the chains' wgmma and arrives on VT_FULL."""
+
+        gcons = gates.make_consumer()
+        sA, sA2, sX = self.intra.scratch(storage)
+        sEye = storage.eye.get_tensor(cute.make_layout(2 * intra_chunk.BLK))
+        sGr, sBr, sRr, sQr = self._gate_ring(storage)
+        mma = self.intra._mma()
+        thr = mma.get_slice(ltid)
+        accG = cute.make_rmem_tensor(thr.partition_shape_C((C, C)), Float32)
+        accQ = cute.make_rmem_tensor(thr.partition_shape_C((C, C)), Float32)
+        rP = cute.make_rmem_tensor_like(accQ, BFloat16)
+        # P -> its K-major, swizzled tile (the chains' B of G4) by stmatrix, as the chains stage S^T
+        st_p = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16),
+                                      mma).get_slice(ltid)
+        for i in cutlass.range(nch, unroll=1):
+            sa = i % KQ_SLOTS
+            sb = i % VT_SLOTS
+            cute.arch.mbarrier_wait(bars + Bar.KQ_FULL + sa, (i // KQ_SLOTS) % 2)
+            self.intra.issue_products(mma, thr, accG, accQ, t["sKk"][None, None, sa], t["sQ"][None, None, sa])
+            warpgroup.wait_group(0)
+            cute.arch.mbarrier_arrive(bars + Bar.KQ_EMPTY + sa)
+            gh = gcons.wait_and_advance()
+            self.intra.folds(thr, accG, accQ, sA2, None, sGr[None, gh.index], sBr[None, gh.index],
+                             sRr[None, gh.index], sQr[None, gh.index], scale, rP=rP)
+            cute.copy(st_p, st_p.retile(rP), st_p.partition_D(t["sP"][None, None, sa]))
+            cute.arch.barrier(barrier_id=Barrier.INTRA, number_of_threads=128)
+            gh.release()
+            self.intra.inverse(sA, sX, ltid, sEye)
+            if i >= VT_SLOTS:
+                cute.arch.mbarrier_wait(bars + Bar.VT_EMPTY + sb, ((i - VT_SLOTS) // VT_SLOTS) % 2)
+            self.stage_tu(sA, t["sT"][None, None, sb], ltid)
+            cute.arch.fence_proxy("async.shared", space="cta")
+            cute.arch.mbarrier_arrive(bars + Bar.VT_FULL + sb)
+            # the next chunk's folds overwrite sA
+            cute.arch.barrier(barrier_id=Barrier.INTRA, number_of_threads=128)
+
+    @cute.jit
+    def stage_tu(self, sA, sT1, ltid: Int32):
+        """Tu = bf16(Tm) into the (64, 64) tile sT1 in its wgmma layout: 16-byte copies (thread t:
+        row t // 8 + 16 m, columns 8 (t % 8) ..; the swizzle keeps each 16 bytes together)."""
+        th = tma.rows_copy(C).get_slice(ltid)
+        tD = th.partition_D(sT1)
+        tC = th.partition_D(cute.make_identity_tensor((C, C)))
+        for m in cutlass.range_constexpr(cute.size(tD, mode=[1])):
+            x = cute.make_rmem_tensor_like(tD[None, m, None], BFloat16)
+            for e in cutlass.range_constexpr(cute.size(x)):
+                r, c = tC[e, m, 0]
+                x[e] = BFloat16(sA[r, c])
+            cute.autovec_copy(x, tD[None, m, None])
+
+    def _gate_ring(self, storage):
+        """gcum, beta, rk, rq of each row, per gate stage: (row, stage)."""
+        lay = cute.make_layout((C, VT_SLOTS), stride=(1, C))
+        return tuple(f.get_tensor(lay) for f in (storage.gc, storage.be, storage.rk, storage.rq))
+
+    @staticmethod
+    def _tables(storage):
+        """The chains' coefficient table (rs.TAB, slot) and (a, beta) pairs (2, row, slot)."""
+        sTab = storage.tab.get_tensor(cute.make_layout((rs.TAB, VT_SLOTS)))
+        sBt = storage.btab.get_tensor(cute.make_layout((2, C, VT_SLOTS), stride=(1, 2, 2 * C)))
+        return sTab, sBt
+
+    # ------------------------------------------------------------------ the chains
+    @cute.jit
+    def chain(self, bars, storage, t, ltid: Int32, wg: Int32, n: Int32, hv: Int32, slot: Int32, bos: Int32,
+              eos: Int32, nch: Int32, state: cute.Tensor, has_state: Int32, checkpoints: cute.Tensor,
+              checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32, out: cute.Tensor):
+        """Chain warpgroup wg: S^T of state columns 64 wg .. 64 wg + 63 through the sequence and their
+        output, spine_rs's chunk loop (its module docstring) on the two rings: K, q, P of chunk i in
+        KQ slot i % KQ_SLOTS (P of chunk i - 1 one slot back), V, Tu and the table in VT slot
+        i % VT_SLOTS, bf16(S^T) staged in sS[wg] for G1 and G2, chunk i - 1's output staged in
+        chunk i's V region."""
+        col0 = wg * VB
+        sTab, sBt = self._tables(storage)
+        sS1 = t["sS"][None, None, wg]
+        mma_n64, mma_s = chain.tiled_mmas()
+        mma_a = sm90_utils.make_trivial_tiled_mma(BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.K,
+                                                  Float32, (1, 1, 1), tiler_mn=(VB, C))
+        thr_n = mma_n64.get_slice(ltid)
+        thr_s = mma_s.get_slice(ltid)
+        thr_a = mma_a.get_slice(ltid)
+        tKkb = thr_n.make_fragment_B(thr_n.partition_B(t["sKk"]))
+        tQb = thr_n.make_fragment_B(thr_n.partition_B(t["sQ"]))
+        tTb = thr_n.make_fragment_B(thr_n.partition_B(t["sT"]))
+        tPqb = thr_n.make_fragment_B(thr_n.partition_B(t["sP"]))
+        tKb = thr_s.make_fragment_B(thr_s.partition_B(t["sK"]))
+        tSa = thr_a.make_fragment_A(thr_a.partition_A(sS1))
+        accSt = cute.make_rmem_tensor(thr_s.partition_shape_C((VB, DK)), Float32)
+        accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, C)), Float32)
+        accY = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, C)), Float32)
+        st_s = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16),
+                                      mma_s).get_slice(ltid)
+        tSs = st_s.partition_D(sS1)
+        rP = cute.make_rmem_tensor_like(accX, BFloat16)
+        rV = cute.make_rmem_tensor_like(accX, BFloat16)
+        tPa = cute.make_tensor(rP.iterator, chain.acc_as_a_layout(accX.layout, C // 16))
+        tVa = cute.make_tensor(rV.iterator, chain.acc_as_a_layout(accX.layout, C // 16))
+        tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))
+        tXc = thr_n.partition_C(cute.make_identity_tensor((VB, C)))
+        ld_v = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16),
+                                      mma_n64).get_slice(ltid)
+        st_o = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(True, 4), BFloat16),
+                                      mma_n64).get_slice(ltid)
+        rVt = cute.make_rmem_tensor_like(accX, BFloat16)
+        rVt_cv = ld_v.retile(rVt)
+        accY_cv = st_o.retile(accY)
+        rO = cute.make_rmem_tensor_like(accY_cv, BFloat16)
+        sV_vj = t["sV_vj"]
+
+        gSt = chain.transposed_block(state, slot, hv, col0)
+        state_pool.load(accSt, tScS, gSt, chain.transposed_block(initial_state, slot, hv, col0), state_in)
+        mma_s.set(warpgroup.Field.ACCUMULATE, True)
+        accY.fill(0.0)                  # chunk 0's G4 (of a chunk -1) reads these; G2 overwrites it
+        rV.fill(0.0)
+        seg = state_pool.segment_chunks(nch, checkpoint_chunks)
+        for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
+            i_end = cutlass.min((sg + 1) * seg, nch)
+            for i in cutlass.range(sg * seg, i_end, unroll=1):
+                sa = i % KQ_SLOTS
+                sb = i % VT_SLOTS
+                t0 = bos + i * C
+                L = cutlass.min(eos - t0, C)
+                cute.arch.mbarrier_wait(bars + Bar.KQ_FULL + sa, (i // KQ_SLOTS) % 2)
+                cute.arch.mbarrier_wait(bars + Bar.VT_FULL + sb, (i // VT_SLOTS) % 2)
+                if L < C:
+                    chain.zero_tail(t["sK"], sV_vj, L, ltid, wg, CHAINS, sa, CHAINS, Barrier.CHAINS, vs=sb)
+                # G1: Z = bf16(S^T) K^T, bf16(S^T) staged in sS[wg] first
+                rS = cute.make_rmem_tensor_like(accSt, BFloat16)
+                rS.store(accSt.load().to(BFloat16))
+                cute.copy(st_s, st_s.retile(rS), tSs)
+                cute.arch.fence_proxy("async.shared", space="cta")
+                cute.arch.barrier(barrier_id=Barrier.STAGED_S + wg, number_of_threads=128)
+                chain.issue(mma_a, accX, tSa, tKkb, sa, True)
+                decay = sTab[rs.TAB_GL, sb]
+                for e in cutlass.range_constexpr(cute.size(accSt)):
+                    accSt[e] = accSt[e] * decay
+                # G4 of chunk i - 1 (chunk 0: on zeros, overwritten by G2)
+                ps = cutlass.select_(i > 0, (i + KQ_SLOTS - 1) % KQ_SLOTS, sa)
+                mma_n64.set(warpgroup.Field.ACCUMULATE, True)
+                for kb in cutlass.range_constexpr(cute.size(tVa, mode=[2])):
+                    cute.gemm(mma_n64, accY, tVa[None, None, kb], tPqb[None, None, kb, ps], accY)
+                warpgroup.commit_group()
+                cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, sb * CHAINS + wg]), rVt_cv)
+                warpgroup.wait_group(1)           # G1
+                chain.y_t(rP, rVt, accX, sTab, sBt, tXc, sb, sb)
+                chain.issue(mma_n64, accX, tPa, tTb, sb, True)     # G1b
+                warpgroup.wait_group(1)           # G4 of chunk i - 1
+                if i > 0:
+                    rO.store(accY_cv.load().to(BFloat16))
+                    self.epilogue(bars, i - 1, ltid, wg, rO, st_o, sV_vj, sb)
+                chain.issue(mma_a, accY, tSa, tQb, sa, True)       # G2
+                warpgroup.wait_group(1)           # G1b
+                chain.vnew(rV, rP, accX, sTab, tXc, L, sb)
+                chain.issue(mma_s, accSt, tPa, tKb, sa, False)     # G3
+                warpgroup.wait_group(1)           # G2
+                for e in cutlass.range_constexpr(cute.size(accY)):
+                    accY[e] = accY[e] * sTab[rs.TAB_C + tXc[e][1], sb]
+                warpgroup.wait_group(0)           # G3
+                # this thread is done with VT slot sb: V, Tu, the table (chunk i - 1's output staged
+                # there is the store warp's to release)
+                cute.arch.mbarrier_arrive(bars + Bar.VT_EMPTY + sb)
+            ck = state_pool.checkpoint_slot_after(i_end - 1, nch, n, checkpoints, checkpoint_chunks)
+            if ck >= 0:
+                state_pool.store(accSt, tScS, chain.transposed_block(state, ck, hv, col0))
+        if nch > 0:
+            warpgroup.fence()
+            mma_n64.set(warpgroup.Field.ACCUMULATE, True)
+            for kb in cutlass.range_constexpr(cute.size(tVa, mode=[2])):
+                cute.gemm(mma_n64, accY, tVa[None, None, kb], tPqb[None, None, kb, (nch - 1) % KQ_SLOTS], accY)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+            rO.store(accY_cv.load().to(BFloat16))
+            # staged in VT slot nch % VT_SLOTS once chunk nch - VT_SLOTS has left it
+            sb = nch % VT_SLOTS
+            if nch >= VT_SLOTS:
+                cute.arch.mbarrier_wait(bars + Bar.VT_EMPTY + sb, ((nch - VT_SLOTS) // VT_SLOTS) % 2)
+            self.epilogue(bars, nch - 1, ltid, wg, rO, st_o, sV_vj, sb, out=out, sV=t["sV"], hv=hv,
+                          t0=bos + (nch - 1) * C, L=eos - bos - (nch - 1) * C)
+        if has_state != 0:
+            state_pool.store(accSt, tScS, gSt)
+
+    @cute.jit
+    def epilogue(self, bars, c: Int32, ltid: Int32, wg: Int32, rO, st_o, sV_vj, sb: Int32, out=None, sV=None,
+                 hv=None, t0=None, L=None):
+        """Chunk c's output (its G4 complete): this thread leaves KQ slot c % KQ_SLOTS (K, q, P),
+        O^T -> bf16 -> chain wg's V region of VT slot sb (chunk c + 1's, whose V this warp has
+        read: each warp reads and writes only its own 16 v rows), each warp fences its writes for
+        the store's async proxy and arrives on OSTAGED.  The last chunk's (out given): where it is
+        partial (L < 64), the warpgroup stores its rows < L itself, 16-byte copies from the staged
+        tile once all four warps have written it (the store warp then stores nothing)."""
+        cute.arch.mbarrier_arrive(bars + Bar.KQ_EMPTY + c % KQ_SLOTS)
+        cute.copy(st_o, rO, st_o.partition_D(sV_vj[None, None, sb * CHAINS + wg]))
+        if cutlass.const_expr(out is not None):
+            if L < C:
+                cute.arch.barrier(barrier_id=Barrier.STAGED_S + wg, number_of_threads=128)
+                cp = tma.rows_copy(VB)
+                thr = cp.get_slice(ltid)
+                tma.store_partial_rows(L, out, cp, thr, thr.partition_S(sV[None, None, sb * CHAINS + wg]),
+                                       thr.partition_S(cute.make_identity_tensor((C, VB))), t0, hv, wg * VB, VB)
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.sync_warp()
+        if ltid % 32 == 0:
+            cute.arch.mbarrier_arrive(bars + Bar.OSTAGED + (c % VT_SLOTS) * CHAINS + wg)
+
+
+# --------------------------------------------------------------------------- the build's interface
+# (cute_kernels.aot: parameter names are gdn_problem_t fields)
+THREADS = FusedPrefill.THREADS
+
+
+def SMEM_BYTES(layout: str, beta: str = "bf16", state_dtype: str = "fp32", split=None) -> int:  # noqa: N802
+    return FusedPrefill(state_dtype, split).smem_bytes()
+
+
+def launch_for(layout: str, beta: str = "bf16", state_dtype: str = "fp32", split=None):
+    kern = FusedPrefill(state_dtype, split)
+
+    @cute.jit
+    def fused_prefill(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
+                      cu_seqlens: cute.Tensor, state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor,
+                      scale: Float32, use_qk_l2norm: Int32, has_state: Int32, use_state_indices: Int32,
+                      checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor,
+                      state_in: Int32, stream: cuda.CUstream):
+        kern(q, k, v, g, beta, cu_seqlens, state, state_indices, out, scale, use_qk_l2norm, has_state,
+             use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in, stream)
+
+    return fused_prefill
+
+
+# per beta dtype (the names recompute_wu's builds use), state layout and pool element type
+VARIANTS: dict[str, dict] = state_pool.variants({
+    f"fused_prefill_beta{b}_{lay}": {"layout": lay, "beta": b} for b in ("f32", "bf16") for lay in ("kv", "vk")})
+# branch fused-fi: the 176 / 112 / 48 split on this code, for the A / B in one build (run 173)
+VARIANTS["fused_prefill_r176_betabf16_kv"] = {"layout": "kv", "beta": "bf16", "split": FusedPrefill.SPLIT_R176}
+
+
+def fake_args(dims, layout: str, beta: str = "bf16", state_dtype: str = "fp32", split=None) -> list:
+    from cute_kernels import fake
+    st = state_pool.state_dtype(state_dtype)
+    tma16 = {"stride_div": 8, "align": 16}
+    return [fake.qk(dims, **tma16), fake.qk(dims, **tma16), fake.tv(dims, **tma16), fake.th(dims, Float32),
+            fake.th(dims, BFloat16 if beta == "bf16" else Float32), fake.cu_seqlens(dims), fake.state(dims, layout, st),
+            fake.state_indices(dims),
+            fake.tv(dims, **tma16), fake.f32(128 ** -0.5), fake.i32(0), fake.i32(0), fake.i32(0),
+            fake.checkpoints(dims), fake.i32(0), fake.state(dims, layout, st), fake.i32(1)]
