@@ -15,9 +15,8 @@ Warp roles (Role), 512 threads, one CTA per SM; setmaxnreg moves registers from 
 of 128 per thread to the chains:
 - CHAIN (warpgroups 0, 1, CHAIN_REGS): state columns 0-63 and 64-127, spine_rs's chunk loop
   with bf16(S^T) staged in shared memory as the A of G1 and G2 (in registers the chains need
-  224, which the CTA cannot give two of them beside the role; staged, 192 keeps the wgmma
-  pipeline), and each chunk's output staged in the next chunk's V region (no buffers of its
-  own: the shared memory is full).  A sequence's partial last chunk they store themselves.
+  224, which the CTA cannot give two of them beside the role), and each chunk's output staged
+  in the next chunk's V region (no buffers of its own: the shared memory is full).  A sequence's partial last chunk they store themselves.
 - INTRA (warpgroup 2, INTRA_REGS): intra_chunk's phases, in order over the chunks, one ahead of
   the chains.
 - LOAD (warp 12): the TMA loads of K and q (KQ ring) and of V (VT ring).
@@ -101,10 +100,11 @@ class FusedPrefill:
     """One CTA per (sequence, value head); see the module docstring."""
 
     THREADS = 512
-    CHAIN_REGS = 192            # the wgmma pipeline kept with bf16(S^T) in shared memory (below, ptxas
-                                # serialises the chain's wgmmas)
-    INTRA_REGS = 104            # FlashInfer's split of a 512-thread CTA: 24 / 192 / 192 / 104
-    IO_REGS = 24                # loads, row norms one row per lane, the scan and the table, stores
+    CHAIN_REGS = 176            # bf16(S^T) staged in shared memory; ptxas serialises each chain's
+                                # wgmmas here (at 192 it keeps their pipeline, but then the role has
+                                # 104 and spills: slower, docs/PERFORMANCE.md)
+    INTRA_REGS = 128            # the role's phases spill-free
+    IO_REGS = 32                # loads, row norms one row per lane, the scan and the table, stores
     LAUNCH_REGS = 64 * 1024 // THREADS
     NORM_THREADS = 64
     # arrivals on each barrier (module docstring)
@@ -112,12 +112,7 @@ class FusedPrefill:
     VT_FULL_ARRIVALS = 1 + 128 + NORM_THREADS
     VT_EMPTY_ARRIVALS = CHAINS * 128 + 1
 
-    # branch fused-fi: the split measured against this one, one build beside the other (run 173)
-    SPLIT_R176 = (176, 128, 32)
-
-    def __init__(self, state_dtype: str = "fp32", split: tuple[int, int, int] | None = None):
-        if split is not None:
-            self.CHAIN_REGS, self.INTRA_REGS, self.IO_REGS = split
+    def __init__(self, state_dtype: str = "fp32"):
         assert CHAINS * (self.CHAIN_REGS - self.LAUNCH_REGS) <= (self.LAUNCH_REGS - self.INTRA_REGS) + \
             (self.LAUNCH_REGS - self.IO_REGS), "setmaxnreg: the chains' increase must be given back first"
         self.state_dtype = state_dtype
@@ -208,7 +203,7 @@ class FusedPrefill:
         self.kernel(tma_k, mK, tma_q, mQ, tma_v, mV, tma_o, mO, g, beta, cu_seqlens, state, state_indices, out,
                     scale, use_qk_l2norm, has_state, use_state_indices, checkpoints, checkpoint_chunks,
                     initial_state, state_in, Hv // k.shape[1]).launch(
-            grid=[Hv, N, 1], block=[self.THREADS, 1, 1], stream=stream, smem=self.smem_bytes(),
+            grid=list(plan.grid_fused(q.shape[0], N, Hv)), block=[self.THREADS, 1, 1], stream=stream, smem=self.smem_bytes(),
             use_pdl=pdl.USE_PDL)
 
     @cute.kernel
@@ -639,12 +634,12 @@ class FusedPrefill:
 THREADS = FusedPrefill.THREADS
 
 
-def SMEM_BYTES(layout: str, beta: str = "bf16", state_dtype: str = "fp32", split=None) -> int:  # noqa: N802
-    return FusedPrefill(state_dtype, split).smem_bytes()
+def SMEM_BYTES(layout: str, beta: str = "bf16", state_dtype: str = "fp32") -> int:  # noqa: N802
+    return FusedPrefill(state_dtype).smem_bytes()
 
 
-def launch_for(layout: str, beta: str = "bf16", state_dtype: str = "fp32", split=None):
-    kern = FusedPrefill(state_dtype, split)
+def launch_for(layout: str, beta: str = "bf16", state_dtype: str = "fp32"):
+    kern = FusedPrefill(state_dtype)
 
     @cute.jit
     def fused_prefill(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
@@ -661,11 +656,9 @@ def launch_for(layout: str, beta: str = "bf16", state_dtype: str = "fp32", split
 # per beta dtype (the names recompute_wu's builds use), state layout and pool element type
 VARIANTS: dict[str, dict] = state_pool.variants({
     f"fused_prefill_beta{b}_{lay}": {"layout": lay, "beta": b} for b in ("f32", "bf16") for lay in ("kv", "vk")})
-# branch fused-fi: the 176 / 112 / 48 split on this code, for the A / B in one build (run 173)
-VARIANTS["fused_prefill_r176_betabf16_kv"] = {"layout": "kv", "beta": "bf16", "split": FusedPrefill.SPLIT_R176}
 
 
-def fake_args(dims, layout: str, beta: str = "bf16", state_dtype: str = "fp32", split=None) -> list:
+def fake_args(dims, layout: str, beta: str = "bf16", state_dtype: str = "fp32") -> list:
     from cute_kernels import fake
     st = state_pool.state_dtype(state_dtype)
     tma16 = {"stride_div": 8, "align": 16}

@@ -11,7 +11,6 @@ MODULES = (
     "spine_rs",
     "compose",
     "fwd_o",
-    "intra_chunk",
     "fused",
 )
 

@@ -187,7 +187,8 @@ METHODOLOGY = ("one process, implementations timed one after another on the same
                "round-robin; CUDA events around each repetition, median of the repetitions; FLA's cached chunk indices "
                "stay warm (one cu_seqlens object per case, as across the layers of one forward); inputs converted "
                "outside timing (FLA: [1,T,H,D] views, int64 cu_seqlens + cu_seqlens_cpu; FlashInfer: alpha=exp(g), "
-               "state [N,Hv,V,K], output/output_state preallocated; gdn: out/state/workspace preallocated)")
+               "state [N,Hv,V,K], output/output_state preallocated; gdn: out/state/workspace preallocated, "
+               "max_seqlen given as an engine knows it)")
 
 
 def _meta(args, cases) -> dict:
@@ -307,10 +308,11 @@ def _filter_kwargs(fn, kw: dict) -> dict:
     return {k: v for k, v in kw.items() if k in params}
 
 
-def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, split: int = 0) -> str:
+def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, split: int = 0, max_seqlen=None) -> str:
     """One gdn call of `impl` ("gdn:<spine>" -> prefill(spine=<spine>); "gdn:wgmma-4k" -> the
     unfused plan with the wgmma spine, "gdn:wgmma-overlap" -> the fused plan split at chunk slot
-    `split` (0: serial), both through the stage hook); returns what ran."""
+    `split` (0: serial), both through the stage hook); returns what ran.  max_seqlen: the longest
+    sequence, as a serving engine passes it (the planner's segmented and single plans read it)."""
     import gdn_prefill
     spine = impl.split(":", 1)[1]
     if spine == "wgmma-4k":
@@ -324,7 +326,7 @@ def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, split: int = 0) 
                             spine="wgmma", use_qk_l2norm=use_l2, workspace=ws, fused=1, overlap_split=split)
         return spine
     return gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, spine=spine,
-                               use_qk_l2norm=use_l2, workspace=ws)
+                               use_qk_l2norm=use_l2, workspace=ws, max_seqlen=max_seqlen)
 
 
 def flashinfer_route(case: Case) -> str:
@@ -359,7 +361,7 @@ def _calls(impl: str, case: Case, sets: list, cu: dict, use_l2: bool) -> tuple[l
 
         def mk(s):
             def call():
-                return _gdn_call(impl, s, s.out, s.state, cu["cu32"], use_l2, ws, split)
+                return _gdn_call(impl, s, s.out, s.state, cu["cu32"], use_l2, ws, split, max(case.lens))
             return call
         calls = [mk(s) for s in sets]
         ran = calls[0]()
@@ -758,7 +760,7 @@ def _run_once(impl: str, case: Case, s, cu, use_l2: bool):
         state = s.state.clone()
         ws = torch.empty(max(gdn_prefill.workspace_bytes(case.T, case.N, case.Hv), 1), dtype=torch.uint8,
                          device="cuda")
-        _gdn_call(impl, s, out, state, cu["cu32"], use_l2, ws)
+        _gdn_call(impl, s, out, state, cu["cu32"], use_l2, ws, max_seqlen=max(case.lens))
         return out, state
     fresh = _Set(q=s.q, k=s.k, v=s.v, g=s.g, beta=s.beta, state=s.state.clone(), out=s.out)
     peer = peer_call(impl, case, fresh, cu, use_l2)
@@ -981,7 +983,7 @@ def show_plan(case: Case = REPRESENTATIVE, out=print) -> bool:
         state = torch.empty(case.N, case.Hv, case.K, case.V, dtype=torch.float32)
         cu = torch.tensor(list(accumulate(case.lens, initial=0)), dtype=torch.int32)
         plan = gdn_prefill.explain(q, torch.empty_like(q), v, gb, torch.empty_like(gb), torch.empty_like(v), state,
-                                   cu_seqlens=cu, check_device=False)
+                                   cu_seqlens=cu, check_device=False, max_seqlen=max(case.lens))
     except Exception as e:
         out(f"  (the plan is unavailable: {type(e).__name__}: {e})")
         return False

@@ -148,5 +148,10 @@ def dual_lead_solo(lengths, Hv, sm_count=SM_COUNT):
     return split < all_dual
 
 
+def grid_fused(T, N, Hv):
+    """fused.py (the single plan): one CTA per (value head, sequence)."""
+    return (Hv, N, 1)
+
+
 def grid_fwd_o(T, N, Hv):
     return (chunk_slots(T, N), Hv, 1)

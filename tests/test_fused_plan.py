@@ -121,4 +121,4 @@ def test_stage_hook_forcing_a_fused_plan_the_guard_rejects_raises_the_guards_rea
 def test_stage_hook_rejects_a_bad_fused_code_before_anything_else():
     args, cu = problem()
     with pytest.raises(errors.GdnArgumentError, match="fused: must be -1"):
-        _ext._launch_stages(("spine",), *args, cu_seqlens=cu, workspace=torch.empty(1), fused=2)
+        _ext._launch_stages(("spine",), *args, cu_seqlens=cu, workspace=torch.empty(1), fused=3)

@@ -41,8 +41,8 @@ PLANS = {
     # the segmented plan with segments of 6 chunks (a multiple of every checkpoint interval the
     # tests use: 1, 2 and 3 chunks)
     "rs-seg6": ("wgmma", dict(stages=("recompute_wu", "maps", "compose", "spine"), seg_chunks=6)),
-    # issue 42's fused kernel (cute_kernels/fused.py) in place of the serial fused plan's launches
-    "fused": ("wgmma", dict(stages=("fused",), fused=1, overlap_split=0)),
+    # the single plan: cute_kernels/fused.py, stage 1 and the spine in one launch
+    "single": ("wgmma", dict(stages=("fused",), fused=2)),
 }
 # the segmented plan with 1 and 3 chunks per segment: short test sequences in many segments, the
 # composition's longest walks (test_form_against_oracle, test_initial_state_apart_and_zero_start;
@@ -52,8 +52,8 @@ SEG_PLANS = {f"rs-seg{n}": ("wgmma", dict(stages=("recompute_wu", "maps", "compo
 
 
 def plan_built(plan_name: str) -> bool:
-    """The plan's kernels are in this build (the fused kernel is a build of its own)."""
-    if plan_name == "fused":
+    """The plan's kernels are in this build (the single plan's kernel is a build of its own)."""
+    if plan_name == "single":
         return any(v.startswith("fused_prefill_") for v in gdn_prefill.compiled_variants())
     return spine_compiled({**PLANS, **SEG_PLANS}[plan_name][0].split("-")[0])
 
@@ -123,10 +123,10 @@ def check(name, inp, spine, *, use_qk_l2norm=False, scale=None, bound=BOUND):
 
 def spine_params(four_kernel=False, fused=False):
     """The spines; four_kernel: also "wgmma-4k", the wgmma spine with the output not fused, the
-    segmented plan at 1 and 3 chunks per segment ("rs-seg1", "rs-seg3") and the fused kernel
-    ("fused"); fused: the fused kernel too."""
+    segmented plan at 1 and 3 chunks per segment ("rs-seg1", "rs-seg3") and the single plan
+    ("single"); fused: the single plan too."""
     names = SPINES + (["wgmma-4k", "rs-seg1", "rs-seg3"] if four_kernel else []) + \
-        (["fused"] if four_kernel or fused else [])
+        (["single"] if four_kernel or fused else [])
     return [pytest.param(s, marks=pytest.mark.skipif(not plan_built(s), reason=f"{s} not built")) for s in names]
 
 
@@ -663,3 +663,35 @@ def test_bf16_state_pool_is_the_fp32_run_rounded_once(plan_name, layout):
     apart = torch.zeros_like(s16)
     out_apart = _run_plan(plan_name, inp, apart, initial_state=inp["state"].to(torch.bfloat16))
     assert torch.equal(out_apart.view(torch.int16), out32.view(torch.int16))
+
+
+@pytest.mark.skipif(not plan_built("single"), reason="the single plan's kernel is not built")
+def test_prefill_takes_the_single_plan_by_its_rule():
+    """prefill() on a batch the single plan's rule takes (sequences of one length given by
+    max_seqlen, N * Hv CTAs within one to two waves of this device's SMs): explain() names the
+    plan and its one kernel, the outputs and states are the forced single plan's bit for bit and
+    within the oracle's bound, and without max_seqlen the two-launch plan runs, within the bound."""
+    from gdn_prefill import _ext
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    hv, L = 8, 128
+    n = -(-9 * sms // 10 // hv) + 1               # just over 90 % of the SMs
+    inp = ref.make_inputs([L] * n, 4, hv, seed=11, device="cuda", state="dense", l2norm_inputs=True)
+    o_ref, s_ref = oracle(inp)
+    args = lambda out, st: (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, st)   # noqa: E731
+    kw = dict(cu_seqlens=inp["cu_seqlens"])
+    e = gdn_prefill.explain(*args(torch.empty_like(inp["v"]), inp["state"]), max_seqlen=L, **kw)
+    assert e["plan"]["name"] == "single" and [k["grid"] for k in e["kernels"]] == [(hv, n, 1)], e["plan"]
+    runs = {}
+    for name, call in (
+            ("rule", lambda o, s: gdn_prefill.prefill(*args(o, s), max_seqlen=L, **kw)),
+            ("forced", lambda o, s: _ext._launch_stages(("fused",), *args(o, s), spine="wgmma", fused=2,
+                                                        workspace=torch.empty(1, dtype=torch.uint8, device="cuda"),
+                                                        max_seqlen=L, **kw)),
+            ("two-launch", lambda o, s: gdn_prefill.prefill(*args(o, s), **kw))):
+        out, st = torch.full_like(inp["v"], float("nan")), inp["state"].clone()
+        call(out, st)
+        torch.cuda.synchronize()
+        assert ref.rel_err(out.double(), o_ref) < BOUND and ref.rel_err(st.double(), s_ref) < BOUND, name
+        runs[name] = (out, st)
+    assert torch.equal(runs["rule"][0], runs["forced"][0]) and torch.equal(runs["rule"][1], runs["forced"][1])
+    assert not torch.equal(runs["rule"][0], runs["two-launch"][0])     # another kernel did run

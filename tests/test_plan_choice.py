@@ -90,3 +90,85 @@ def test_segment_slots_match_the_kernels_bound():
         last = max(plan.first_segment_slot(cu[n], n, sc) + max(-(-(-(-lens[n] // 64)) // sc), 1)
                    for n in range(len(lens)))
         assert last <= plan.segment_slots(T, len(lens), sc)
+
+
+# the single plan (cute_kernels/fused.py; its rule: gdn_abi.h GDN_SINGLE_*, plan.pxi _single_rule)
+SINGLE = "fused_prefill_betaf32_kv"
+
+
+def _needs_single():
+    if SINGLE not in gdn_prefill.compiled_variants():
+        pytest.skip(f"{SINGLE} not in this build")
+
+
+@pytest.mark.parametrize("n, L, hk, hv", [(4, 2048, 16, 32), (8, 512, 16, 32), (8, 2048, 16, 32),
+                                          (16, 512, 4, 8), (16, 1024, 4, 8), (32, 512, 4, 8)])
+def test_one_length_one_to_two_waves_runs_single(n, L, hk, hv):
+    """Sequences of one length given by max_seqlen (N * max_seqlen == T), at most 2,048 tokens, in
+    N * Hv CTAs between 90 % of the 132 SMs and two waves: one launch of the fused kernel, its
+    grid (Hv, N), no workspace, and the reason named."""
+    _needs_single()
+    e = problem(n * L, hk, hv, n=n, max_seqlen=L)
+    p = e["plan"]
+    assert p["name"] == "single" and p["single"] == "runs", p
+    assert [(k["name"], k["grid"]) for k in e["kernels"]] == [(SINGLE, plan.grid_fused(n * L, n, hv))]
+    assert plan.grid_fused(n * L, n, hv) == (hv, n, 1)
+    assert e["workspace_bytes"] == 0 and e["overlap"] == "the single plan runs instead"
+    assert f"{n} sequences of {L} tokens" in p["why"] and f"in {n * hv} CTAs" in p["why"], p
+    # the same batch without max_seqlen, or with one sequence shorter than it: the serial plan, and why
+    for kw, T in ((dict(), n * L), (dict(max_seqlen=L), n * L - 1)):
+        p = problem(T, hk, hv, n=n, **kw)["plan"]
+        assert p["name"] == "serial" and "N * max_seqlen == T" in p["single"], p
+
+
+@pytest.mark.parametrize("n, L, hv, sms, reason", [
+    (4, 4096, 32, 132, "over GDN_SINGLE_MAX_SEQLEN = 2048"),      # 8 x 4K: level with the serial plan
+    (2, 1024, 32, 132, "fill less than 90 % of the 132 SMs"),     # below a wave: 1.5-2x slower
+    (8, 1024, 8, 132, "fill less than 90 % of the 132 SMs"),
+    (16, 512, 32, 132, "more than 2 waves of the 132 SMs"),       # many waves: 2-7 % slower
+    (64, 512, 8, 132, "more than 2 waves of the 132 SMs"),
+    (4, 2048, 32, 114, None),                                     # an H100 PCIe: 128 CTAs, 1.1 waves
+    (4, 2048, 32, 150, "fill less than 90 % of the 150 SMs"),
+    (1, 2048, 128, 132, None),                                    # one sequence, many heads
+])
+def test_single_rule_bounds(n, L, hv, sms, reason):
+    """The rule itself (_ext._single_plan_rule, the C rule prefill() applies) at its edges: the
+    length, 90 % of a wave, two waves, on devices of other SM counts."""
+    got = _ext._single_plan_rule(n * L, n, hv, L, sms)
+    assert got == reason if reason is None else reason in got, got
+    assert _ext._single_plan_rule(n * L, n, hv, 0, sms) is not None          # no max_seqlen: never
+    edge = -(-9 * sms // 10)                                                  # the fewest CTAs it takes
+    assert _ext._single_plan_rule(edge * 64, edge, 1, 64, sms) is None
+    assert _ext._single_plan_rule((edge - 1) * 64, edge - 1, 1, 64, sms) is not None
+    assert _ext._single_plan_rule(2 * sms * 64, 2 * sms, 1, 64, sms) is None
+    assert _ext._single_plan_rule((2 * sms + 1) * 64, 2 * sms + 1, 1, 64, sms) is not None
+
+
+def test_single_plan_stays_within_the_other_plans():
+    """Where the fused plans do not run (misaligned q: the unfused plan), neither does the single
+    plan, and explain() says so; the state pools of either dtype and both layouts have builds; the
+    workspace any plan needs is within workspace_bytes()."""
+    _needs_single()
+    n, L, hk, hv = 4, 2048, 16, 32
+    T = n * L
+    base = torch.empty(T * hk * 128 + 1, dtype=torch.bfloat16, device="meta")
+    q = base[1:].view(T, hk, 128)
+    v = torch.empty(T, hv, 128, dtype=torch.bfloat16, device="meta")
+    g = torch.empty(T, hv, device="meta")
+    cu = torch.empty(n + 1, dtype=torch.int32, device="meta")
+    st = torch.empty(n, hv, 128, 128, device="meta")
+    e = gdn_prefill.explain(q, torch.empty_like(q), v, g, torch.empty_like(g), torch.empty_like(v), st,
+                            cu_seqlens=cu, max_seqlen=L)
+    assert e["plan"]["name"] != "single" and "fused plan" in e["plan"]["single"], e["plan"]
+    for layout in ("kv", "vk"):
+        for sdt in (torch.float32, torch.bfloat16):
+            e = problem(T, hk, hv, n=n, max_seqlen=L, state_layout=layout) if sdt == torch.float32 else \
+                gdn_prefill.explain(torch.empty(T, hk, 128, dtype=torch.bfloat16, device="meta"),
+                                    torch.empty(T, hk, 128, dtype=torch.bfloat16, device="meta"), v, g,
+                                    torch.empty(T, hv, dtype=torch.bfloat16, device="meta"), torch.empty_like(v),
+                                    torch.empty(n, hv, 128, 128, dtype=sdt, device="meta"), cu_seqlens=cu,
+                                    max_seqlen=L, state_layout=layout)
+            want = f"fused_prefill_beta{'f32' if sdt == torch.float32 else 'bf16'}_{layout}" + \
+                ("" if sdt == torch.float32 else "_sbf16")
+            assert [k["name"] for k in e["kernels"]] == [want], e["kernels"]
+            assert e["workspace_bytes"] == 0 <= gdn_prefill.workspace_bytes(T, n, hv)

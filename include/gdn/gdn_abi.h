@@ -60,6 +60,15 @@
 /* the segmented plan's passes have at most this many CTAs (2 x segment slots x heads): two waves of
  * an H100 / H200, and the bound of its workspace (maps and seg_state, 3 states per slot and head) */
 #define GDN_SEG_MAX_CTAS 264
+/* the single plan (cute_kernels/fused.py: stage 1 and the spine of one (sequence, value head) in one
+ * CTA, no workspace): faster than the serial plan only where one to two waves of such CTAs fill the
+ * device with short sequences of one length (docs/PERFORMANCE.md, "The single plan").  prefill() runs
+ * it iff max_seqlen is given, every sequence is that long (N * max_seqlen == T), max_seqlen is at
+ * most SINGLE_MAX_SEQLEN, and the N * Hv CTAs (one per SM) are at least SINGLE_MIN_CTAS_PCT % of
+ * the SMs and at most SINGLE_MAX_WAVES times them. */
+#define GDN_SINGLE_MAX_SEQLEN 2048
+#define GDN_SINGLE_MIN_CTAS_PCT 90
+#define GDN_SINGLE_MAX_WAVES 2
 #define GDN_TMA_ALIGN_BYTES 16       /* TMA: base pointers and strides 16B aligned  */
 #define GDN_WORKSPACE_ALIGN_BYTES 256
 #define GDN_MAX_RANK 4

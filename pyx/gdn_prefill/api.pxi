@@ -467,7 +467,10 @@ def _compose_maps(maps, states):
 
 
 cdef inline int _spine_index(const plan_t *plan) noexcept nogil:
-    """Which launch of the plan is its spine (the segmented plan's: the SEGMENT pass)."""
+    """Which launch of the plan is its spine (the segmented plan's: the SEGMENT pass; the single
+    plan's: its one launch)."""
+    if plan.kind == PLAN_SINGLE:
+        return 0
     return 3 if plan.kind == PLAN_SEGMENTED else 1
 
 
@@ -475,6 +478,8 @@ cdef list _plan_grids(const gdn_problem_t *p, const plan_t *plan):
     """The grid of each launch of a planned call (gdn_prefill.plan's grid functions, which the
     kernels' launch functions call too)."""
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
+    if plan.kind == PLAN_SINGLE:
+        return [_plan.grid_fused(T, N, Hv)]
     wu = _plan.grid_recompute_wu(T, N, Hv)
     if plan.kind == PLAN_UNFUSED:
         spine = (_plan.grid_spine_wgmma(T, N, Hv, plan.warpgroups) if plan.chosen == GDN_SPINE_WGMMA
@@ -486,8 +491,10 @@ cdef list _plan_grids(const gdn_problem_t *p, const plan_t *plan):
     return [wu, _plan.grid_spine_rs(T, N, Hv, plan.rs_build == RS_DUAL)]
 
 
-cdef dict _plan_report(const gdn_problem_t *p, const plan_t *plan, const char *fused_why, int state_layout):
-    """explain()'s "plan": the plan's name, its reason, and the cost model's predictions."""
+cdef dict _plan_report(const gdn_problem_t *p, const plan_t *plan, const char *fused_why, int state_layout, int sms):
+    """explain()'s "plan": the plan's name, its reason, the cost model's predictions, and why the
+    single plan runs or not ("single")."""
+    cdef char why[MSG_CAP]
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
     longest = int(plan.longest)
     predicted = {}
@@ -496,7 +503,22 @@ cdef dict _plan_report(const gdn_problem_t *p, const plan_t *plan, const char *f
     if plan.segmented_ns > 0:
         predicted["segmented"] = round(plan.segmented_ns / 1000.0, 1)
     out = dict(name=PLAN_NAMES[plan.kind], predicted_us=predicted, longest_chunks=longest or None)
-    if plan.kind == PLAN_SEGMENTED:
+    if plan.kind == PLAN_SINGLE:
+        out["single"] = "runs"
+    elif plan.kind == PLAN_UNFUSED:
+        out["single"] = "a fused plan: it does not run where the fused plans do not"
+    elif _v_single[_state_type(p)][state_layout][1 if p.beta.dtype == GDN_DTYPE_BF16 else 0] < 0:
+        out["single"] = "its build is not compiled into this build"
+    elif not _single_rule(p, sms, why):
+        out["single"] = why.decode()
+    else:
+        out["single"] = "a forced plan runs instead"
+    if plan.kind == PLAN_SINGLE:
+        out["why"] = (f"{N} sequences of {p.max_seqlen} tokens (max_seqlen, N * max_seqlen == T), at most "
+                      f"{GDN_SINGLE_MAX_SEQLEN}, in {N * Hv} CTAs: {100 * N * Hv // sms} % of the {sms} SMs, within "
+                      f"[{GDN_SINGLE_MIN_CTAS_PCT} %, {GDN_SINGLE_MAX_WAVES} waves], where one kernel per (sequence, "
+                      f"head) beats the serial plan's two launches (gdn_abi.h GDN_SINGLE_*)")
+    elif plan.kind == PLAN_SEGMENTED:
         nseg = -(-longest // plan.seg_chunks)
         ctas = int(_plan.grid_spine_rs_segments(T, N, Hv, plan.seg_chunks)[0])
         out.update(segments=nseg, segment_chunks=int(plan.seg_chunks), ctas=ctas,
@@ -533,9 +555,9 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     itself: the tensors may live on the CPU or be "meta" tensors, but on one device (any device
     each with check_device=False), and a given workspace must fit the plan.  Returns a dict: "spines" maps each spine to "runs" or the
     guard that rejects it; "chosen" the spine "auto" (or the requested one) runs; "plan" the
-    plan ("serial", "segmented", "overlap" or "unfused"), why, and the cost model's predicted
-    times ("predicted_us"; the segmented plan also its segments, their length in chunks and its
-    CTAs per pass); "checkpoints" the checkpoint interval and table width, or None;
+    plan ("single", "serial", "segmented", "overlap" or "unfused"), why, why the single plan
+    runs or not ("single"), and the cost model's predicted times ("predicted_us"; the segmented
+    plan also its segments, their length in chunks and its CTAs per pass); "checkpoints" the checkpoint interval and table width, or None;
     "initial_state" where the initial states come from ("zeros", "state (in place)" or
     "initial_state"); "kernels" the builds with grid, block and shared-memory bytes, in launch
     order; "fused_output" is "runs" or the reason the unfused plan runs instead; "overlap" is
@@ -598,8 +620,8 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
                    "the serial plan)")
     elif plan.kind == PLAN_UNFUSED:
         overlap = "only the fused-output plan overlaps stage 1 with the spine"
-    elif plan.kind == PLAN_SEGMENTED:
-        overlap = "the segmented plan runs instead"
+    elif plan.kind == PLAN_SEGMENTED or plan.kind == PLAN_SINGLE:
+        overlap = f"the {PLAN_NAMES[plan.kind]} plan runs instead"
     elif cb < GDN_OVERLAP_MIN_SLOTS:
         overlap = f"{cb} chunk slots: fewer than GDN_OVERLAP_MIN_SLOTS = {GDN_OVERLAP_MIN_SLOTS}"
     elif not _overlap_fits(N, Hv, sms):
@@ -612,7 +634,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     return {
         "spines": spines,
         "chosen": SPINE_NAMES[chosen],
-        "plan": _plan_report(&p, &plan, why, layout_code),
+        "plan": _plan_report(&p, &plan, why, layout_code, sms),
         "fused_output": fused,
         "kernels": [dict(name=gdn_variant_name(plan.ids[i]).decode(), grid=tuple(int(x) for x in grids[i]),
                          **_manifest.launch_info(gdn_variant_name(plan.ids[i]).decode())) for i in range(plan.n)],

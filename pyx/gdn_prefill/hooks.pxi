@@ -14,8 +14,9 @@ cdef plan_force_t _forced(int warpgroups, int fused, int rs_build, int64_t overl
     cdef plan_force_t f = _NO_FORCE
     if warpgroups < 0 or warpgroups > NUM_SPINE_WG:
         raise _errors.GdnArgumentError(f"warpgroups: must be 0 (the rule), 1 or 2, got {warpgroups}")
-    if fused < -1 or fused > 1:
-        raise _errors.GdnArgumentError(f"fused: must be -1 (the rule), 0 or 1, got {fused}")
+    if fused < -1 or fused > 2:
+        raise _errors.GdnArgumentError(f"fused: must be -1 (the rule), 0 (unfused), 1 (a two-launch fused plan) or 2 "
+                                       f"(the single plan), got {fused}")
     if seg_chunks < 0:
         raise _errors.GdnArgumentError(f"seg_chunks: must be 0 (the rule) or a positive number of chunks, got {seg_chunks}")
     _check_rs_build(rs_build)
@@ -24,17 +25,11 @@ cdef plan_force_t _forced(int warpgroups, int fused, int rs_build, int64_t overl
     f.rs_build = rs_build
     f.split = overlap_split
     if seg_chunks > 0:
-        if fused == 0:
-            raise _errors.GdnArgumentError("seg_chunks: the segmented plan is a fused plan (fused=0 given)")
+        if fused == 0 or fused == 2:
+            raise _errors.GdnArgumentError(f"seg_chunks: the segmented plan is a two-launch fused plan (fused={fused} given)")
         f.seg_chunks = seg_chunks
         f.fused = 1
     return f
-
-
-def _is_intra_stage(stage) -> bool:
-    """An intra_chunk build (cute_kernels/intra_chunk.py VARIANTS) that these objects hold: the
-    kernel module names its builds, the hook takes whichever the library was built with."""
-    return isinstance(stage, str) and stage.startswith("intra_chunk") and gdn_variant_id(stage.encode()) >= 0
 
 
 cdef tuple _stage_names(const plan_t *plan):
@@ -42,6 +37,8 @@ cdef tuple _stage_names(const plan_t *plan):
         return ("recompute_wu", "spine", "fwd_o")
     if plan.kind == PLAN_SEGMENTED:
         return ("recompute_wu", "maps", "compose", "spine")
+    if plan.kind == PLAN_SINGLE:
+        return ("fused",)
     return ("recompute_wu", "spine")
 
 
@@ -87,8 +84,8 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     that many chunks (0: the rule), `overlap_split` 0 the serial plan, s > 0 the overlap plan split
     at chunk slot s (wherever the rule's deadlock guard allows it, also below its minimum of chunk
     slots; -1: the rule).  The overlap plan runs only when both of its stages are named.
-    `stages` ("fused",) runs issue 42's fused kernel (cute_kernels/fused.py) alone where the serial
-    fused plan would run its two launches (no workspace is read or written).
+    `fused` 2 forces the single plan, whose one launch is "fused" (cute_kernels/fused.py; it reads
+    and writes no workspace).
     """
     cdef gdn_problem_t p
     cdef int spine_code = 0, layout_code = 0, rc, i, n = 0, sms
@@ -113,47 +110,18 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     rc = _plan_call(&p, spine_code, layout_code, &force, &plan, msg)
     if rc == GDN_OK and warpgroups != 0 and plan.chosen != GDN_SPINE_WGMMA:
         raise _errors.GdnArgumentError("warpgroups: only the wgmma spine has builds by warpgroups")
-    if force.fused == 1 and plan.chosen != 0 and _fused_guard(&p, plan.chosen, layout_code, sms, msg) != GDN_OK:
+    if force.fused >= 1 and plan.chosen != 0 and _fused_guard(&p, plan.chosen, layout_code, sms, msg) != GDN_OK:
         # a fused plan forced where its guard rejects the call: its reason, not a missing build
         raise _errors.GdnSpineError(f"fused: {msg.decode()}")
     if rc == GDN_OK:
         names = _stage_names(&plan)
-        # issue 42's one-warpgroup stage 1 (cute_kernels/intra_chunk.py), a measurement build: after
-        # recompute_wu (which also ranks the sequences for the spine), over the same workspace
-        intra = [s for s in stages if _is_intra_stage(s)]
-        if intra:
-            if len(intra) > 1 or plan.kind != PLAN_SERIAL:
-                raise _errors.GdnArgumentError("stages: one intra_chunk build at most, in the serial fused plan only")
-            if p.beta.dtype != GDN_DTYPE_BF16 or not _aligned16(&p):
-                raise _errors.GdnArgumentError("stages: the intra_chunk builds take bf16 beta and 16-byte aligned q, k")
-        # issue 42's fused kernel (cute_kernels/fused.py): the serial fused plan's two launches in one
-        # (branch fused-fi: or one of its builds by name, "fused_prefill_...")
-        if len(stages) == 1 and isinstance(stages[0], str) and stages[0].startswith("fused_prefill_"):
-            fused_name = stages[0].encode()
-            stages = ("fused",)
-        elif "fused" in stages:
-            fused_name = (b"fused_prefill_beta" + (b"bf16" if p.beta.dtype == GDN_DTYPE_BF16 else b"f32") + b"_"
-                          + (b"kv" if layout_code == GDN_STATE_KV else b"vk") + _SDT_SUFFIX[_state_type(&p)])
-        if "fused" in stages:
-            if len(stages) != 1 or plan.kind != PLAN_SERIAL:
-                raise _errors.GdnArgumentError("stages: 'fused' runs alone, in place of the serial fused plan")
-            if gdn_variant_id(fused_name) < 0:
-                raise _errors.GdnArgumentError(f"stages: {fused_name.decode()} is not in this build")
         for stage in stages:
-            if stage == "fused":
-                continue
-            if stage not in names and stage not in intra:
+            if stage not in names:
                 raise _errors.GdnArgumentError(f"stages: {stage!r} is not a launch of the {PLAN_NAMES[plan.kind]} "
                                                f"plan {names}")
-        if "fused" in stages:
-            ids[0] = gdn_variant_id(fused_name)
-            n = 1
-        for i in range(plan.n if n == 0 else 0):
+        for i in range(plan.n):
             if names[i] in stages:
                 ids[n] = plan.ids[i]
-                n += 1
-            if names[i] == "recompute_wu" and intra:
-                ids[n] = gdn_variant_id(intra[0].encode())
                 n += 1
         rc = _bind_workspace(&p, <void *><uintptr_t>workspace.data_ptr(), workspace.numel(), &plan, msg)
     if rc == GDN_OK:

@@ -169,9 +169,10 @@ cdef enum:
     PLAN_SERIAL = 1         # fused: recompute_wu (Tu, P), spine_rs_o (solo or dual)
     PLAN_OVERLAP = 2        # fused, stage 1 split around the spine (opt-in, GDN_PREFILL_OVERLAP=1)
     PLAN_SEGMENTED = 3      # fused, each sequence in segments: recompute_wu, spine_rs_maps, compose, spine_rs_o_seg
+    PLAN_SINGLE = 4         # fused_prefill alone: stage 1 and the spine of a (sequence, head) per CTA, no workspace
     MAX_LAUNCHES = 4
 
-PLAN_NAMES = ("unfused", "serial", "overlap", "segmented")
+PLAN_NAMES = ("unfused", "serial", "overlap", "segmented", "single")
 
 
 cdef struct plan_t:
@@ -191,7 +192,7 @@ cdef struct plan_t:
 cdef struct plan_force_t:
     # test / benchmark hooks: -1 everywhere is the rules (prefill, explain)
     int warpgroups          # 1 or 2: the unfused plan's wgmma spine build
-    int fused               # 0 / 1: the unfused / a fused plan
+    int fused               # 0 / 1 / 2: the unfused plan / a two-launch fused plan / the single plan
     int rs_build            # RS_*: the serial plan's spine_rs_o build
     int64_t split           # 0: no overlap; > 0: the overlap plan split there
     int32_t seg_chunks      # 0: not segmented; > 0: the segmented plan with these segments
@@ -278,13 +279,51 @@ cdef bint _segmented_builds(const gdn_problem_t *p, int state_layout) noexcept n
             and _v_compose >= 0)
 
 
+cdef int _single_rule(const gdn_problem_t *p, int sms, char *why) noexcept nogil:
+    """1 where the single plan runs (the rule's one home; gdn_abi.h GDN_SINGLE_* has it and its
+    measurements), else 0 and the reason in `why`.  From the shapes and max_seqlen only: the
+    lengths themselves are device values."""
+    cdef int64_t T = p.q.shape[0], N = p.cu_seqlens.shape[0] - 1, Hv = p.v.shape[1]
+    cdef int64_t ctas = N * Hv
+    if p.max_seqlen <= 0 or N * p.max_seqlen != T:
+        snprintf(why, MSG_CAP, "it runs batches of one length only: max_seqlen given and N * max_seqlen == T")
+        return 0
+    if p.max_seqlen > GDN_SINGLE_MAX_SEQLEN:
+        snprintf(why, MSG_CAP, "max_seqlen %lld is over GDN_SINGLE_MAX_SEQLEN = %d", <long long>p.max_seqlen,
+                 GDN_SINGLE_MAX_SEQLEN)
+        return 0
+    if ctas * 100 < <int64_t>GDN_SINGLE_MIN_CTAS_PCT * sms:
+        snprintf(why, MSG_CAP, "its %lld CTAs (N * Hv) fill less than %d %% of the %d SMs", <long long>ctas,
+                 GDN_SINGLE_MIN_CTAS_PCT, sms)
+        return 0
+    if ctas > <int64_t>GDN_SINGLE_MAX_WAVES * sms:
+        snprintf(why, MSG_CAP, "its %lld CTAs (N * Hv) are more than %d waves of the %d SMs", <long long>ctas,
+                 GDN_SINGLE_MAX_WAVES, sms)
+        return 0
+    return 1
+
+
+def _single_plan_rule(int64_t T, int64_t N, int64_t Hv, int64_t max_seqlen, int sms=GDN_SM_COUNT):
+    """Test hook: None where the single plan's rule runs it for T tokens of N sequences at Hv value
+    heads with this max_seqlen (0: not given) on `sms` SMs, else the reason it does not."""
+    cdef gdn_problem_t p
+    cdef char why[MSG_CAP]
+    memset(&p, 0, sizeof(gdn_problem_t))
+    p.q.shape[0] = T
+    p.cu_seqlens.shape[0] = N + 1
+    p.v.shape[1] = Hv
+    p.max_seqlen = max_seqlen
+    return None if _single_rule(&p, sms, why) else why.decode()
+
+
 cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sms, const plan_force_t *force,
                     plan_t *plan, char *msg) noexcept nogil:
     """The plan of one validated call (chosen: its spine), into `plan`; the builds must be compiled
     in.  The rules, in order: the fused plans where _fused_guard allows (else the unfused plan);
     among them the segmented plan where the cost model predicts it faster than the serial one
     (longest sequence: the call's tokens, max_seqlen when given); else the opt-in overlap plan
-    where its rule applies; else the serial plan (solo or dual: _rs_serial_build)."""
+    where its rule applies; else the serial plan (solo or dual: _rs_serial_build).  Before them all,
+    the single plan where its rule applies (_single_rule)."""
     cdef int64_t T = p.q.shape[0], N = p.cu_seqlens.shape[0] - 1, Hv = p.v.shape[1]
     cdef int a16 = 1 if _aligned16(p) else 0
     cdef int bbf16 = 1 if p.beta.dtype == GDN_DTYPE_BF16 else 0
@@ -312,31 +351,37 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
         plan.rs_build = _rs_serial_build(p, sms)
         plan.serial_ns = _serial_ns(T, N, Hv, plan.longest if plan.longest > 0 else _cdiv(T, GDN_CHUNK),
                                     plan.rs_build, sms)
-        if force.seg_chunks > 0:
-            plan.seg_chunks = force.seg_chunks
-            plan.segmented_ns = _segmented_ns(T, N, Hv, plan.longest, force.seg_chunks, sms)
-        elif (force.seg_chunks < 0 and force.split < 0 and force.rs_build < 0 and plan.longest > 1
-              and _segmented_builds(p, state_layout)):
-            plan.seg_chunks = _choose_segments(p, plan.longest, sms, &seg_ns)
-            plan.segmented_ns = seg_ns
-            if plan.seg_chunks > 0 and seg_ns >= plan.serial_ns:
-                plan.seg_chunks = 0
-        plan.ids[0] = _v_wu_pqk[bbf16] if a16 else -1
-        if plan.seg_chunks > 0:
-            plan.kind = PLAN_SEGMENTED
-            plan.n = 4
-            plan.ids[1] = _v_spine_maps[sdt][state_layout]
-            plan.ids[2] = _v_compose
-            plan.ids[3] = _v_spine_seg[sdt][state_layout]
+        if force.fused == 2 or (force.fused < 0 and force.seg_chunks < 0 and force.split < 0 and force.rs_build < 0
+                                and _v_single[sdt][state_layout][bbf16] >= 0 and _single_rule(p, sms, why)):
+            plan.kind = PLAN_SINGLE
+            plan.n = 1
+            plan.ids[0] = _v_single[sdt][state_layout][bbf16] if a16 and chosen == GDN_SPINE_WGMMA else -1
         else:
-            plan.split = force.split if force.split >= 0 else _plan_split(p, 2, sms)
-            plan.kind = PLAN_OVERLAP if plan.split > 0 else PLAN_SERIAL
-            if force.rs_build >= 0:
-                plan.rs_build = force.rs_build
-            elif plan.split > 0:
-                plan.rs_build = RS_PAIR
-            plan.n = 2
-            plan.ids[1] = _v_spine_o[sdt][state_layout][plan.rs_build] if a16 and chosen == GDN_SPINE_WGMMA else -1
+            if force.seg_chunks > 0:
+                plan.seg_chunks = force.seg_chunks
+                plan.segmented_ns = _segmented_ns(T, N, Hv, plan.longest, force.seg_chunks, sms)
+            elif (force.seg_chunks < 0 and force.split < 0 and force.rs_build < 0 and plan.longest > 1
+                  and _segmented_builds(p, state_layout)):
+                plan.seg_chunks = _choose_segments(p, plan.longest, sms, &seg_ns)
+                plan.segmented_ns = seg_ns
+                if plan.seg_chunks > 0 and seg_ns >= plan.serial_ns:
+                    plan.seg_chunks = 0
+            plan.ids[0] = _v_wu_pqk[bbf16] if a16 else -1
+            if plan.seg_chunks > 0:
+                plan.kind = PLAN_SEGMENTED
+                plan.n = 4
+                plan.ids[1] = _v_spine_maps[sdt][state_layout]
+                plan.ids[2] = _v_compose
+                plan.ids[3] = _v_spine_seg[sdt][state_layout]
+            else:
+                plan.split = force.split if force.split >= 0 else _plan_split(p, 2, sms)
+                plan.kind = PLAN_OVERLAP if plan.split > 0 else PLAN_SERIAL
+                if force.rs_build >= 0:
+                    plan.rs_build = force.rs_build
+                elif plan.split > 0:
+                    plan.rs_build = RS_PAIR
+                plan.n = 2
+                plan.ids[1] = _v_spine_o[sdt][state_layout][plan.rs_build] if a16 and chosen == GDN_SPINE_WGMMA else -1
     for i in range(plan.n):
         if plan.ids[i] < 0:
             snprintf(msg, MSG_CAP, "build: launch %d of the %s plan's %d is not compiled into this build", i + 1,
@@ -345,5 +390,5 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
     return GDN_OK
 
 
-cdef const char *_PLAN_CNAMES[4]
-_PLAN_CNAMES[:] = [b"unfused", b"serial", b"overlap", b"segmented"]
+cdef const char *_PLAN_CNAMES[5]
+_PLAN_CNAMES[:] = [b"unfused", b"serial", b"overlap", b"segmented", b"single"]

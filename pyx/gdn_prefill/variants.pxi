@@ -64,6 +64,14 @@ for _sdt in range(NUM_SDT):
     _v_spine_o[_sdt][GDN_STATE_KV][RS_DUAL] = gdn_variant_id(b"spine_rs_o_dual_kv" + _SDT_SUFFIX[_sdt])
     _v_spine_o[_sdt][GDN_STATE_VK][RS_DUAL] = gdn_variant_id(b"spine_rs_o_dual_vk" + _SDT_SUFFIX[_sdt])
 
+# The single plan (_make_plan): cute_kernels/fused.py, stage 1 and the spine of a (sequence, value
+# head) in one CTA, one launch and no workspace.
+cdef int _v_single[NUM_SDT][NUM_LAYOUTS][2]                       # [SDT_*][GDN_STATE_*][beta is bf16]
+for _sdt in range(NUM_SDT):
+    for _b, _bname in enumerate((b"f32", b"bf16")):
+        _v_single[_sdt][GDN_STATE_KV][_b] = gdn_variant_id(b"fused_prefill_beta" + _bname + b"_kv" + _SDT_SUFFIX[_sdt])
+        _v_single[_sdt][GDN_STATE_VK][_b] = gdn_variant_id(b"fused_prefill_beta" + _bname + b"_vk" + _SDT_SUFFIX[_sdt])
+
 
 cdef inline int _state_type(const gdn_problem_t *p) noexcept nogil:
     """SDT_* of the call's pools (state and initial_state share one type; fp32 without either)."""

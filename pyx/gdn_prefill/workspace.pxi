@@ -17,13 +17,16 @@ cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t 
     """Lay one plan's workspace tensors out from `base` (NULL: only count); returns the bytes used.
     The fused plans' (PLAN_SERIAL, PLAN_OVERLAP): gcum, rq, rk, ready, tu, pqk, order, beta32; the
     segmented plan's: those, maps and seg_state (M = segment slots of seg_chunks chunks); the
-    unfused plan's: gcum, rq, rk, ready, w, u, vnew, h.  The other plans' tensors get their shapes
+    unfused plan's: gcum, rq, rk, ready, w, u, vnew, h; the single plan's: none (0 bytes).  The
+    other plans' tensors get their shapes
     and no memory (data NULL): their kernels take them as parameters and never touch them (at
     1 x 65536, Hv = 32: 536 MiB against 2,585 MiB)."""
     cdef int64_t CB = _chunk_slots(T, N)
     cdef int64_t K = GDN_HEAD_DIM_K, V = GDN_HEAD_DIM_V
     cdef int64_t M = plan_segment_slots(T, N, seg_chunks) if kind == PLAN_SEGMENTED else 0
     cdef int64_t off = 0
+    if kind == PLAN_SINGLE:
+        base = NULL                                            # fused_prefill keeps it all on chip
     cdef char *fb = NULL if kind == PLAN_UNFUSED else base     # the fused plans' tensors
     cdef char *ub = base if kind == PLAN_UNFUSED else NULL     # the unfused plan's
     cdef char *sb = base if kind == PLAN_SEGMENTED else NULL   # the segmented plan's own
@@ -47,6 +50,8 @@ cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t 
     off = _piece(&p.h, ub, off, GDN_DTYPE_BF16, 4, CB, Hv, K, V)
     if kind == PLAN_UNFUSED:
         return off
+    if kind == PLAN_SINGLE:
+        return 0
     return segmented_end if kind == PLAN_SEGMENTED else fused_end
 
 
