@@ -116,7 +116,7 @@ class FusedPrefill:
         assert CHAINS * (self.CHAIN_REGS - self.LAUNCH_REGS) <= (self.LAUNCH_REGS - self.INTRA_REGS) + \
             (self.LAUNCH_REGS - self.IO_REGS), "setmaxnreg: the chains' increase must be given back first"
         self.state_dtype = state_dtype
-        self.intra = intra_chunk.IntraChunk(write_out=False)
+        self.intra = intra_chunk.IntraChunk()
         self.kq_bytes = 2 * C * DK * 2
         self.v_bytes = CHAINS * C * VB * 2
 
@@ -446,8 +446,8 @@ class FusedPrefill:
             warpgroup.wait_group(0)
             cute.arch.mbarrier_arrive(bars + Bar.KQ_EMPTY + sa)
             gh = gcons.wait_and_advance()
-            self.intra.folds(thr, accG, accQ, sA2, None, sGr[None, gh.index], sBr[None, gh.index],
-                             sRr[None, gh.index], sQr[None, gh.index], scale, rP=rP)
+            self.intra.folds(thr, accG, accQ, sA2, sGr[None, gh.index], sBr[None, gh.index],
+                             sRr[None, gh.index], sQr[None, gh.index], scale, rP)
             cute.copy(st_p, st_p.retile(rP), st_p.partition_D(t["sP"][None, None, sa]))
             cute.arch.barrier(barrier_id=Barrier.INTRA, number_of_threads=128)
             gh.release()
