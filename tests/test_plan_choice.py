@@ -172,3 +172,16 @@ def test_single_plan_stays_within_the_other_plans():
                 ("" if sdt == torch.float32 else "_sbf16")
             assert [k["name"] for k in e["kernels"]] == [want], e["kernels"]
             assert e["workspace_bytes"] == 0 <= gdn_prefill.workspace_bytes(T, n, hv)
+
+
+def test_single_plan_takes_an_empty_workspace():
+    """The single plan needs no workspace: explain()'s workspace_bytes is 0, and a workspace of
+    that size (empty) is accepted where the two-launch plan of the same tensors rejects it with
+    the sizes named."""
+    _needs_single()
+    n, L, hk, hv = 4, 2048, 16, 32
+    empty = torch.empty(0, dtype=torch.uint8, device="meta")
+    e = problem(n * L, hk, hv, n=n, max_seqlen=L, workspace=empty)
+    assert e["plan"]["name"] == "single" and e["workspace_bytes"] == 0
+    with pytest.raises(gdn_prefill.GdnArgumentError, match="workspace: 0 bytes given"):
+        problem(n * L, hk, hv, n=n, workspace=empty)

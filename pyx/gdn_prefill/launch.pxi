@@ -143,9 +143,10 @@ cdef int _workspace_apart(const gdn_problem_t *p, uintptr_t lo, uintptr_t hi, ch
 
 cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_bytes, const plan_t *plan,
                          char *msg) noexcept nogil:
-    """Carve the workspace of the planned call after checking it."""
+    """Carve the workspace of the planned call after checking it (a plan that needs none, the
+    single plan, takes any workspace, an empty one included)."""
     cdef int64_t need = _plan_bytes(p, plan)
-    if workspace == NULL or workspace_bytes < need:
+    if (workspace == NULL and need > 0) or workspace_bytes < need:
         snprintf(msg, MSG_CAP, "workspace: %lld bytes given, %lld needed by the %s plan (explain()[\"workspace_bytes\"]; "
                  "gdn_workspace_bytes serves any plan)", <long long>workspace_bytes, <long long>need,
                  _PLAN_CNAMES[plan.kind])
