@@ -15,7 +15,9 @@ into the build; ``gdn:wgmma`` fuses the output into the spine where the inputs a
 ``gdn:wgmma-4k`` runs the same spine in the unfused plan, spine then fwd_o,
 through the stage hook, so each table shows what the fusion gains, and ``gdn:wgmma-overlap`` the
 fused plan as the opt-in overlap plan (GDN_PREFILL_OVERLAP=1: stage 1 split around the spine where
-its rule applies; the same row as ``gdn:wgmma`` elsewhere), so it shows what the opt-in gains), ``fla`` (fla.ops.gated_delta_rule.chunk_gated_delta_rule) and
+its rule applies; the same row as ``gdn:wgmma`` elsewhere), so it shows what the opt-in gains,
+and ``gdn:wgmma-single`` the single plan forced (cute_kernels/fused.py; prefill() runs it only
+where its rule applies)), ``fla`` (fla.ops.gated_delta_rule.chunk_gated_delta_rule) and
 ``flashinfer`` (flashinfer.gdn_prefill.chunk_gated_delta_rule, skipped when it does
 not import).  Inputs are bf16 q/k/v, fp32 g (log decay) and beta, a dense fp32 initial
 state that every implementation reads and whose final value it writes, K = V = 128,
@@ -275,6 +277,8 @@ def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
         if "wgmma" in spines and "spine_rs_o_kv" in gdn_prefill.compiled_variants():
             names.append("gdn:wgmma-4k")
             names.append("gdn:wgmma-overlap")
+        if "wgmma" in spines and any(v.startswith("fused_prefill_") for v in gdn_prefill.compiled_variants()):
+            names.append("gdn:wgmma-single")
     except Exception:
         pass
     from importlib import import_module
@@ -311,8 +315,9 @@ def _filter_kwargs(fn, kw: dict) -> dict:
 def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, split: int = 0, max_seqlen=None) -> str:
     """One gdn call of `impl` ("gdn:<spine>" -> prefill(spine=<spine>); "gdn:wgmma-4k" -> the
     unfused plan with the wgmma spine, "gdn:wgmma-overlap" -> the fused plan split at chunk slot
-    `split` (0: serial), both through the stage hook); returns what ran.  max_seqlen: the longest
-    sequence, as a serving engine passes it (the planner's segmented and single plans read it)."""
+    `split` (0: serial), "gdn:wgmma-single" -> the single plan, all through the stage hook);
+    returns what ran.  max_seqlen: the longest sequence, as a serving engine passes it (the
+    planner's segmented and single plans read it)."""
     import gdn_prefill
     spine = impl.split(":", 1)[1]
     if spine == "wgmma-4k":
@@ -324,6 +329,11 @@ def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, split: int = 0, 
         from gdn_prefill import _ext
         _ext._launch_stages(("recompute_wu", "spine"), s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32,
                             spine="wgmma", use_qk_l2norm=use_l2, workspace=ws, fused=1, overlap_split=split)
+        return spine
+    if spine == "wgmma-single":
+        from gdn_prefill import _ext
+        _ext._launch_stages(("fused",), s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, spine="wgmma",
+                            use_qk_l2norm=use_l2, workspace=ws, fused=2, max_seqlen=max_seqlen)
         return spine
     return gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, spine=spine,
                                use_qk_l2norm=use_l2, workspace=ws, max_seqlen=max_seqlen)
