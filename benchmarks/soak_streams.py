@@ -10,7 +10,8 @@
 
 Implementations (--impls, default all; one that is not installed gets a "not installed" row):
   gdn            gdn_prefill.prefill() at --shape / --heads (default 1 x 8192 at 16/32, the shape
-                 of the opt-in overlap plan)
+                 of the opt-in overlap plan), max_seqlen given as an engine gives it (4 x 2048 at
+                 16/32: the single plan)
   fla            FLA's fla.ops.gated_delta_rule.chunk_gated_delta_rule at --shape / --heads
   flashinfer     flashinfer.gdn_prefill.chunk_gated_delta_rule at --fused-shape / --fused-heads,
                  a shape where FlashInfer takes its fused route (default 8 x 1024 at 16/32)
@@ -136,9 +137,10 @@ class _Lane:
     """One stream's buffers: the inputs it copies in each iteration, its out and state, and the
     single-stream result they must equal."""
 
-    def __init__(self, src, stream):
+    def __init__(self, src, stream, max_seqlen=None):
         import torch
         self.src, self.stream = src, stream
+        self.max_seqlen = max_seqlen      # as an engine passes it: the planner's single plan reads it
         self.q, self.k, self.v = (torch.empty_like(src[n]) for n in ("q", "k", "v"))
         self.g, self.beta = torch.empty_like(src["g"]), torch.empty_like(src["beta"])
         self.state = torch.empty_like(src["state"])
@@ -161,9 +163,10 @@ class _Lane:
                 getattr(self, name).copy_(self.src[name], non_blocking=True)
             self.out.fill_(float("nan"))
             if not use_stream_arg:
-                gdn_prefill.prefill(*args, cu_seqlens=self.src["cu_seqlens"])
+                gdn_prefill.prefill(*args, cu_seqlens=self.src["cu_seqlens"], max_seqlen=self.max_seqlen)
         if use_stream_arg:
-            gdn_prefill.prefill(*args, cu_seqlens=self.src["cu_seqlens"], stream=self.stream)
+            gdn_prefill.prefill(*args, cu_seqlens=self.src["cu_seqlens"], stream=self.stream,
+                                max_seqlen=self.max_seqlen)
 
     def results(self):
         return self.out, self.state
@@ -261,14 +264,15 @@ def worker(mode: str, iters: int, lens, hk: int, hv: int, seed: int, impl: str =
     nlanes = LANES[mode]
     streams = [torch.cuda.Stream() for _ in range(nlanes)]
     if impl == "gdn":
-        lanes = [_Lane(_inputs(lens, hk, hv, seed + i), s) for i, s in enumerate(streams)]
+        lanes = [_Lane(_inputs(lens, hk, hv, seed + i), s, max(lens)) for i, s in enumerate(streams)]
     else:
         lanes = [_PeerLane(impl, _inputs(lens, hk, hv, seed + i), s, lens, hk, hv) for i, s in enumerate(streams)]
     alone = _reference(lanes)
     if impl == "gdn":
         plan = gdn_prefill.explain(lanes[0].q, lanes[0].k, lanes[0].v, lanes[0].g, lanes[0].beta, lanes[0].out,
-                                   lanes[0].state, cu_seqlens=lanes[0].src["cu_seqlens"])
-        print(f"plan kernels={[k['name'] for k in plan['kernels']]} overlap={plan['overlap'][:40]!r}", flush=True)
+                                   lanes[0].state, cu_seqlens=lanes[0].src["cu_seqlens"], max_seqlen=max(lens))
+        kernels = [k["name"] for k in plan["kernels"]]
+        print(f"plan {plan['plan']['name']} kernels={kernels} overlap={plan['overlap'][:40]!r}", flush=True)
     else:
         print(f"peer {impl} {lanes[0].peer.note}", flush=True)
         if impl == "flashinfer":

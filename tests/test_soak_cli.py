@@ -254,12 +254,15 @@ def cpu_worker(soak, monkeypatch):
     monkeypatch.setattr(soak.bench, "_cu", cu_cpu)
     monkeypatch.setattr(soak.bench, "flashinfer_route", lambda case: "fused")
 
-    def prefill(q, k, v, g, beta, out, state, *, cu_seqlens, stream=None):
+    def prefill(q, k, v, g, beta, out, state, *, cu_seqlens, stream=None, max_seqlen=None):
+        # the soak passes the longest length, as an engine does (the planner's single plan reads it)
+        assert max_seqlen == int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
         o, st = ref.chunked(q, k, v, g, beta, cu_seqlens=cu_seqlens, state=state)
         out.copy_(o)
         state.copy_(st)
     monkeypatch.setattr(gdn_prefill, "prefill", prefill)
-    monkeypatch.setattr(gdn_prefill, "explain", lambda *a, **k: dict(kernels=[dict(name="fake")], overlap="none"))
+    monkeypatch.setattr(gdn_prefill, "explain", lambda *a, **k: dict(plan=dict(name="fake"), kernels=[dict(name="fake")],
+                                                                        overlap="none"))
 
     def install(fla=None, flashinfer=None):
         if fla is not None:
@@ -330,7 +333,7 @@ def test_worker_runs_each_impl_and_mode(cpu_worker, capsys, impl, mode):
     assert rc == 0, out
     assert "alone deterministic yes" in out and out[-1] == "done mismatches 0"
     assert len([ln for ln in out if ln.startswith("iter ")]) == (3 if mode == "streams2" else 4 * 3)
-    assert ("plan kernels=['fake'] overlap='none'" in out) == (impl == "gdn")
+    assert ("plan fake kernels=['fake'] overlap='none'" in out) == (impl == "gdn")
     assert ("route fused" in out) == (impl == "flashinfer")
 
 
