@@ -998,6 +998,8 @@ def show_plan(case: Case = REPRESENTATIVE, out=print) -> bool:
         out(f"  (the plan is unavailable: {type(e).__name__}: {e})")
         return False
     out("  spines: " + "; ".join(f"{k}: {v}" for k, v in plan["spines"].items()) + f"  -> auto runs '{plan['chosen']}'")
+    if "plan" in plan:
+        out(f"  plan: {plan['plan']['name']}: {plan['plan']['why']}")
     if "fused_output" in plan:
         out(f"  output fused into the spine: {plan['fused_output']}")
     if "overlap" in plan:

@@ -534,7 +534,7 @@ cdef dict _plan_report(const gdn_problem_t *p, const plan_t *plan, const char *f
                       "split (pass max_seqlen to let the planner segment long ones)")
     elif plan.segmented_ns > 0:
         out["why"] = (f"the serial plan is predicted faster ({predicted['serial']} us) than the best segmented one "
-                      f"({predicted['segmented']} us, segments of {plan.seg_chunks} chunks)")
+                      f"({predicted['segmented']} us, segments of {plan.seg_model_chunks} chunks)")
     elif not _segmented_builds(p, state_layout):
         out["why"] = "the segmented plan's builds are not compiled into this build"
     else:

@@ -186,7 +186,8 @@ cdef struct plan_t:
     int32_t seg_chunks      # PLAN_SEGMENTED: chunks per segment
     int64_t longest         # chunks of the longest sequence the cost model assumed
     int64_t serial_ns       # the cost model's prediction for the serial plan (0: not modelled)
-    int64_t segmented_ns    # ... for the segmented plan at seg_chunks (0: not feasible)
+    int64_t segmented_ns    # ... for the segmented plan at seg_model_chunks (0: not feasible)
+    int32_t seg_model_chunks    # the segment length segmented_ns prices (kept where the serial plan wins)
 
 
 cdef struct plan_force_t:
@@ -360,10 +361,12 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
             if force.seg_chunks > 0:
                 plan.seg_chunks = force.seg_chunks
                 plan.segmented_ns = _segmented_ns(T, N, Hv, plan.longest, force.seg_chunks, sms)
+                plan.seg_model_chunks = force.seg_chunks
             elif (force.seg_chunks < 0 and force.split < 0 and force.rs_build < 0 and plan.longest > 1
                   and _segmented_builds(p, state_layout)):
                 plan.seg_chunks = _choose_segments(p, plan.longest, sms, &seg_ns)
                 plan.segmented_ns = seg_ns
+                plan.seg_model_chunks = plan.seg_chunks
                 if plan.seg_chunks > 0 and seg_ns >= plan.serial_ns:
                     plan.seg_chunks = 0
             plan.ids[0] = _v_wu_pqk[bbf16] if a16 else -1
