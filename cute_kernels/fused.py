@@ -96,6 +96,16 @@ class Bar(enum.IntEnum):
     COUNT = GATES + 2 * VT_SLOTS
 
 
+@cute.jit
+def _wait_free(bars, empty: cutlass.Constexpr, slots: cutlass.Constexpr, i: Int32):
+    """Wait until slot i % slots of a ring (its empty barriers at bars + empty) is free for chunk i:
+    chunk i - slots has released it (the first round's slots start free).  The one phase rule of
+    every ring's producer side: the loads, the norm warps' table, the role's Tu, the chains'
+    last staged output."""
+    if i >= slots:
+        cute.arch.mbarrier_wait(bars + empty + i % slots, ((i - slots) // slots) % 2)
+
+
 class FusedPrefill:
     """One CTA per (sequence, value head); see the module docstring."""
 
@@ -287,16 +297,14 @@ class FusedPrefill:
         for i in cutlass.range(nch, unroll=1):
             t0 = bos + i * C
             sa = i % KQ_SLOTS
-            if i >= KQ_SLOTS:
-                cute.arch.mbarrier_wait(bars + Bar.KQ_EMPTY + sa, ((i - KQ_SLOTS) // KQ_SLOTS) % 2)
+            _wait_free(bars, Bar.KQ_EMPTY, KQ_SLOTS, i)
             bar = bars + Bar.KQ_FULL + sa
             with cute.arch.elect_one():
                 cute.arch.mbarrier_arrive_and_expect_tx(bar, self.kq_bytes)
             tma.load(tma_k, tma.gmem_tile(mK_h, (t0, 0), (C, DK)), t["sKk"][None, None, sa], bar, Int32(0), 1)
             tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (C, DK)), t["sQ"][None, None, sa], bar, Int32(0), 1)
             sb = i % VT_SLOTS
-            if i >= VT_SLOTS:
-                cute.arch.mbarrier_wait(bars + Bar.VT_EMPTY + sb, ((i - VT_SLOTS) // VT_SLOTS) % 2)
+            _wait_free(bars, Bar.VT_EMPTY, VT_SLOTS, i)
             bar = bars + Bar.VT_FULL + sb
             with cute.arch.elect_one():
                 cute.arch.mbarrier_arrive_and_expect_tx(bar, self.v_bytes)
@@ -367,8 +375,7 @@ class FusedPrefill:
             gh.commit()
             # the chains' table of chunk i, in VT slot sb once chunk i - VT_SLOTS has left it
             sb = i % VT_SLOTS
-            if i >= VT_SLOTS:
-                cute.arch.mbarrier_wait(bars + Bar.VT_EMPTY + sb, ((i - VT_SLOTS) // VT_SLOTS) % 2)
+            _wait_free(bars, Bar.VT_EMPTY, VT_SLOTS, i)
             r = ntid
             gl = sGr[L - 1, gh.index]
             gr = sGr[r, gh.index]
@@ -452,8 +459,7 @@ class FusedPrefill:
             cute.arch.barrier(barrier_id=Barrier.INTRA, number_of_threads=128)
             gh.release()
             self.intra.inverse(sA, sX, ltid, sEye)
-            if i >= VT_SLOTS:
-                cute.arch.mbarrier_wait(bars + Bar.VT_EMPTY + sb, ((i - VT_SLOTS) // VT_SLOTS) % 2)
+            _wait_free(bars, Bar.VT_EMPTY, VT_SLOTS, i)
             self.stage_tu(sA, t["sT"][None, None, sb], ltid)
             cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.mbarrier_arrive(bars + Bar.VT_FULL + sb)
@@ -598,8 +604,7 @@ class FusedPrefill:
             rO.store(accY_cv.load().to(BFloat16))
             # staged in VT slot nch % VT_SLOTS once chunk nch - VT_SLOTS has left it
             sb = nch % VT_SLOTS
-            if nch >= VT_SLOTS:
-                cute.arch.mbarrier_wait(bars + Bar.VT_EMPTY + sb, ((nch - VT_SLOTS) // VT_SLOTS) % 2)
+            _wait_free(bars, Bar.VT_EMPTY, VT_SLOTS, nch)
             self.epilogue(bars, nch - 1, ltid, wg, rO, st_o, sV_vj, sb, out=out, sV=t["sV"], hv=hv,
                           t0=bos + (nch - 1) * C, L=eos - bos - (nch - 1) * C)
         if has_state != 0:
