@@ -20,7 +20,6 @@ here, under the caller's timeout, before the suite and the timing).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 
 import torch
@@ -41,7 +40,7 @@ def main(argv=None) -> int:
         print("no CUDA GPU: nothing to time (the objects: pytest tests/test_fused_kernel.py)")
         return 0
     import gdn_prefill
-    from gdn_prefill import _ext, bench_cases
+    from gdn_prefill import _ext, bench, bench_cases
     from gdn_prefill import reference as ref
     if a.smoke:
         return _smoke()
@@ -79,36 +78,13 @@ def main(argv=None) -> int:
                 call()                                       # the result from the initial state
                 torch.cuda.synchronize()
                 result = (out.clone(), state.clone())
-                runs[name] = (_graph_median(call, a.reps), result)
+                runs[name] = (bench.one_call_graph(call, a.reps)[0], result)
             (t2, (o2, s2)), (t1, (o1, s1)) = runs["two-launch"], runs["single"]
             d_o = ref.rel_err(o1.double(), o2.double())
             d_s = ref.rel_err(s1.double(), s2.double())
             print(f"| {s} | {heads} | {t2:.1f} | {t1:.1f} | {t1 / t2:.3f} | {picked} | {d_o:.2e} | {d_s:.2e} |",
                   flush=True)
     return 0
-
-
-def _graph_median(call, reps: int) -> float:
-    """µs per replay of one call captured in a CUDA graph (warm-up on a side stream first)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        call()
-    for _ in range(3):
-        graph.replay()
-    ts = []
-    for _ in range(reps):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        graph.replay()
-        e1.record()
-        torch.cuda.synchronize()
-        ts.append(e0.elapsed_time(e1) * 1e3)
-    return statistics.median(ts)
 
 
 def _smoke() -> int:

@@ -42,7 +42,7 @@ import statistics
 import sys
 
 from gdn_prefill import bench
-from gdn_prefill.bench import PEAK_TBPS, queued_graph_times, write_json, write_text
+from gdn_prefill.bench import PEAK_TBPS, one_call_graph, queued_graph_times, write_json, write_text
 
 PEAK_TFLOPS = 989.0
 CHUNK = 64
@@ -100,25 +100,7 @@ def time_spine(B: int, T: int, Hv: int, Hk: int, spine: str, reps: int, warpgrou
         kw["rs_build"] = rs_build      # force spine_rs_o's solo (0), pair (1) or dual (2) build
     build = _ext._builds(*args, cu_seqlens=inp["cu_seqlens"], spine=kw["spine"], warpgroups=warpgroups,
                          fused=kw["fused"], rs_build=rs_build)[1]
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        _ext._launch_stages(("spine",), *args, **kw)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        _ext._launch_stages(("spine",), *args, **kw)
-    for _ in range(3):
-        graph.replay()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        graph.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3)
-    us = statistics.median(times)
+    us, graph = one_call_graph(lambda: _ext._launch_stages(("spine",), *args, **kw), reps)
     us_queued = statistics.median(queued_graph_times(lambda i: graph.replay(), 1, reps))
     chunks_per_seq = -(-T // CHUNK)
     tflops = spine_flops(Tt, Hv, fused=bool(fused)) / (us * 1e-6) / 1e12

@@ -481,6 +481,34 @@ def _event_loop(run_one, n: int, reps: int, *, head_start_s: float = 0.0) -> lis
     return [a.elapsed_time(b) * 1e3 for a, b in zip(starts, ends)]
 
 
+def one_call_graph(call, reps: int):
+    """(median µs per replay, the graph) of one call captured in a CUDA graph, each replay timed
+    alone on an idle GPU (host submission and drain included): warm-up on a side stream, the
+    capture, three replays, then `reps` timed ones.  The microbenchmarks' "one call"."""
+    import statistics
+
+    import torch
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        call()
+    for _ in range(3):
+        graph.replay()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        graph.replay()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e3)
+    return statistics.median(times), graph
+
+
 def queued_graph_times(replay, n: int, reps: int) -> list[float]:
     """µs of each of `reps` graph replays (replay(i), i over n graphs round-robin) queued behind a
     sleep kernel, so the host's launch latency stays outside every sample (the graph method of
