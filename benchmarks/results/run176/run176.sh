@@ -13,5 +13,5 @@ step soak 170 python3 benchmarks/soak_streams.py --impls gdn --shape 4x2048 --he
 grep "^|" "$OUT/soak.md" || tail -8 "$OUT/soak.log"
 # bench.one_call_graph (bench_fused's and bench_spine's timing, moved after run 174): one row each
 step fused 60 python3 benchmarks/bench_fused.py --shapes 4x2K --heads 16/32 --reps 10; grep "^|" "$OUT/fused.log"
-step spine 60 python3 benchmarks/bench_spine.py --shapes 1x8K --reps 10; tail -4 "$OUT/spine.log"
+step spine 90 python3 benchmarks/bench_spine.py --quick; tail -6 "$OUT/spine.log"
 echo "total $((SECONDS - T0)) s"
