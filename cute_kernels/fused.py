@@ -595,11 +595,8 @@ class FusedPrefill:
             if ck >= 0:
                 state_pool.store(accSt, tScS, chain.transposed_block(state, ck, hv, col0))
         if nch > 0:
-            warpgroup.fence()
             mma_n64.set(warpgroup.Field.ACCUMULATE, True)
-            for kb in cutlass.range_constexpr(cute.size(tVa, mode=[2])):
-                cute.gemm(mma_n64, accY, tVa[None, None, kb], tPqb[None, None, kb, (nch - 1) % KQ_SLOTS], accY)
-            warpgroup.commit_group()
+            chain.issue(mma_n64, accY, tVa, tPqb, (nch - 1) % KQ_SLOTS, False)     # the last G4
             warpgroup.wait_group(0)
             rO.store(accY_cv.load().to(BFloat16))
             # staged in VT slot nch % VT_SLOTS once chunk nch - VT_SLOTS has left it

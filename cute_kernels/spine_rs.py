@@ -691,11 +691,8 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
 
     # the last chunk's G4 and output
     if nch > 0:
-        warpgroup.fence()
         mma_n64.set(warpgroup.Field.ACCUMULATE, True)
-        for kb in cutlass.range_constexpr(cute.size(tVa, mode=[2])):
-            cute.gemm(mma_n64, accY, tVa[None, None, kb], tPqb[None, None, kb, (nch - 1) % NSLOT], accY)
-        warpgroup.commit_group()
+        chain.issue(mma_n64, accY, tVa, tPqb, (nch - 1) % NSLOT, False)
         warpgroup.wait_group(0)
         rO.store(accY_cv.load().to(BFloat16))
         # staged in slot nch % NSLOT's V region, free once chunk nch - NSLOT's slot is released (its
