@@ -67,10 +67,11 @@ def main(argv=None) -> int:
                                          **base)["plan"]["name"]
             runs = {}
             for name, fused in (("two-launch", 1), ("single", 2)):
-                stages = _ext._builds(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, inp["state"],
+                # the forced plan's launches: the single plan's one, or the segmented plan's four, or two
+                builds = _ext._builds(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, inp["state"],
                                       cu_seqlens=inp["cu_seqlens"], fused=fused, max_seqlen=max(lens))
                 stages = ("fused",) if fused == 2 else \
-                    ("recompute_wu", "maps", "compose", "spine") if len(stages) == 4 else ("recompute_wu", "spine")
+                    ("recompute_wu", "maps", "compose", "spine") if len(builds) == 4 else ("recompute_wu", "spine")
                 out = torch.empty(T, hv, 128, dtype=torch.bfloat16, device="cuda")
                 state = inp["state"].clone()
                 args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)

@@ -507,7 +507,7 @@ cdef dict _plan_report(const gdn_problem_t *p, const plan_t *plan, const char *f
         out["single"] = "runs"
     elif plan.kind == PLAN_UNFUSED:
         out["single"] = "a fused plan: it does not run where the fused plans do not"
-    elif _v_single[_state_type(p)][state_layout][1 if p.beta.dtype == GDN_DTYPE_BF16 else 0] < 0:
+    elif _single_variant(p, state_layout) < 0:
         out["single"] = "its build is not compiled into this build"
     elif not _single_rule(p, sms, why):
         out["single"] = why.decode()

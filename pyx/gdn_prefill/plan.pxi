@@ -353,10 +353,10 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
         plan.serial_ns = _serial_ns(T, N, Hv, plan.longest if plan.longest > 0 else _cdiv(T, GDN_CHUNK),
                                     plan.rs_build, sms)
         if force.fused == 2 or (force.fused < 0 and force.seg_chunks < 0 and force.split < 0 and force.rs_build < 0
-                                and _v_single[sdt][state_layout][bbf16] >= 0 and _single_rule(p, sms, why)):
+                                and _single_variant(p, state_layout) >= 0 and _single_rule(p, sms, why)):
             plan.kind = PLAN_SINGLE
             plan.n = 1
-            plan.ids[0] = _v_single[sdt][state_layout][bbf16] if a16 and chosen == GDN_SPINE_WGMMA else -1
+            plan.ids[0] = _single_variant(p, state_layout) if a16 and chosen == GDN_SPINE_WGMMA else -1
         else:
             if force.seg_chunks > 0:
                 plan.seg_chunks = force.seg_chunks

@@ -81,6 +81,13 @@ cdef inline int _state_type(const gdn_problem_t *p) noexcept nogil:
         return SDT_BF16 if p.initial_state.dtype == GDN_DTYPE_BF16 else SDT_F32
     return SDT_F32
 
+
+cdef inline int _single_variant(const gdn_problem_t *p, int state_layout) noexcept nogil:
+    """Launch-table id of the single plan's build for this call's pool type, layout and beta dtype
+    (-1: not compiled in)."""
+    return _v_single[_state_type(p)][state_layout][1 if p.beta.dtype == GDN_DTYPE_BF16 else 0]
+
+
 SPINES = {"auto": GDN_SPINE_AUTO, "scalar": GDN_SPINE_SCALAR, "wgmma": GDN_SPINE_WGMMA}
 SPINE_NAMES = {GDN_SPINE_SCALAR: "scalar", GDN_SPINE_WGMMA: "wgmma"}
 STATE_LAYOUTS = {"kv": GDN_STATE_KV, "vk": GDN_STATE_VK}
