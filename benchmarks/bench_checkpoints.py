@@ -18,7 +18,7 @@ import sys
 
 from gdn_prefill import bench
 from gdn_prefill.bench import table_report
-from gdn_prefill.bench_cases import Case, parse_shape
+from gdn_prefill.bench.cases import Case, parse_shape
 
 HK, HV = 16, 32
 

@@ -40,7 +40,7 @@ def main(argv=None) -> int:
         print("no CUDA GPU: nothing to time (the objects: pytest tests/test_fused_kernel.py)")
         return 0
     import gdn_prefill
-    from gdn_prefill import _ext, bench, bench_cases
+    from gdn_prefill import _ext, bench
     from gdn_prefill import reference as ref
     if a.smoke:
         return _smoke()
@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     for heads in a.heads.split(","):
         hk, hv = (int(x) for x in heads.split("/"))
         for s in a.shapes.split(","):
-            lens = bench_cases.parse_shape(s)
+            lens = bench.parse_shape(s)
             inp = ref.make_inputs(lens, hk, hv, seed=0, device="cuda", state="dense", l2norm_inputs=not a.l2norm,
                                   beta_dtype=torch.bfloat16)
             T, N = sum(lens), len(lens)

@@ -18,7 +18,7 @@ import sys
 
 from gdn_prefill import bench, plan
 from gdn_prefill.bench import write_json, write_text
-from gdn_prefill.bench_cases import parse_count, parse_heads
+from gdn_prefill.bench.cases import parse_count, parse_heads
 
 FRACTIONS = (0, 15, 25, 35, 45, 55, 70)
 

@@ -8,7 +8,7 @@
     python benchmarks/bench_prefill.py --list            # the cases with their FLOP / HBM floors (no GPU needed)
 
 Writes <out>/prefill_<date>.{json,md,png} (and numerics_<date>.{json,md}); --out defaults
-to benchmarks/results/.  The harness lives in gdn_prefill/bench.py (its docstring has the
+to benchmarks/results/.  The harness lives in gdn_prefill/bench/ (its docstring has the
 methodology and the FLOP / byte formulas); `python -m gdn_prefill` runs its --quick form.
 """
 from __future__ import annotations

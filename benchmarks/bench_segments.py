@@ -20,7 +20,7 @@ import sys
 
 from gdn_prefill import bench, plan
 from gdn_prefill.bench import table_report
-from gdn_prefill.bench_cases import parse_count, parse_heads
+from gdn_prefill.bench.cases import parse_count, parse_heads
 
 STAGES = ("recompute_wu", "maps", "compose", "spine")
 

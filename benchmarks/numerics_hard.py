@@ -19,7 +19,7 @@ import sys
 
 from gdn_prefill import bench
 from gdn_prefill.bench import table_report
-from gdn_prefill.bench_cases import Case, parse_heads
+from gdn_prefill.bench.cases import Case, parse_heads
 from gdn_prefill.hard_inputs import DEFAULT_T, KINDS
 
 ALLOWANCE = 1.05

@@ -59,7 +59,7 @@ import time
 
 from gdn_prefill import bench
 from gdn_prefill.bench import table_report
-from gdn_prefill.bench_cases import parse_heads, parse_shape
+from gdn_prefill.bench.cases import parse_heads, parse_shape
 
 HERE = os.path.abspath(__file__)
 SLEEP_CYCLES = 900_000          # torch.cuda._sleep: ~0.5 ms at the H200's ~1.8 GHz

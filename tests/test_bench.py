@@ -1,4 +1,4 @@
-"""CPU tests of the benchmark harness (gdn_prefill/bench.py): formulas, case selection,
+"""CPU tests of the benchmark harness (gdn_prefill/bench/): formulas, case selection,
 report writers on synthetic rows, and `python -m gdn_prefill` without a GPU."""
 from __future__ import annotations
 
@@ -402,7 +402,7 @@ def test_plot_shapes_draws_every_row_or_says_why(tmp_path):
     """bench_prefill --plot-from: one bar per implementation and shape from results' JSON (no GPU);
     None, and no file, when nothing has a time in the mode asked for."""
     pytest.importorskip("matplotlib")
-    from gdn_prefill.bench_report import plot_shapes
+    from gdn_prefill.bench.report import plot_shapes
     rows = [dict(shape=s, Hk=2, Hv=4, impl=i, graph_us=t, eager_us=None)
             for s, i, t in (("1x8K", "gdn:wgmma", 76.9), ("1x8K", "flashinfer", 100.3), ("1x32K", "gdn:wgmma", 167.8))]
     out = tmp_path / "p.png"
@@ -415,7 +415,7 @@ def test_plot_shapes_draws_every_row_or_says_why(tmp_path):
 def test_shapes_take_counts_with_suffixes():
     """B and T of a BxT shape take the K / M suffixes (16Kx4: 16,384 sequences of 4 tokens, the
     many-sequence rows bench_prefill times beside the peers); anything else is named in the error."""
-    from gdn_prefill.bench_cases import parse_shape
+    from gdn_prefill.bench.cases import parse_shape
     assert parse_shape("16Kx4") == [4] * 16384 and parse_shape("8x4K") == [4096] * 8
     assert parse_shape("1x1000") == [1000] and parse_shape("2x1M") == [1 << 20] * 2
     for bad in ("8xq", "0x4", "4", "x4"):

@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PKG = os.path.dirname(os.path.abspath(gdn_prefill.__file__))
 STUB = os.path.join(PKG, "_ext.pyi")
 
-# the typed surface checked with --strict (bench.py, reference.py and the build-time modules
+# the typed surface checked with --strict (bench/, reference.py and the build-time modules
 # are research / tooling code and not part of it)
 STRICT_FILES = ["tests/typing_usage.py", "gdn_prefill/__init__.py", "gdn_prefill/_ext.pyi", "gdn_prefill/ops.py",
                 "gdn_prefill/fla.py", "gdn_prefill/errors.py", "gdn_prefill/_abi.py", "gdn_prefill/_manifest.py"]

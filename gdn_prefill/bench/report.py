@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from .bench_cases import (HOST_OVERHEAD_CALLS, HOST_OVERHEAD_SAMPLES, NUMERICS_REPEATS, PEAK_TBPS, PEAK_TFLOPS,
+from .cases import (HOST_OVERHEAD_CALLS, HOST_OVERHEAD_SAMPLES, NUMERICS_REPEATS, PEAK_TBPS, PEAK_TFLOPS,
                           VARLEN_SEED, floors_us, flops, flops_per_token, hbm_bytes)
 
 # ===================================================================================== reports

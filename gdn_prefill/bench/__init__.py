@@ -86,9 +86,9 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any, Callable
 
-from .bench_cases import (  # noqa: F401  (re-exported: the benchmark scripts and tests use bench.<name>)
+from .cases import (  # noqa: F401  (re-exported: the benchmark scripts and tests use bench.<name>)
     CHUNK, PEAK_TFLOPS, PEAK_TBPS, L2_FALLBACK_BYTES, SETS_MEMORY_SHARE, HOST_OVERHEAD_CALLS, HOST_OVERHEAD_SAMPLES, HEADS, SHAPES, QUICK_HEADS, QUICK_SHAPES, VARLEN_SEED, VARLEN_N, VARLEN_TOKENS, NUMERICS_T, NUMERICS_HEADS, NUMERICS_FALLBACK_HEADS, NUMERICS_REPEATS, varlen_lengths, parse_shape, parse_heads, Case, select_cases, flops_per_token, flops, hbm_bytes, floors_us, rotation_sets)
-from .bench_report import (  # noqa: F401
+from .report import (  # noqa: F401
     derive, _fmt, _ratio, _note, markdown_report, numerics_markdown, write_json, table_report, write_text, plot, plot_shapes,
     Progress)
 
@@ -417,7 +417,7 @@ def peer_call(impl: str, case: Case, s, cu: dict, use_l2: bool) -> PeerCall:
                         prepare=lambda: None, note=note)
     if impl == "flashinfer":
         from flashinfer.gdn_prefill import chunk_gated_delta_rule as fn
-        from .reference import _l2norm_inv
+        from ..reference import _l2norm_inv
         note = f"alpha=exp(g), state [N,Hv,V,K], route: {flashinfer_route(case)}"
         if use_l2:
             note += "; q/k pre-normed (FlashInfer ignores use_qk_l2norm_in_kernel)"
@@ -809,7 +809,7 @@ def _run_once(impl: str, case: Case, s, cu, use_l2: bool):
 def _numerics_impl(impl: str, case: Case, s, cu, use_l2: bool, o_ref, s_ref) -> dict:
     """Errors of the first run against the oracle; bitwise comparison of the next runs with the first."""
     import torch
-    from . import reference as ref
+    from .. import reference as ref
     r: dict = {}
     o0, st0 = _run_once(impl, case, s, cu, use_l2)
     torch.cuda.synchronize()
@@ -834,7 +834,7 @@ def run_numerics(args, log=print) -> dict:
     bitwise identical.  If the oracle runs out of memory at the requested heads, T is checked at
     NUMERICS_FALLBACK_HEADS instead and a note says so."""
     import torch
-    from . import reference as ref
+    from .. import reference as ref
     impls, skipped = _impl_list(args.impls)
     Ts = [int(t) for t in str(args.numerics_T).split(",") if t.strip()]
     heads = parse_heads(args.numerics_heads)
@@ -1051,7 +1051,7 @@ def show_plan(case: Case = REPRESENTATIVE, out=print) -> bool:
 def oracle_check(out=print, tol: float = 1e-10) -> bool:
     """reference.recurrent against reference.chunked on a tiny CPU problem (float64).  True if they agree."""
     import torch
-    from . import reference as ref
+    from .. import reference as ref
     lens, Hk, Hv, D = [100, 37], 1, 2, 128
     n_threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -1078,7 +1078,7 @@ def main_job(argv=None) -> int:
     elsewhere, say so plainly, show the plan and check the oracle on the CPU.  Returns an exit code
     (0: everything shown ran and passed).  `argv` takes bench_prefill options (e.g. --heads 8/8)."""
     try:
-        from . import __version__
+        from .. import __version__
     except Exception:
         __version__ = "?"
     ok, why = hopper_status()
