@@ -31,7 +31,7 @@ TFLOP/s (H200 dense bf16, datasheet).
 DRAM bytes counted per chunk and head (spine_bytes): what the spine must read and write at least,
 a key head's tiles once for its Hv/Hk value heads; "% copy BW" is their rate against the card's
 measured copy bandwidth (gdn_prefill.bench.PEAK_TBPS).  At B=1 the wgmma spine runs near that rate
-(run 68's ncu: 88.7 kB of DRAM traffic per chunk and head, the model's 90.6), so its time there
+(ncu: 88.7 kB of DRAM traffic per chunk and head, the model's 90.6), so its time there
 is bound by bytes, not by its chain.
 """
 from __future__ import annotations
@@ -155,14 +155,14 @@ def _emit(lines: list[str], rows: list[dict], json_path=None, md_path=None) -> N
 
 # Batches where one sequence holds most of the tokens: the dual build's chain is ~1.6x slower per
 # chunk than solo's, so where that sequence's chain is the critical path the dual loses although
-# the heads fill the SMs (run 96); varlen16 and an even batch beside them.  The dual build then runs
+# the heads fill the SMs; varlen16 and an even batch beside them.  The dual build then runs
 # the longest solo-style where its own model says so (plan.dual_lead_solo); the last three rows sit
-# near that model's boundary (run 98).
+# near that model's boundary (docs/PERFORMANCE.md, the lead rule).
 SKEW_CASES = {"8x4K": [4096] * 8, "varlen16": None, "8K+31x512": [8192] + [512] * 31,
               "16K+15x1K": [16384] + [1024] * 15, "32K+15x2K": [32768] + [2048] * 15,
               "8K+15x1K": [8192] + [1024] * 15, "8K+63x256": [8192] + [256] * 63,
               "16K+63x512": [16384] + [512] * 63,
-              # where the order of more than 32 sequences matters (stage 1's ranking, run 109): long
+              # where the order of more than 32 sequences matters (stage 1's ranking): long
               # sequences late in the batch, and 96 log-uniform lengths (128 to 11.6K) in scrambled order
               "64x512+8x8K": [512] * 64 + [8192] * 8,
               "mixed96": [int(128 * 90.5 ** (((61 * i) % 96) / 95)) for i in range(96)]}

@@ -637,7 +637,7 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
     # The chunks in segments of checkpoint_chunks (one segment of all of them without checkpoints):
     # the chunk loop itself holds no checkpoint code, the state goes out between segments (inside
     # the loop, the ~140 instructions of a checkpoint store cost the B = 1 chain 6-7 % even where
-    # none is taken, run 142)
+    # none is taken: docs/PERFORMANCE.md, serving features)
     seg = state_pool.segment_chunks(nch, checkpoint_chunks)
     for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
         i_end = cutlass.min((sg + 1) * seg, nch)

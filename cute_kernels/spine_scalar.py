@@ -152,7 +152,7 @@ def spine_scalar_kernel(
         kst = [cute.make_rmem_tensor((8,), BFloat16) for _ in range(STAGE_ITERS)]
 
         # the chunks in segments of checkpoint_chunks (state_pool.segment_chunks): the chunk loop
-        # holds no checkpoint code, the store goes between segments (spine_rs: run 142)
+        # holds no checkpoint code, the store goes between segments (as in spine_rs)
         seg = state_pool.segment_chunks(nchunks, checkpoint_chunks)
         for sg in cutlass.range((nchunks + seg - 1) // seg, unroll=1):
             i_end = cutlass.min((sg + 1) * seg, nchunks)

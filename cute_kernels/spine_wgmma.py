@@ -475,7 +475,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                                                              nx_ga, nx_ra, nx_gb, nx_rb)
 
     # the chunks in segments of checkpoint_chunks (state_pool.segment_chunks): the chunk loop
-    # holds no checkpoint code, the store goes between segments (spine_rs: run 142)
+    # holds no checkpoint code, the store goes between segments (as in spine_rs)
     seg = state_pool.segment_chunks(nch, checkpoint_chunks)
     for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
         i_end = cutlass.min((sg + 1) * seg, nch)

@@ -26,8 +26,8 @@ twice and two chain passes over T / R tokens (the first rank one prefill), one c
 segments side by side and no collective (docs/DESIGN.md §3).
 Why a third pass and not a fix-up: pass A's outputs are o^A_t = scale Phi_t^T q_t (Phi_t the
 prefix of the product), pass B's o^0_t, and o_t = o^0_t + o^A_t S_r; but that GEMM in fp32
-over [T / R, Hv, 128] moves ~60 GB through HBM (our count) at T / R = 512 K tokens in torch (run 145, one
-GPU, two ranks emulated: the second rank 59.8 ms where one GPU runs all 1 M tokens in 27.4) and
+over [T / R, Hv, 128] moves ~60 GB through HBM (our count) at T / R = 512 K tokens in torch (measured on
+one GPU, two ranks emulated: the second rank 59.8 ms where one GPU runs all 1 M tokens in 27.4) and
 held 24 GB of temporaries, and it added a bf16 rounding of both outputs.
 """
 from __future__ import annotations

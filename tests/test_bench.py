@@ -36,7 +36,7 @@ def test_flops_known_values():
     assert bench.flops_per_token(64) == pytest.approx(2 * bench.flops_per_token(32))
     assert bench.flops_per_token(8) == pytest.approx(bench.flops_per_token(32) / 4)
     assert bench.flops(8192, 32) == pytest.approx(8192 * bench.flops_per_token(32))
-    # compute floor of 1x8K at 790 TFLOP/s: the ~60 µs of benchmarks/NOTES.md
+    # compute floor of 1x8K at 790 TFLOP/s: ~60 µs (docs/DESIGN.md §4)
     fc, fh = bench.floors_us(8192, 1, 16, 32)
     assert fc == pytest.approx(8192 * 5810858.67 / 790e12 * 1e6, rel=1e-6)
     assert 60.0 < fc < 60.5
@@ -367,7 +367,7 @@ def test_spine_bytes_per_chunk_and_head(repo_script):
 
 
 def test_keep_busy_runs_every_set_for_the_warm_time(monkeypatch):
-    """The sustained-clock warm-up (bench.WARM_S, run 98) runs the calls round-robin until its
+    """The sustained-clock warm-up (bench.WARM_S) runs the calls round-robin until its
     wall time is spent, synchronizing as it goes (a bounded queue); zero seconds runs nothing."""
     import time
 

@@ -1,5 +1,5 @@
-"""tools/ncu_hot.py on a synthetic ncu source-page CSV (no GPU, no ncu): the per-segment table that
-benchmarks/NOTES.md quotes (run 116) sums executed warp instructions, shared-memory wavefronts and
+"""tools/ncu_hot.py on a synthetic ncu source-page CSV (no GPU, no ncu): the per-segment table (stage 1's
+phases in docs/PERFORMANCE.md) sums executed warp instructions, shared-memory wavefronts and
 stall samples between CTA barriers and divides the first two by --ctas."""
 import os
 import re

@@ -116,8 +116,8 @@ def test_hard_inputs_within_bound_finite_and_deterministic(kind, plan):
     assert torch.equal(o1.view(torch.int16), o2.view(torch.int16)) and torch.equal(s1, s2), f"{kind}: not bitwise"
 
 
-# Run 161 measured the contract failing on decay_underflow (state 1.50 x FLA's) and parallel_keys (o 1.10 x)
-# with beta rounded inside Tu; with beta on the spine's bracket (run 163) every kind holds.  The unfused
+# With beta rounded inside Tu the contract failed on decay_underflow (state 1.50 x FLA's) and parallel_keys
+# (o 1.10 x); with beta on the spine's bracket every kind holds (docs/PERFORMANCE.md, numerics).  The unfused
 # plan had the same placement (the rounding model: 1.50 x / 1.10 x) until beta moved onto its V tile.
 
 

@@ -105,7 +105,7 @@ def test_overlap_is_opt_in(tmp_path, env, want):
 
 
 def test_chain_rate_beside_part2(repo_script):
-    """Run 111's 1x8K medians: main's second part ended at 194.9 us, the spine (from 13.7) at 214.4;
+    """Measured 1x8K medians of two stage-1 builds: main's second part ended at 194.9 us, the spine (from 13.7) at 214.4;
     the new build's at 175.7, the spine (from 12.5) at 217.7: 1.60 and 1.69 us per chunk beside it;
     a spine that ends with part 2 waited for it (no rate)."""
     rate = repo_script("tools/overlap_parts.py").chain_rate_beside

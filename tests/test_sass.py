@@ -180,7 +180,7 @@ def _chunk_loop(variant: str) -> list[dict]:
 @pytest.mark.parametrize("v", [f"spine_rs_o_{b}{lay}{sdt}" for b in ("", "pair_", "seg_") for lay in ("kv", "vk")
                                for sdt in ("", "_sbf16")])
 def test_fused_spine_chunk_loop_holds_no_state_store(v):
-    """Run 142: a checkpoint's store inside spine_rs's chunk loop, never executed without
+    """A checkpoint's store inside spine_rs's chunk loop, never executed without
     checkpoints, made the one-sequence rows 6-7 % slower (the loop 664 -> 806 instructions).  The
     chunks now run in segments with the store between them: the innermost loop that holds the
     chain's MMAs stores nothing to global memory and loads nothing into registers, and it is as
@@ -214,7 +214,7 @@ def _waits_on_register_loads(body: list[dict]) -> list[str]:
 @needs_nvdisasm
 @pytest.mark.parametrize("layout", ["kv", "vk"])
 def test_wgmma_latency_loop_never_waits_on_a_register_load(layout):
-    """Run 64 (ncu, B=1): 14.6 % of the latency build's stall samples sat on its loop's first
+    """ncu at B=1: 14.6 % of the latency build's stall samples sat on its loop's first
     instruction, waiting (SASS control bits) on the scoreboard of the row-data LDGs issued a chunk
     earlier.  Its chunk loop now issues no LDG at all, so nothing in it can wait on one.  The
     throughput build keeps that register path (its shared memory is at the two-CTA limit) and
@@ -290,12 +290,12 @@ def test_aligned_builds_move_rows_in_16_byte_vectors(variant):
 @needs_nvdisasm
 @pytest.mark.parametrize("variant", [v for v in STAGE_13 if v.startswith("recompute_wu")])
 def test_stage1_inverse_merges_one_tf32_pass(variant):
-    """The inverse's merges run as mma.sync TF32 in one pass (FLA's precision; run 161: the errors
+    """The inverse's merges run as mma.sync TF32 in one pass (FLA's precision: the errors
     of three passes to three or four digits, the prefill 2-4 % faster at 16/32), each operand
     rounded to the nearest TF32 by an integer add and a mask (mma_tf32.round_tf32).
     cvt.rna.tf32.f32 has no sm_90 instruction: ptxas emulates each with an inf check (FSETP ...
-    +INF), an add, a select and a mask (the build before run 110 had 60 such checks).  The k-steps
-    are unrolled by hand (mma_tf32.tile_16x8's kk_max; run 125: -1.0 to -2.4 % per prefill): the
+    +INF), an add, a select and a mask (an earlier build had 60 such checks).  The k-steps
+    are unrolled by hand (mma_tf32.tile_16x8's kk_max: -1.0 to -2.4 % per prefill): the
     four products' 2 + 2 + 4 + 4 steps, one HMMA each, where ptxas's own unrolling of a dynamic
     loop left 18 k-step bodies (or 11 inside a loop over items)."""
     text = sass.disassemble(_manifest.cubins(variant)[0])
@@ -312,8 +312,8 @@ def test_stage1_inverse_merges_one_tf32_pass(variant):
 def test_stage1_row_norms_reduce_scatter(suffix):
     """The aligned builds' row norms (in-kernel l2norm) finish a thread's eight partial sums of
     squares (4 k rows, 4 q rows) by one reduce-scatter over the row's 16 threads: 8 butterfly
-    shuffles and one rsqrt per thread, where a butterfly per sum took 32 and eight (the build
-    before run 117; run 117: -2.4 to -5.5 % per prefill with use_qk_l2norm)."""
+    shuffles and one rsqrt per thread, where a butterfly per sum took 32 and eight (-2.4 to
+    -5.5 % per prefill with use_qk_l2norm)."""
     variant = f"recompute_wu_bf16_betaf32_{suffix}"
     if variant not in VARIANTS:
         pytest.skip(f"{variant} not in this build")
@@ -329,8 +329,8 @@ def test_fused_stage1_ends_at_tu(beta):
     each) and no W / U product, loads the k and q tiles by TMA (two 64-column boxes each, one
     mbarrier) and not v, and stores two tiles by TMA (P and Tu); the unfused plan's _a16 build has
     the W / U products (64x64), loads k and q the same way and v by cp.async (8 per thread of one
-    warpgroup) and stores W and U (two halves each).  (Before run 118 k and q came by cp.async:
-    8 per thread.)"""
+    warpgroup) and stores W and U (two halves each).  (Before the TMA loads, k and q came by
+    cp.async: 8 per thread.)"""
     fused, plain = f"recompute_wu_bf16_{beta}_a16_pqk", f"recompute_wu_bf16_{beta}_a16"
     for v in (fused, plain):
         if v not in VARIANTS:

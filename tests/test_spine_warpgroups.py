@@ -154,7 +154,7 @@ def test_build_rule_as_the_header_states_it():
 
 
 @pytest.mark.parametrize("lengths, solo_style", [
-    ([16384] + [1024] * 15, True),      # run 97: split 362.8 us, all dual (main) 536.0
+    ([16384] + [1024] * 15, True),      # measured: split 362.8 us, all dual 536.0
     ([32768] + [2048] * 15, True),      # 715.7 against 1058.7
     ([8192] + [512] * 31, False),       # split 289.3, all dual 278.8: the CTAs' fixed cost
     ([4096] * 8, False),                # balanced: all dual 298.5, solo 368.3
@@ -162,7 +162,7 @@ def test_build_rule_as_the_header_states_it():
 ])
 def test_dual_lead_rule_on_measured_batches(lengths, solo_style):
     """The dual build's own choice for its longest sequence (plan.dual_lead_solo, the Python copy of
-    spine_rs._lead_solo) picks what run 97 measured faster on the H200 (Hv = 32, 132 SMs); with
+    spine_rs._lead_solo) picks what was measured faster on the H200 (Hv = 32, 132 SMs); with
     2 Hv >= the SMs it never splits."""
     assert plan.dual_lead_solo(lengths, 32, 132) is solo_style
     assert plan.dual_lead_solo(lengths, 66, 132) is False

@@ -2,8 +2,8 @@
 
 The host cost is measured while the GPU is held busy by a long sleep kernel queued first, so
 every launch only enters the queue and the loop never waits for the GPU; after the loop the
-sleep must still be running (checked), else the sample is thrown away.  (Run 8 timed bursts of
-calls on an idle GPU: that measured how fast the GPU drains 4 tiny kernels per call, not the host.)
+sleep must still be running (checked), else the sample is thrown away.  (Timing bursts of
+calls on an idle GPU that measured how fast the GPU drains 4 tiny kernels per call, not the host.)
 
 Rows: prefill() reading its tensors through torch's DLPack exchange table (the default where
 torch exports one) and through Python attributes (_ext._use_dlpack(False)); the _launch_stages
@@ -32,7 +32,7 @@ host_us = bench.host_cost_us   # median host us per call, the GPU kept busy
 
 
 def gpu_us_idle_burst() -> float:
-    """Run 8's measure: wall time per call of 100 back-to-back calls on an idle GPU."""
+    """The idle-GPU measure: wall time per call of 100 back-to-back calls on an idle GPU."""
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(100):
@@ -102,4 +102,4 @@ for name, us in rows:
     print(f"| {name} | {us:.1f} |")
 per_launch = (rows[5][1] - rows[2][1]) / 3
 print(f"| one DSL launch wrapper (3 launches - 0 launches) / 3 | {per_launch:.1f} |")
-print(f"| (run 8's measure: idle GPU, 100-call bursts; GPU-bound) | {idle:.1f} |")
+print(f"| (idle GPU, 100-call bursts: GPU-bound, not the host cost) | {idle:.1f} |")

@@ -9,7 +9,7 @@ and the stall reason columns that are non-zero for it, then the totals per reaso
 profiled kernel's cubin (nvdisasm needed), each hot instruction that waits on a scoreboard also
 names the nearest instructions that may run before it (back to its loop's head, then the
 previous iteration from the back edge, then the loop's entry) and set that scoreboard: a
-long-scoreboard stall then points at the load it waits for (run 64: a loop's first instruction
+long-scoreboard stall then points at the load it waits for (e.g. a loop's first instruction
 waiting on the previous iteration's row-data LDGs).
 """
 import argparse
@@ -139,7 +139,7 @@ def _phases(body, col, samp, src, total, ctas: int = 1) -> None:
     A segment ends at a BAR.SYNC (the barrier's own wait counts to the segment it closes)."""
     marks = ("HGMMA", "UTMALDG", "UTMASTG", "LDGSTS", "LDG", "STG", "MUFU", "LDSM", "STSM", "SYNCS")
     # executed warp instructions and shared-memory wavefronts per segment, when the report has
-    # the SourceCounters columns (divided by --ctas: per CTA, as run 104's table)
+    # the SourceCounters columns (divided by --ctas: per CTA)
     execd = next((h for h in col if h == "Warp Instructions Executed" or h == "Instructions Executed"), None)
     wavef = next((h for h in col if "Wavefronts Shared" in h and "Ideal" not in h), None)
     print(f"\nper barrier-delimited segment (SASS order; executed: {execd}, wavefronts: {wavef}, per {ctas} CTA(s)):")

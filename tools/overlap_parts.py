@@ -11,8 +11,8 @@ end, and the span.  Prints percentiles and the fast and slow halves' means, so o
 which launch ends a replay: spine end - part 2 end near the chain's last chunk (~1 µs) means
 stage 1's second part bounds the call; much more means the spine's chain does.  In that case it
 also prints the chain's rate while part 2 ran beside it (chain_rate_beside: the chunks left at part
-2's end ran alone at --alone-us each, run 106's 1.34 µs; run 111 read 1.60 and 1.69 µs per chunk
-beside two builds of stage 1 this way).
+2's end ran alone at --alone-us each, 1.34 µs measured; two builds of stage 1 read 1.60 and 1.69 µs
+per chunk beside them this way).
 """
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def main() -> None:
     ap.add_argument("--pct", type=int, default=None, help="split stage 1 here (percent of chunk slots) "
                                                            "instead of the launcher's split")
     ap.add_argument("--alone-us", type=float, default=1.34,
-                    help="the spine's µs per chunk alone (run 106), for the rate beside part 2")
+                    help="the spine's µs per chunk alone (measured), for the rate beside part 2")
     a = ap.parse_args()
     import torch
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:

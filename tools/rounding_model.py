@@ -7,16 +7,16 @@ Each model computes the chunked delta rule in float64 and rounds to bf16 exactly
 kernels round (an MMA operand, a bf16 intermediate in HBM); fp32 accumulation and the TF32 merges
 are taken as exact, so the model isolates the bf16 placements.  Models:
 
-  ours      the fused plan before run 163 (recompute_wu _pqk + spine_rs): Tu = bf16(Tm diag(beta)),
+  ours      the fused plan with beta in Tu (recompute_wu _pqk + spine_rs): Tu = bf16(Tm diag(beta)),
             Y = V - diag(a) K S rounded, Vnew = Tu Y rounded, rS = bf16(S), P = bf16(scaled QK^T
             decay), S += bf16(Vnew coef) K, o = c Y_q + bf16(Vnew) P
-  fold      the fused plan since run 163, beta moved from Tu to Y: Tu = bf16(Tm),
+  fold      the fused plan today, beta moved from Tu to Y: Tu = bf16(Tm),
             Y' = bf16(diag(beta) (V - diag(a) K S))
   unfused   the unfused plan (recompute_wu, spine_wgmma, fwd_o: unaligned inputs, spine="scalar"'s
             stage 1 and 3): Tw = bf16(Tm diag(beta e^gcum rk)), Tu = bf16(Tm),
             W = bf16(Tw K), U = bf16(Tu bf16(diag(beta) V)), h = bf16(S), Vnew = U - W h, vnew = bf16(Vnew),
             S = e^g_last S + K^T bf16(Vnew e^(g_last - gcum) rk), o = c (q h) + bf16(P) vnew
-  unfused_tu  the unfused plan before session 30: U = bf16(bf16(Tm diag(beta)) V), beta rounded in Tu
+  unfused_tu  the unfused plan with beta in Tu: U = bf16(bf16(Tm diag(beta)) V), beta rounded in Tu
   fla       FLA 0.6.0's chunk path: Tm = bf16((I + A)^-1), w = bf16(Tm bf16(beta e^g k)),
             u = bf16(Tm bf16(beta v)), h = bf16(S), vnew = bf16(u - w h), S = e^g_last S +
             k^T bf16(vnew e^(g_last - g)), o = bf16(q h) scale e^g + bf16(A_qk) vnew

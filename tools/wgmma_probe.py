@@ -6,8 +6,7 @@
 The fused spine's chunk (cute_kernels/spine_rs.py) is five bf16 wgmma groups of M = 64 with fp32
 accumulators and the A operand in registers: G1, G2 (N = 64, 8 k-steps), G1b, G4 (N = 64, 4
 k-steps), G3 (N = 128, B MN-major, 4 k-steps): ~1,000 cycles per chunk at the datasheet rate
-(2,048 bf16 MACs per cycle per SM), in a chain measured at ~2,330 cycles per chunk (run 127,
-B = 1).  On one SM (one CTA), clock64 around each loop, this probe times
+(2,048 bf16 MACs per cycle per SM), in a chain measured at ~2,330 cycles per chunk (B = 1).  On one SM (one CTA), clock64 around each loop, this probe times
 
   rate     m64nNk16 (N = 32 / 64 / 128 / 256, A from registers or shared memory; N = 32 is
            stage 1's K K^T and Q K^T per warpgroup) back to back into
@@ -19,17 +18,16 @@ B = 1).  On one SM (one CTA), clock64 around each loop, this probe times
            conversions, the decay, Y^T = V^T - Z diag(a), Vnew^T and its coefficients, the
            output's transposing stmatrix; no TMA ring, no mbarrier, no store warp), in
            spine_rs's schedule (G1, G4 of chunk i - 1 | Y^T, G1b | its output, G2 | Vnew^T, G3)
-           and in the one before run 127 (G4 behind G3, waited for with it: run 127 measured
-           -6 to -7 % per chunk for the move, so the pair calibrates the emulation); each also
+           and in the earlier one (G4 behind G3, waited for with it: the move measured
+           -6 to -7 % per chunk, so the pair calibrates the emulation); each also
            without shared-memory access and scaling (`no smem or scaling`: the groups, the
            waits and the dependent register work between them: Y^T's FMAs, Vnew^T's selects,
            the bf16 packing).  One warpgroup is the solo / pair build, two on
            one SM the dual build.
 
-So the chain rows against run 127's 2,330 cycles say how much of a chunk the MMA structure
+So the chain rows against the measured 2,330 cycles say how much of a chunk the MMA structure
 itself costs (the rest is the ring, the table loads, the slot arithmetic and the stores).  (G1 and
-G2 merged into one N = 128 group does not fit: ptxas serialised that loop's wgmmas, C7511, NOTES
-"session 22".)  The operands are zeros in 128-byte swizzled tiles (a dense MMA's timing does not
+G2 merged into one N = 128 group does not fit: ptxas serialised that loop's wgmmas, C7511.)  The operands are zeros in 128-byte swizzled tiles (a dense MMA's timing does not
 depend on the values); the source is generated here (an m64n256k16 lists
 134 operands) and compiled with nvcc -arch=sm_90a into a temporary folder.  Prints one markdown
 table; on a machine without a Hopper GPU it says so and exits 0.
@@ -48,8 +46,8 @@ PEAK_MACS_PER_CYCLE = 2048     # per SM, bf16 dense: 989 TFLOP/s / (2 x 132 SMs 
 ITERS = 256                    # groups (rate, group rows) or chunks (chain rows) timed per launch
 SHAPES = (32, 64, 128, 256)
 MODES = ((0, 4), (1, 1), (1, 4), (1, 8))   # (rate, 4 k-steps per commit), then groups of 1 / 4 / 8
-# (schedule, OLD, WORK): spine_rs's schedule and the one before run 127, with and without the work
-CHAINS = (("spine_rs", 0, 1), ("spine_rs", 0, 0), ("before run 127", 1, 1), ("before run 127", 1, 0))
+# (schedule, OLD, WORK): spine_rs's schedule and the earlier one, with and without the work
+CHAINS = (("spine_rs", 0, 1), ("spine_rs", 0, 0), ("G4 behind G3", 1, 1), ("G4 behind G3", 1, 0))
 # the chain rows' WORK column; printed into a comma-separated row, so no label may hold a comma
 WORK_LABELS = ("no smem or scaling", "with its register work")
 NVCC_FLAGS = ["-O3", "-gencode", "arch=compute_90a,code=sm_90a"]
@@ -185,9 +183,9 @@ __global__ void __launch_bounds__(256, 1) probe_{n}_{'rs' if rs else 'ss'}(long 
 # (from a 1,024-aligned base): the K tile at 0 and the q tile at 16 KB as spine_rs stores them (64
 # rows x 128 k, two 64-wide atom columns 8 KB apart; G3 reads K MN-major), Tu at 32 KB, P at 40 KB,
 # V and sO per warpgroup at 48 / 64 KB (+ 8 KB per warpgroup), the coefficient table at 80 KB.
-# L = 64 (full chunks, a run-time value as in spine_rs).  OLD = 1: the schedule before run 127,
-# G4 of chunk i issued behind G3 and waited for with it (run 127 measured -6 to -7 % per chunk
-# for the move: a calibration of this emulation).  WORK = 0: no shared-memory access (tables,
+# L = 64 (full chunks, a run-time value as in spine_rs).  OLD = 1: the earlier schedule,
+# G4 of chunk i issued behind G3 and waited for with it (the move measured -6 to -7 % per chunk:
+# a calibration of this emulation).  WORK = 0: no shared-memory access (tables,
 # ldmatrix, stmatrix) and no scaling (decay, coef_j, c_i: multiplies by 1 fold away), the rest of
 # the register work as with WORK = 1.
 _CHAIN = r"""

@@ -520,8 +520,8 @@ def _reps_for(t_us: float, budget_s: float, min_reps: int, max_reps: int) -> int
     return int(max(min_reps, min(max_reps, budget_s / max(t_us * 1e-6, 1e-7))))
 
 
-# Seconds each implementation runs before its timed repetitions (bench_prefill --warm-s).  Run 98
-# (H200, 8x4K, per-replay series beside nvidia-smi): the first ~0.1 s of load run at 1980 MHz, then
+# Seconds each implementation runs before its timed repetitions (bench_prefill --warm-s).  Measured
+# on an H200 (8x4K, per-replay series beside nvidia-smi): the first ~0.1 s of load run at 1980 MHz, then
 # ~1845-1875, and from ~1 s, once the card's averaged power reaches its 700 W limit, 1665-1830 with
 # a dip to 1485; 8x4K replays 660 -> 694 -> up to 800 us along the way.  Timed cold, a row measured
 # boost clocks that no sustained load keeps (the quick harness: 661-671 us at 8x4K where the full
