@@ -44,7 +44,7 @@ def time_split(B: int, T: int, hk: int, hv: int, split: int, rs_build: int = -1)
                             rs_build=rs_build)
     # bench_prefill's harness: eager warm-up (the side stream exists before any capture), one graph
     # per buffer set replayed round-robin, median of CUDA-event times, after WARM_S of its own calls
-    # (the card's sustained, power-limited clock: docs/PERFORMANCE.md, reading the numbers)
+    # (the card's sustained, power-limited clock: docs/PERFORMANCE.md, measuring)
     t = _time_impl([lambda i=i: call(i) for i in range(len(sets))], ("graph",), budget_s=0.3, min_reps=20,
                    max_reps=50, warm_s=WARM_S)
     if "graph_us" not in t:
