@@ -56,6 +56,23 @@ def _aot_dir() -> str:
     return out
 
 
+def _variant_table(manifest: dict) -> str:
+    """Write the launcher's variant tables (variants_table.pxi, included by pyx/gdn_prefill/variants.pxi)
+    from the build's manifest: cute_kernels/registry.py maps each compiled variant's VARIANTS kwargs to
+    its table entry (no DSL needed).  Returns the directory, for Cython's include path."""
+    sys.path.insert(0, ROOT)
+    from cute_kernels import registry
+
+    out = os.path.join(ROOT, "build", "generated")
+    os.makedirs(out, exist_ok=True)
+    text = registry.launch_table_pxi(manifest["variants"], ROOT)
+    path = os.path.join(out, "variants_table.pxi")
+    if not os.path.isfile(path) or open(path).read() != text:      # unchanged: no recompile
+        with open(path, "w") as f:
+            f.write(text)
+    return out
+
+
 class BuildExt(build_ext):
     """Compile (or find) the kernel objects, then build the Cython extension against them."""
 
@@ -65,6 +82,7 @@ class BuildExt(build_ext):
         aot = _aot_dir()
         manifest = json.load(open(os.path.join(aot, "manifest.json")))
         objects = [os.path.join(aot, v["variant"] + ".o") for v in manifest["variants"]]
+        generated = _variant_table(manifest)
         home = _cuda_home()
         ext = Extension(
             "gdn_prefill._ext",
@@ -76,7 +94,7 @@ class BuildExt(build_ext):
             extra_objects=objects + [os.path.join(aot, STATIC_RUNTIME), _cudart_static(home)],
             libraries=["dl", "pthread", "rt", "stdc++"],
         )
-        (cythonized,) = cythonize([ext], include_path=[os.path.join(ROOT, "pyx")], language_level=3,
+        (cythonized,) = cythonize([ext], include_path=[os.path.join(ROOT, "pyx"), generated], language_level=3,
                                   build_dir=os.path.join(ROOT, "build", "cython"))
         # setuptools has already finalised self.extensions: fill the placeholder in place.
         (target,) = self.extensions

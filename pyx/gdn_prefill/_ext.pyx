@@ -27,9 +27,6 @@ _log = logging.getLogger("gdn_prefill")
 
 cdef enum:
     MSG_CAP = 512
-    NUM_SPINES = 3          # index by GDN_SPINE_*; 0 (auto) unused
-    NUM_LAYOUTS = 2
-    NUM_SPINE_WG = 2        # spine builds by warpgroups per CTA (index warpgroups - 1)
 
 # The module by concern, in definition order:
 include "variants.pxi"
