@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,21 +57,39 @@ def _aot_dir() -> str:
     return out
 
 
-def _variant_table(manifest: dict) -> str:
-    """Write the launcher's variant tables (variants_table.pxi, included by pyx/gdn_prefill/variants.pxi)
-    from the build's manifest: cute_kernels/registry.py maps each compiled variant's VARIANTS kwargs to
-    its table entry (no DSL needed).  Returns the directory, for Cython's include path."""
+def _generated(manifest: dict) -> str:
+    """Write the Cython the extension's planner includes, generated from their one source (no DSL
+    needed): variants_table.pxi, the launcher's variant tables from the build's manifest
+    (cute_kernels/registry.py maps each compiled variant's VARIANTS kwargs to its table entry), and
+    plan_formulas.pxi, the planner's nogil copies of gdn_prefill/plan.py's slot and grid formulas.
+    Checks that gdn_abi.pxd declares exactly the header's constants.  Returns the directory, for
+    Cython's include path."""
     sys.path.insert(0, ROOT)
     from cute_kernels import registry
+    from gdn_prefill import plan
 
+    _check_abi_pxd()
     out = os.path.join(ROOT, "build", "generated")
     os.makedirs(out, exist_ok=True)
-    text = registry.launch_table_pxi(manifest["variants"], ROOT)
-    path = os.path.join(out, "variants_table.pxi")
-    if not os.path.isfile(path) or open(path).read() != text:      # unchanged: no recompile
-        with open(path, "w") as f:
-            f.write(text)
+    for name, text in (("variants_table.pxi", registry.launch_table_pxi(manifest["variants"], ROOT)),
+                       ("plan_formulas.pxi", plan.c_formulas_pxi())):
+        path = os.path.join(out, name)
+        if not os.path.isfile(path) or open(path).read() != text:      # unchanged: no recompile
+            with open(path, "w") as f:
+                f.write(text)
     return out
+
+
+def _check_abi_pxd() -> None:
+    """gdn_abi.pxd (Cython's view of include/gdn/gdn_abi.h) declares every integer constant of the
+    header and no other: the header is their one source, the .pxd only names them."""
+    header = open(os.path.join(ROOT, "include", "gdn", "gdn_abi.h")).read()
+    pxd = open(os.path.join(ROOT, "pyx", "gdn_prefill", "gdn_abi.pxd")).read()
+    defined = set(re.findall(r"^\s*#define\s+(GDN_[A-Z0-9_]+)\s+-?\d+\b", header, re.M))
+    declared = set(re.findall(r"^\s+(GDN_[A-Z0-9_]+)\s*$", pxd, re.M))
+    if defined != declared:
+        raise SystemExit(f"gdn-prefill: gdn_abi.pxd and gdn_abi.h disagree: only in the header "
+                         f"{sorted(defined - declared)}, only in the .pxd {sorted(declared - defined)}")
 
 
 class BuildExt(build_ext):
@@ -82,7 +101,7 @@ class BuildExt(build_ext):
         aot = _aot_dir()
         manifest = json.load(open(os.path.join(aot, "manifest.json")))
         objects = [os.path.join(aot, v["variant"] + ".o") for v in manifest["variants"]]
-        generated = _variant_table(manifest)
+        generated = _generated(manifest)
         home = _cuda_home()
         ext = Extension(
             "gdn_prefill._ext",

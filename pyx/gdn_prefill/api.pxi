@@ -148,7 +148,7 @@ cdef int _stream_of(int device, void **sp) except -1:
     """The current stream of `device`, as prefill() launches on it: torch's DLPack table
     (current_work_stream) when torch has one, else torch's raw-stream query (the one Triton's
     launcher uses, ~0.3 us; torch.cuda.current_stream(device) builds a Stream object: 3.6 us per
-    call on the H200, run 9)."""
+    call on the H200)."""
     if _torch is None:
         _torch_init()
     if _dl_on and _dl != NULL:
@@ -263,7 +263,7 @@ cdef object _run(gdn_problem_t *p, gdn_tensor_t *ws, object workspace, object st
     spine that ran."""
     cdef int cur = -1
     # the launches go to the current CUDA device: switch only when the tensors live elsewhere
-    # (torch's device context manager costs ~2.4 us per call on the H200, run 9)
+    # (torch's device context manager costs ~2.4 us per call on the H200)
     if cudaGetDevice(&cur) != 0:
         cudaGetLastError()
         cur = -1
@@ -331,7 +331,7 @@ cdef bint _merge_bt(gdn_tensor_t *t) noexcept nogil:
 
 # chunk_gated_delta_rule's workspaces, one per (device, stream), grown as calls need: calls on one
 # stream run in order, so each reuses the bytes of the last (prefill() allocates one per call:
-# ~13 us of host time on the H200, run 139).  Graph captures allocate their own (the graph's pool).
+# ~13 us of host time on the H200).  Graph captures allocate their own (the graph's pool).
 cdef dict _fla_workspaces = {}
 
 

@@ -5,6 +5,10 @@
 # (Included by _ext.pyx: one module, one namespace; the order of the includes is the order of
 # definition.)
 
+# _chunk_slots, _segment_slots, _rs_ctas, _wgmma_wg1_ctas: gdn_prefill/plan.py's functions, generated
+# at build time (plan.c_formulas_pxi, run by setup.py), so the planner and the kernels share each formula
+include "plan_formulas.pxi"
+
 cdef int _device_major() noexcept nogil:
     cdef int dev = 0, major = 0
     if cudaGetDevice(&dev) != 0:
@@ -24,7 +28,7 @@ cdef int _wgmma_warpgroups(int64_t N, int64_t Hv) noexcept nogil:
     than one CTA per SM: then halving the W/K L2 traffic pays), else 1 (the shortest per-chunk
     chain wins).  The header records the measured crossover.  Shapes only: no device query.
     """
-    if N * Hv * (GDN_HEAD_DIM_V // GDN_WGMMA_SPINE_VBLOCK) > GDN_WGMMA_WG1_MAX_CTAS:
+    if _wgmma_wg1_ctas(N, Hv) > GDN_WGMMA_WG1_MAX_CTAS:
         return 2
     return 1
 
@@ -48,12 +52,6 @@ cdef int _spine_variant(const gdn_problem_t *p, int spine, int state_layout, int
     if warpgroups < 1 or warpgroups > NUM_SPINE_WG:
         return -1
     return _v_spine[_state_type(p)][spine][state_layout][warpgroups - 1]
-
-
-cdef inline int64_t _rs_ctas(int64_t N, int64_t Hv) noexcept nogil:
-    """CTAs of the solo and pair builds' grid (one per SM while it runs): the C copy of
-    gdn_prefill.plan.grid_spine_rs, read by the build rule, the overlap guard and explain()."""
-    return N * Hv * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK)
 
 
 cdef int _rs_build(const gdn_problem_t *p, int sms) noexcept nogil:
@@ -278,7 +276,7 @@ cdef int64_t _segmented_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, in
     segment, in waves of CTAs; the composition's nseg - 2 steps; the SEGMENT pass (solo chains,
     GDN_MODEL_SEG_CHAIN_NS a chunk) over one segment, in waves; each pass's fixed cost.  CTAs: one
     sequence's exactly (2 nseg - 1 and 2 nseg per head), several sequences' by the grid's bound.
-    The passes add up (run 152's timeline: each launch starts its work as the one before ends)."""
+    The passes add up (measured timelines: each launch starts its work as the one before ends)."""
     cdef int64_t nseg = _cdiv(longest, sc)
     cdef int64_t seg = min(sc, longest)
     cdef int64_t maps_ctas, seg_ctas
@@ -286,7 +284,7 @@ cdef int64_t _segmented_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, in
         maps_ctas = (2 * nseg - 1) * Hv
         seg_ctas = 2 * nseg * Hv
     else:
-        maps_ctas = seg_ctas = plan_segment_slots(T, N, sc) * 2 * Hv
+        maps_ctas = seg_ctas = _segment_slots(T, N, sc) * 2 * Hv
     return (_stage1_ns(T, N, Hv, sms)
             + GDN_MODEL_PASS_NS + _cdiv(maps_ctas, max(sms, 1)) * seg * GDN_MODEL_MAPS_NS
             + max(nseg - 2, 0) * GDN_MODEL_COMPOSE_NS
@@ -306,17 +304,12 @@ cdef int32_t _choose_segments(const gdn_problem_t *p, int64_t longest, int sms, 
         sc = _cdiv(_cdiv(longest, nseg), unit) * unit
         if _cdiv(longest, sc) < 2 or sc > 0x7fffffff:
             continue
-        if plan_segment_slots(T, N, sc) * Hv * 2 > GDN_SEG_MAX_CTAS:
+        if _segment_slots(T, N, sc) * Hv * 2 > GDN_SEG_MAX_CTAS:
             continue                       # the workspace bound (gdn_workspace_bytes): at most this many CTAs
         t = _segmented_ns(T, N, Hv, longest, sc, sms)
         if best == 0 or t < best_ns[0]:
             best, best_ns[0] = <int32_t>sc, t
     return best
-
-
-cdef inline int64_t plan_segment_slots(int64_t T, int64_t N, int64_t sc) noexcept nogil:
-    """The C copy of gdn_prefill.plan.segment_slots."""
-    return (T // GDN_CHUNK + N) // sc + N
 
 
 cdef bint _segmented_builds(const gdn_problem_t *p, int state_layout) noexcept nogil:
@@ -442,7 +435,7 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
         if reasons != NULL:
             snprintf(reasons.single, MSG_CAP, "a fused plan: it does not run where the fused plans do not")
             snprintf(reasons.overlap, MSG_CAP, "only the fused-output plan overlaps stage 1 with the spine")
-            snprintf(reasons.why, MSG_CAP, "the fused plans do not run: %s", reasons.fused)
+            snprintf(reasons.why, MSG_CAP, "the fused plans do not run: %.480s", reasons.fused)
     else:
         plan.rs_build = _rs_serial_build(p, sms)
         plan.serial_ns = _serial_ns(T, N, Hv, plan.longest if plan.longest > 0 else _cdiv(T, GDN_CHUNK),
@@ -517,7 +510,7 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
         snprintf(r.why, MSG_CAP, "the longest sequence (%lld chunks) in %lld segments of %d chunks runs its chains "
                  "side by side on %lld CTAs: predicted %.1f us against the serial plan's %.1f us",
                  <long long>plan.longest, <long long>nseg, <int>plan.seg_chunks,
-                 <long long>(plan_segment_slots(T, N, plan.seg_chunks) * Hv * 2), plan.segmented_ns / 1000.0,
+                 <long long>(_segment_slots(T, N, plan.seg_chunks) * Hv * 2), plan.segmented_ns / 1000.0,
                  plan.serial_ns / 1000.0)
     elif plan.kind == PLAN_OVERLAP:
         snprintf(r.why, MSG_CAP, "opted in (GDN_PREFILL_OVERLAP=1) and its rule applies (\"overlap\")")
