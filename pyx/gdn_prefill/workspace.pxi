@@ -90,11 +90,11 @@ cdef int64_t _plan_workspace_bytes(int64_t T, int64_t N, int64_t Hv, int kind, i
 cdef int64_t _segmented_extra_bound(int64_t T, int64_t N, int64_t Hv) noexcept nogil:
     """The most bytes the segmented plan's maps and seg_state take beyond the serial fused plan's
     workspace, over every segment length the planner may pick: M segment slots of 3 states of 64 KiB
-    per head, M Hv <= GDN_SEG_MAX_CTAS / 2 (_choose_segments) and M <= floor(T / CHUNK) + 2 N (one
+    per head, M Hv <= GDN_SEG_MAX_CTAS / 2 (_choose_segments) and M <= _segment_slots(T, N, 1) (one
     chunk per segment); none below two chunks of tokens (nothing to split)."""
     if T < 2 * GDN_CHUNK:
         return 0
-    cdef int64_t heads_slots = min(<int64_t>(GDN_SEG_MAX_CTAS // 2), Hv * (T // GDN_CHUNK + 2 * N))
+    cdef int64_t heads_slots = min(<int64_t>(GDN_SEG_MAX_CTAS // 2), Hv * _segment_slots(T, N, 1))
     return 3 * heads_slots * GDN_HEAD_DIM_K * GDN_HEAD_DIM_V * 4 + 2 * GDN_WORKSPACE_ALIGN_BYTES
 
 
