@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,41 @@ def _aot_dir() -> str:
     return out
 
 
+def _generated(manifest: dict) -> str:
+    """Write the Cython the extension's planner includes, generated from their one source (no DSL
+    needed): variants_table.pxi, the launcher's variant tables from the build's manifest
+    (cute_kernels/registry.py maps each compiled variant's VARIANTS kwargs to its table entry), and
+    plan_formulas.pxi, the planner's nogil copies of gdn_prefill/plan.py's slot and grid formulas.
+    Checks that gdn_abi.pxd declares exactly the header's constants.  Returns the directory, for
+    Cython's include path."""
+    sys.path.insert(0, ROOT)
+    from cute_kernels import registry
+    from gdn_prefill import plan
+
+    _check_abi_pxd()
+    out = os.path.join(ROOT, "build", "generated")
+    os.makedirs(out, exist_ok=True)
+    for name, text in (("variants_table.pxi", registry.launch_table_pxi(manifest["variants"], ROOT)),
+                       ("plan_formulas.pxi", plan.c_formulas_pxi())):
+        path = os.path.join(out, name)
+        if not os.path.isfile(path) or open(path).read() != text:      # unchanged: no recompile
+            with open(path, "w") as f:
+                f.write(text)
+    return out
+
+
+def _check_abi_pxd() -> None:
+    """gdn_abi.pxd (Cython's view of include/gdn/gdn_abi.h) declares every integer constant of the
+    header and no other: the header is their one source, the .pxd only names them."""
+    header = open(os.path.join(ROOT, "include", "gdn", "gdn_abi.h")).read()
+    pxd = open(os.path.join(ROOT, "pyx", "gdn_prefill", "gdn_abi.pxd")).read()
+    defined = set(re.findall(r"^\s*#define\s+(GDN_[A-Z0-9_]+)\s+-?\d+\b", header, re.M))
+    declared = set(re.findall(r"^\s+(GDN_[A-Z0-9_]+)\s*$", pxd, re.M))
+    if defined != declared:
+        raise SystemExit(f"gdn-prefill: gdn_abi.pxd and gdn_abi.h disagree: only in the header "
+                         f"{sorted(defined - declared)}, only in the .pxd {sorted(declared - defined)}")
+
+
 class BuildExt(build_ext):
     """Compile (or find) the kernel objects, then build the Cython extension against them."""
 
@@ -65,6 +101,7 @@ class BuildExt(build_ext):
         aot = _aot_dir()
         manifest = json.load(open(os.path.join(aot, "manifest.json")))
         objects = [os.path.join(aot, v["variant"] + ".o") for v in manifest["variants"]]
+        generated = _generated(manifest)
         home = _cuda_home()
         ext = Extension(
             "gdn_prefill._ext",
@@ -76,7 +113,7 @@ class BuildExt(build_ext):
             extra_objects=objects + [os.path.join(aot, STATIC_RUNTIME), _cudart_static(home)],
             libraries=["dl", "pthread", "rt", "stdc++"],
         )
-        (cythonized,) = cythonize([ext], include_path=[os.path.join(ROOT, "pyx")], language_level=3,
+        (cythonized,) = cythonize([ext], include_path=[os.path.join(ROOT, "pyx"), generated], language_level=3,
                                   build_dir=os.path.join(ROOT, "build", "cython"))
         # setuptools has already finalised self.extensions: fill the placeholder in place.
         (target,) = self.extensions

@@ -7,11 +7,11 @@ with their dynamic shape values, so the kernels and the plan cannot disagree.
 Integer arithmetic is written with + and // so it works on Python ints and on
 the DSL's dynamic integers alike.
 
-The planning rules (which spine build, which plan) have one home, in C: the extension's
-pyx/gdn_prefill/plan.pxi and overlap.pxi; tests and benchmarks call them through its hooks
-(_ext._spine_wgmma_warpgroups, _spine_rs_build, _overlap_split_rule, _overlap_fits_rule).
-This module keeps the build-time constants and the grid functions, and dual_lead_solo: the
-host-side model of the rule the fused spine's kernel evaluates on the device, for reports.
+The planning rules have one home, in C: the extension's one planning call, pyx/gdn_prefill/plan.pxi
+_plan_call (docs/PLANNER.md; hooks: _ext._spine_rs_build, _overlap_split_rule, ...).  This module
+keeps gdn_abi.h's constants, the grid and slot functions, and dual_lead_solo (for reports); the
+planner's nogil copies of the functions it needs are generated from them (c_formulas_pxi, run by
+setup.py at build time: each C copy is its function evaluated on symbols, never written twice).
 """
 from __future__ import annotations
 
@@ -107,11 +107,11 @@ def grid_spine_rs(T, N, Hv, dual=False):
     state columns), block x = (rank * Hv + hv) * (V / 64) + vb with the sequences ranked longest
     first (spine_rs._longest_first): the CTAs that read one head's Tu, K, q and pqk tiles (and the
     heads that share a key head's K and q) run side by side, so those tiles come from DRAM once and
-    from L2 after (with n slowest they were 256 CTAs apart at B=8: run 25, 1.7 GB read where 1.0 GB
-    is the data), and a long sequence starts in the first wave (run 92).  Dual: one CTA per
+    from L2 after (with n slowest they were 256 CTAs apart at B=8: 1.7 GB read where 1.0 GB is the
+    data), and a long sequence starts in the first wave.  Dual: one CTA per
     (sequence, value head) and Hv more: the longest sequence owns blocks [0, 2 Hv), which run it
     one chain per CTA where its chain is the call's critical path, else half of them run it as the
-    others and half exit (spine_rs._dual_block, run 96)."""
+    others and half exit (spine_rs._dual_block)."""
     if dual:
         return ((N + 1) * Hv, 1, 1)
     return (N * Hv * (HEAD_DIM_V // RS_SPINE_VBLOCK), 1, 1)
@@ -155,3 +155,68 @@ def grid_fused(T, N, Hv):
 
 def grid_fwd_o(T, N, Hv):
     return (chunk_slots(T, N), Hv, 1)
+
+
+# ----------------------------------------------------------------------------- the planner's C copies
+class _CExpr:
+    """An integer expression in Cython form: the functions above evaluated on these symbols (they
+    use only +, -, * and // on integers) give their formula, for the planner's nogil copies."""
+
+    def __init__(self, text):
+        self.text = text
+
+    def _op(self, other, op, reverse=False):
+        o = other.text if isinstance(other, _CExpr) else str(int(other))
+        a, b = (o, self.text) if reverse else (self.text, o)
+        return _CExpr(f"({a} {op} {b})")
+
+    def __add__(self, o):
+        return self._op(o, "+")
+
+    def __radd__(self, o):
+        return self._op(o, "+", True)
+
+    def __sub__(self, o):
+        return self._op(o, "-")
+
+    def __rsub__(self, o):
+        return self._op(o, "-", True)
+
+    def __mul__(self, o):
+        return self._op(o, "*")
+
+    def __rmul__(self, o):
+        return self._op(o, "*", True)
+
+    def __floordiv__(self, o):
+        return self._op(o, "//")
+
+    def __rfloordiv__(self, o):
+        return self._op(o, "//", True)
+
+
+def _c_text(x):
+    return x.text if isinstance(x, _CExpr) else str(int(x))
+
+
+def c_formulas_pxi() -> str:
+    """The planner's nogil copies of the functions it needs (pyx/gdn_prefill/plan.pxi includes the
+    result as plan_formulas.pxi, which setup.py generates): each C function returns its Python
+    function's formula, evaluated on symbols.  Every value they see is non-negative, where C's and
+    Python's integer division agree."""
+    T, N, Hv, sc = _CExpr("T"), _CExpr("N"), _CExpr("Hv"), _CExpr("sc")
+    wg1 = grid_spine_wgmma(T, N, Hv, 1)
+    funcs = (
+        ("_chunk_slots", "T, N", chunk_slots(T, N), "chunk_slots(T, N)"),
+        ("_segment_slots", "T, N, sc", segment_slots(T, N, sc), "segment_slots(T, N, sc)"),
+        ("_rs_ctas", "N, Hv", grid_spine_rs(T, N, Hv)[0], "grid_spine_rs(T, N, Hv)[0]: the solo and pair builds' CTAs"),
+        ("_wgmma_wg1_ctas", "N, Hv", wg1[0] * wg1[1] * wg1[2],
+         "grid_spine_wgmma(T, N, Hv, 1)'s CTAs: the 1-warpgroup build's"),
+    )
+    out = ["# Generated at build time from gdn_prefill/plan.py (c_formulas_pxi): do not edit.  The planner's",
+           "# nogil copies of plan.py's functions, each its Python function evaluated on symbols."]
+    for name, params, expr, doc in funcs:
+        args = ", ".join(f"int64_t {a.strip()}" for a in params.split(","))
+        out += ["", "", f"cdef inline int64_t {name}({args}) noexcept nogil:",
+                f'    """gdn_prefill.plan.{doc}."""', f"    return {_c_text(expr)}"]
+    return "\n".join(out) + "\n"

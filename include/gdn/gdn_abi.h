@@ -40,7 +40,7 @@
  * (cute_kernels/compose.py) */
 #define GDN_COMPOSE_COLS 8           /* one n8 tile of mma.sync m16n8k8 */
 /* the planner's cost model (pyx/gdn_prefill/plan.pxi _make_plan, explain()["plan"]): nanoseconds
- * fitted to measured runs (docs/PERFORMANCE.md, "The segmented plan"; benchmarks/results/run150-153, 158):
+ * fitted to measured calls (docs/PERFORMANCE.md, "The segmented plan"):
  *   WU_SM_NS       stage 1, one chunk of one head, SM-time (the device runs sms of them at once)
  *   CHAIN_NS       one chunk of the serial plan's solo chain (few CTAs on the device)
  *   SEG_CHAIN_NS   one chunk of a SEGMENT pass's chain (every SM busy)
@@ -84,13 +84,13 @@
  * [0, split) run first, then the spine on a library-owned high-priority stream beside recompute_wu's
  * slots [split, CB) on the caller's stream, which publish each (slot, head) in `ready`.
  * split = min(SLOTS, CB): the cost steps with the split's slot count, not its share; four is best
- * at every length (the sweeps of runs 40-132: docs/PERFORMANCE.md, "The overlap plan's split").
+ * at every length swept (docs/PERFORMANCE.md, "The overlap plan's split").
  * The spine's CTAs leave at least half of the device's SMs (queried) to the part they wait for; that
  * holds within one process calling from one stream, not when other streams or processes hold SMs,
  * which is why the plan is opt-in (docs/DESIGN.md §3). */
 #define GDN_OVERLAP_SPLIT_SLOTS 4
-/* fewer chunk slots: the serial plan (below 24 slots the overlap does not pay: run 79, 1x1K 46.5 ->
- * 50.6 us; at 17 slots level, run 132). */
+/* fewer chunk slots: the serial plan (below 24 slots the overlap does not pay: at 1x1K it is slower,
+ * 46.5 -> 50.6 us; at 17 slots the two are level). */
 #define GDN_OVERLAP_MIN_SLOTS 24
 #define GDN_NO_OVERLAP 2147483647    /* ready_from of the serial plan                 */
 

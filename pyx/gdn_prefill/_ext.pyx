@@ -1,10 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The typed entry point of gdn-prefill: validate -> pack -> launch.
 
-`gdn_prefill_raw` is the one implementation of every guard and of the launch
-sequence; the Python `prefill` / `explain` fill a gdn_problem_t from torch tensors
-and call it (or its planning half).  Nothing here reads device memory, so a call
-never synchronises with the host and can be captured in a CUDA graph.
+Every call is planned by one function, `_plan_call` (plan.pxi; docs/PLANNER.md): every
+guard, the spine, the plan, its launches, grids and workspace.  `gdn_prefill_raw` plans
+and launches; the Python `prefill` fills a gdn_problem_t from torch tensors and does the
+same, `explain` plans and reports.  Nothing here reads device memory, so a call never
+synchronises with the host and can be captured in a CUDA graph.
 """
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from cpython.exc cimport PyErr_Clear
@@ -27,9 +28,6 @@ _log = logging.getLogger("gdn_prefill")
 
 cdef enum:
     MSG_CAP = 512
-    NUM_SPINES = 3          # index by GDN_SPINE_*; 0 (auto) unused
-    NUM_LAYOUTS = 2
-    NUM_SPINE_WG = 2        # spine builds by warpgroups per CTA (index warpgroups - 1)
 
 # The module by concern, in definition order:
 include "variants.pxi"

@@ -148,7 +148,7 @@ cdef int _stream_of(int device, void **sp) except -1:
     """The current stream of `device`, as prefill() launches on it: torch's DLPack table
     (current_work_stream) when torch has one, else torch's raw-stream query (the one Triton's
     launcher uses, ~0.3 us; torch.cuda.current_stream(device) builds a Stream object: 3.6 us per
-    call on the H200, run 9)."""
+    call on the H200)."""
     if _torch is None:
         _torch_init()
     if _dl_on and _dl != NULL:
@@ -258,12 +258,12 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
 
 cdef object _run(gdn_problem_t *p, gdn_tensor_t *ws, object workspace, object stream, int device, void *sp,
                  int spine_code, int layout_code, str state_layout):
-    """prefill()'s call, its problem filled: on the tensors' device, plan once (validate, prepare,
-    _make_plan), allocate the plan's workspace when none was given, launch; returns the name of the
+    """prefill()'s call, its problem filled: on the tensors' device, plan once (_plan_call), allocate
+    the plan's workspace when none was given, launch; returns the name of the
     spine that ran."""
     cdef int cur = -1
     # the launches go to the current CUDA device: switch only when the tensors live elsewhere
-    # (torch's device context manager costs ~2.4 us per call on the H200, run 9)
+    # (torch's device context manager costs ~2.4 us per call on the H200)
     if cudaGetDevice(&cur) != 0:
         cudaGetLastError()
         cur = -1
@@ -280,7 +280,7 @@ cdef object _plan_and_launch(gdn_problem_t *p, gdn_tensor_t *ws, object workspac
     cdef plan_t plan
     cdef int64_t ws_bytes
     with nogil:
-        rc = _plan_call(p, spine_code, layout_code, &_NO_FORCE, &plan, msg)
+        rc = _plan_call(p, spine_code, layout_code, 0, &_NO_FORCE, True, &plan, NULL, msg)
     if rc != GDN_OK:
         if rc == GDN_ERR_SPINE:
             _log.warning("gdn_prefill: %s", msg.decode())
@@ -300,7 +300,7 @@ cdef object _plan_and_launch(gdn_problem_t *p, gdn_tensor_t *ws, object workspac
     if _SUMMARY:
         _log.info("gdn_prefill: spine=%s T=%d N=%d Hk=%d Hv=%d state=%s plan=%s grid(spine)=%s build=%s", name,
                   p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.q.shape[1], p.v.shape[1], state_layout,
-                  PLAN_NAMES[plan.kind], _plan_grids(p, &plan)[_spine_index(&plan)],
+                  PLAN_NAMES[plan.kind], _launch_grid(p, &plan, _spine_index(&plan)),
                   gdn_variant_name(plan.ids[_spine_index(&plan)]).decode())
     return name
 
@@ -331,7 +331,7 @@ cdef bint _merge_bt(gdn_tensor_t *t) noexcept nogil:
 
 # chunk_gated_delta_rule's workspaces, one per (device, stream), grown as calls need: calls on one
 # stream run in order, so each reuses the bytes of the last (prefill() allocates one per call:
-# ~13 us of host time on the H200, run 139).  Graph captures allocate their own (the graph's pool).
+# ~13 us of host time on the H200).  Graph captures allocate their own (the graph's pool).
 cdef dict _fla_workspaces = {}
 
 
@@ -392,6 +392,7 @@ def _segment_maps(q, k, v, g, beta, out, *, scale=None, bint use_qk_l2norm=False
     cdef gdn_problem_t p
     cdef gdn_tensor_t ws
     cdef plan_t plan
+    cdef plan_reasons_t reasons
     cdef plan_force_t force
     cdef int spine_code = 0, layout_code = 0, device, rc
     cdef void *sp = NULL
@@ -402,12 +403,9 @@ def _segment_maps(q, k, v, g, beta, out, *, scale=None, bint use_qk_l2norm=False
     device = _build(&p, q, k, v, g, beta, out, None, _whole_sequence(q), None, scale, use_qk_l2norm, DEVICES_CUDA,
                     NULL, None, None, None, None, False)
     force = _forced(0, 1, -1, -1, max(_cdiv(p.q.shape[0], GDN_CHUNK), 1))
-    rc = _prepare(&p, spine_code, layout_code, &plan.chosen, msg)
-    if rc != GDN_OK:
-        _raise(rc, msg)
-    if _fused_guard(&p, plan.chosen, layout_code, _sm_count(), msg) != GDN_OK:
-        return None, None, msg.decode()
-    rc = _make_plan(&p, plan.chosen, layout_code, _sm_count(), &force, &plan, msg)
+    rc = _plan_call(&p, spine_code, layout_code, 0, &force, True, &plan, &reasons, msg)
+    if plan.fused_rc > 0:
+        return None, None, reasons.fused.decode()        # the fused plans' guard rejects the call
     if rc != GDN_OK:
         _raise(rc, msg)
     _stream_of(device, &sp)
@@ -466,85 +464,6 @@ def _compose_maps(maps, states):
         _raise(rc, msg)
 
 
-cdef inline int _spine_index(const plan_t *plan) noexcept nogil:
-    """Which launch of the plan is its spine (the segmented plan's: the SEGMENT pass; the single
-    plan's: its one launch)."""
-    if plan.kind == PLAN_SINGLE:
-        return 0
-    return 3 if plan.kind == PLAN_SEGMENTED else 1
-
-
-cdef list _plan_grids(const gdn_problem_t *p, const plan_t *plan):
-    """The grid of each launch of a planned call (gdn_prefill.plan's grid functions, which the
-    kernels' launch functions call too)."""
-    T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
-    if plan.kind == PLAN_SINGLE:
-        return [_plan.grid_fused(T, N, Hv)]
-    wu = _plan.grid_recompute_wu(T, N, Hv)
-    if plan.kind == PLAN_UNFUSED:
-        spine = (_plan.grid_spine_wgmma(T, N, Hv, plan.warpgroups) if plan.chosen == GDN_SPINE_WGMMA
-                 else _plan.grid_spine_scalar(T, N, Hv))
-        return [wu, spine, _plan.grid_fwd_o(T, N, Hv)]
-    if plan.kind == PLAN_SEGMENTED:
-        seg = _plan.grid_spine_rs_segments(T, N, Hv, plan.seg_chunks)
-        return [wu, seg, _plan.grid_compose(N, Hv), seg]
-    return [wu, _plan.grid_spine_rs(T, N, Hv, plan.rs_build == RS_DUAL)]
-
-
-cdef dict _plan_report(const gdn_problem_t *p, const plan_t *plan, const char *fused_why, int state_layout, int sms):
-    """explain()'s "plan": the plan's name, its reason, the cost model's predictions, and why the
-    single plan runs or not ("single")."""
-    cdef char why[MSG_CAP]
-    T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
-    longest = int(plan.longest)
-    predicted = {}
-    if plan.serial_ns > 0:
-        predicted["serial"] = round(plan.serial_ns / 1000.0, 1)
-    if plan.segmented_ns > 0:
-        predicted["segmented"] = round(plan.segmented_ns / 1000.0, 1)
-    out = dict(name=PLAN_NAMES[plan.kind], predicted_us=predicted, longest_chunks=longest or None)
-    if plan.kind == PLAN_SINGLE:
-        out["single"] = "runs"
-    elif plan.kind == PLAN_UNFUSED:
-        out["single"] = "a fused plan: it does not run where the fused plans do not"
-    elif _single_variant(p, state_layout) < 0:
-        out["single"] = "its build is not compiled into this build"
-    elif not _single_rule(p, sms, why):
-        out["single"] = why.decode()
-    else:
-        out["single"] = "a forced plan runs instead"
-    if plan.kind == PLAN_SINGLE:
-        out["why"] = (f"{N} sequences of {p.max_seqlen} tokens (max_seqlen, N * max_seqlen == T), at most "
-                      f"{GDN_SINGLE_MAX_SEQLEN}, in {N * Hv} CTAs: {100 * N * Hv // sms} % of the {sms} SMs, within "
-                      f"[{GDN_SINGLE_MIN_CTAS_PCT} %, {GDN_SINGLE_MAX_WAVES} waves], where one kernel per (sequence, "
-                      f"head) beats the serial plan's two launches (gdn_abi.h GDN_SINGLE_*)")
-    elif plan.kind == PLAN_SEGMENTED:
-        nseg = -(-longest // plan.seg_chunks)
-        ctas = int(_plan.grid_spine_rs_segments(T, N, Hv, plan.seg_chunks)[0])
-        out.update(segments=nseg, segment_chunks=int(plan.seg_chunks), ctas=ctas,
-                   why=(f"the longest sequence ({longest} chunks) in {nseg} segments of {plan.seg_chunks} chunks "
-                        f"runs its chains side by side on {ctas} CTAs: predicted {predicted['segmented']} us "
-                        f"against the serial plan's {predicted['serial']} us"))
-    elif plan.kind == PLAN_UNFUSED:
-        out["why"] = f"the fused plans do not run: {fused_why.decode()}"
-    elif plan.kind == PLAN_OVERLAP:
-        out["why"] = "opted in (GDN_PREFILL_OVERLAP=1) and its rule applies (\"overlap\")"
-    elif longest == 0:
-        out["why"] = ("several sequences and no max_seqlen: their lengths are device values, so no sequence is "
-                      "split (pass max_seqlen to let the planner segment long ones)")
-    elif plan.segmented_ns > 0:
-        out["why"] = (f"the serial plan is predicted faster ({predicted['serial']} us) than the best segmented one "
-                      f"({predicted['segmented']} us, segments of {plan.seg_model_chunks} chunks)")
-    elif not _segmented_builds(p, state_layout):
-        out["why"] = "the segmented plan's builds are not compiled into this build"
-    else:
-        out["why"] = (f"no segmentation of the longest sequence ({longest} chunks) fits: at most "
-                      f"{GDN_SEG_MAX_CTAS} CTAs per pass"
-                      + (f", segments a multiple of the checkpoint interval ({p.checkpoint_chunks} chunks)"
-                         if p.checkpoint_chunks > 0 else ""))
-    return out
-
-
 def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
             state_layout="kv", scale=None, use_qk_l2norm=False, spine="auto",
             stream=None, workspace=None, checkpoint_every=None, checkpoints=None, initial_state=None,
@@ -569,10 +488,10 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     cdef gdn_problem_t p, pw
     cdef gdn_tensor_t ws
     cdef plan_t plan
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, s, sms
+    cdef plan_reasons_t reasons
+    cdef int spine_code = 0, layout_code = 0, rc, s, i
     cdef int64_t ws_bytes = 0
     cdef char msg[MSG_CAP]
-    cdef char why[MSG_CAP]
     if _torch is None:
         _torch_init()
     _codes(spine, state_layout, &spine_code, &layout_code)
@@ -584,27 +503,19 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
            DEVICES_ONE if check_device else DEVICES_ANY, &ws, workspace, checkpoints, checkpoint_every,
            initial_state, has_initial_state, max_seqlen)
-    rc = _validate(&p, layout_code, msg)
-    if rc != GDN_OK:
-        _raise(rc, msg)
-    spines = {}
-    for s in (GDN_SPINE_SCALAR, GDN_SPINE_WGMMA):
-        spines[SPINE_NAMES[s]] = "runs" if _spine_guard(&p, s, layout_code, why) == GDN_OK else why.decode()
-        if spines[SPINE_NAMES[s]] != "runs":
-            _log.debug("gdn_prefill: explain: spine %s rejected: %s", SPINE_NAMES[s], spines[SPINE_NAMES[s]])
-    rc = _choose(&p, spine_code, layout_code, &chosen, msg)
+    # prefill()'s planning call, off the device (no device check; without check_device, the SM count
+    # of an H100 / H200), with its reasons
+    rc = _plan_call(&p, spine_code, layout_code, 0 if check_device else GDN_SM_COUNT, &_NO_FORCE, False, &plan,
+                    &reasons, msg)
     if rc != GDN_OK:
         if rc == GDN_ERR_SPINE:
             _log.warning("gdn_prefill: %s", msg.decode())
         _raise(rc, msg)
-    sms = _sm_count() if check_device else GDN_SM_COUNT
-    rc = _make_plan(&p, chosen, layout_code, sms, &_NO_FORCE, &plan, msg)
-    if rc != GDN_OK:
-        _raise(rc, msg)
-    fused = "runs" if plan.kind != PLAN_UNFUSED else None
-    if fused is None:
-        _fused_guard(&p, chosen, layout_code, sms, why)
-        fused = why.decode()
+    spines = {}
+    for s in (GDN_SPINE_SCALAR, GDN_SPINE_WGMMA):
+        spines[SPINE_NAMES[s]] = reasons.spines[s].decode() or "runs"
+        if spines[SPINE_NAMES[s]] != "runs":
+            _log.debug("gdn_prefill: explain: spine %s rejected: %s", SPINE_NAMES[s], spines[SPINE_NAMES[s]])
     if workspace is not None:
         # prefill()'s workspace rules, on a copy (size for this plan, alignment, no shared bytes)
         ws_bytes = _workspace_size(&ws)
@@ -613,36 +524,34 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         if rc != GDN_OK:
             _raise(rc, msg)
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
-    cb = _plan.chunk_slots(T, N)
-    if plan.kind == PLAN_OVERLAP:
-        overlap = (f"runs: recompute_wu's chunk slots [0, {plan.split}) first, then the spine beside slots "
-                   f"[{plan.split}, {cb}) (library side stream; the first call inside a graph capture runs "
-                   "the serial plan)")
-    elif plan.kind == PLAN_UNFUSED:
-        overlap = "only the fused-output plan overlaps stage 1 with the spine"
-    elif plan.kind == PLAN_SEGMENTED or plan.kind == PLAN_SINGLE:
-        overlap = f"the {PLAN_NAMES[plan.kind]} plan runs instead"
-    elif cb < GDN_OVERLAP_MIN_SLOTS:
-        overlap = f"{cb} chunk slots: fewer than GDN_OVERLAP_MIN_SLOTS = {GDN_OVERLAP_MIN_SLOTS}"
-    elif not _overlap_fits(N, Hv, sms):
-        overlap = (f"the spine's {_rs_ctas(N, Hv)} CTAs would hold more than "
-                   f"half of the {sms} SMs that stage 1 needs beside it")
-    else:
-        overlap = OVERLAP_OFF
-    grids = _plan_grids(&p, &plan)
+    predicted = {}
+    if plan.serial_ns > 0:
+        predicted["serial"] = round(plan.serial_ns / 1000.0, 1)
+    if plan.segmented_ns > 0:
+        predicted["segmented"] = round(plan.segmented_ns / 1000.0, 1)
+    report = dict(name=PLAN_NAMES[plan.kind], predicted_us=predicted, longest_chunks=int(plan.longest) or None,
+                  single=reasons.single.decode())
+    if plan.kind == PLAN_SEGMENTED:
+        report.update(segments=int(_cdiv(plan.longest, plan.seg_chunks)), segment_chunks=int(plan.seg_chunks),
+                      ctas=int(_launch_grid(&p, &plan, _spine_index(&plan))[0]))
+    report["why"] = reasons.why.decode()
     from gdn_prefill import _manifest
+    kernels = []
+    for i in range(plan.n):
+        name = gdn_variant_name(plan.ids[i]).decode()
+        kernels.append(dict(name=name, grid=tuple(int(x) for x in _launch_grid(&p, &plan, i)),
+                            **_manifest.launch_info(name)))
     return {
         "spines": spines,
-        "chosen": SPINE_NAMES[chosen],
-        "plan": _plan_report(&p, &plan, why, layout_code, sms),
-        "fused_output": fused,
-        "kernels": [dict(name=gdn_variant_name(plan.ids[i]).decode(), grid=tuple(int(x) for x in grids[i]),
-                         **_manifest.launch_info(gdn_variant_name(plan.ids[i]).decode())) for i in range(plan.n)],
-        "workspace_bytes": int(_plan_bytes(&p, &plan)),
-        "chunk_slots": int(cb),
-        "overlap": overlap,
+        "chosen": SPINE_NAMES[plan.chosen],
+        "plan": report,
+        "fused_output": "runs" if plan.kind != PLAN_UNFUSED else reasons.fused.decode(),
+        "kernels": kernels,
+        "workspace_bytes": int(plan.workspace_bytes),
+        "chunk_slots": int(_chunk_slots(T, N)),
+        "overlap": reasons.overlap.decode(),
         "overlap_split": int(plan.split) if plan.kind == PLAN_OVERLAP else None,
-        "initial_state": ("zeros", "state (in place)", "initial_state")[_state_source(&p)],
+        "initial_state": ("zeros", "state (in place)", "initial_state")[p.state_in],
         "checkpoints": (f"every {p.checkpoint_chunks * GDN_CHUNK} tokens, up to {p.checkpoints.shape[1]} per "
                         "sequence, into the state pool" if p.checkpoint_chunks > 0 else None),
     }

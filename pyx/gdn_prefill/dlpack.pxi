@@ -4,7 +4,7 @@
 
 # ----------------------------------------------------------------------------- torch side
 # A tensor's metadata read through Python attributes (dim, dtype, data_ptr, shape, stride) costs
-# ~0.7 us per tensor (run 50: 6.0 us for nine, a fifth of prefill()'s host time).  torch >= 2.10
+# ~0.7 us per tensor (6.0 us for nine, a fifth of prefill()'s host time).  torch >= 2.10
 # exports DLPack's C exchange table on its tensor type (`__dlpack_c_exchange_api__`, DLPack 1.x):
 # dltensor_from_py_object_no_sync fills a borrowed DLTensor in C (no allocation, no reference
 # taken: valid while the caller holds the tensor, which it does for the whole call) and

@@ -32,6 +32,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_HEAD_DIM_K
         GDN_HEAD_DIM_V
         GDN_SCALAR_SPINE_VBLOCK
+        GDN_SCALAR_SPINE_THREADS
         GDN_WGMMA_SPINE_VBLOCK
         GDN_RS_SPINE_VBLOCK
         GDN_SM_COUNT

@@ -33,13 +33,7 @@ cdef plan_force_t _forced(int warpgroups, int fused, int rs_build, int64_t overl
 
 
 cdef tuple _stage_names(const plan_t *plan):
-    if plan.kind == PLAN_UNFUSED:
-        return ("recompute_wu", "spine", "fwd_o")
-    if plan.kind == PLAN_SEGMENTED:
-        return ("recompute_wu", "maps", "compose", "spine")
-    if plan.kind == PLAN_SINGLE:
-        return ("fused",)
-    return ("recompute_wu", "spine")
+    return tuple(_STAGE_NAMES[plan.stages[i]] for i in range(plan.n))
 
 
 def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None, str state_layout="kv",
@@ -48,7 +42,7 @@ def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None
     rs_build, seg_chunks) makes (what explain() lists for the rules, warpgroups 0, fused -1,
     rs_build -1 and seg_chunks 0)."""
     cdef gdn_problem_t p
-    cdef int spine_code = 0, layout_code = 0, chosen = 0, rc, i
+    cdef int spine_code = 0, layout_code = 0, rc, i
     cdef plan_t plan
     cdef plan_force_t force
     cdef char msg[MSG_CAP]
@@ -56,11 +50,7 @@ def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None
     force = _forced(warpgroups, fused, rs_build, -1, seg_chunks)
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, None, False, DEVICES_ANY, NULL, None,
            None, None, None, True, max_seqlen)
-    rc = _validate(&p, layout_code, msg)
-    if rc == GDN_OK:
-        rc = _choose(&p, spine_code, layout_code, &chosen, msg)
-    if rc == GDN_OK:
-        rc = _make_plan(&p, chosen, layout_code, _sm_count(), &force, &plan, msg)
+    rc = _plan_call(&p, spine_code, layout_code, 0, &force, False, &plan, NULL, msg)
     if rc != GDN_OK and rc != GDN_ERR_UNKNOWN_VARIANT:
         _raise(rc, msg)
     return [gdn_variant_name(plan.ids[i]).decode() if plan.ids[i] >= 0 else None for i in range(plan.n)]
@@ -90,6 +80,7 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     cdef gdn_problem_t p
     cdef int spine_code = 0, layout_code = 0, rc, i, n = 0, sms
     cdef plan_t plan
+    cdef plan_reasons_t reasons
     cdef plan_force_t force
     cdef int ids[MAX_LAUNCHES]
     cdef char msg[MSG_CAP]
@@ -107,12 +98,12 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     if force.seg_chunks > 0 and p.checkpoint_chunks > 0 and force.seg_chunks % p.checkpoint_chunks != 0:
         raise _errors.GdnArgumentError(f"seg_chunks: {force.seg_chunks} is not a multiple of the checkpoint "
                                        f"interval ({p.checkpoint_chunks} chunks)")
-    rc = _plan_call(&p, spine_code, layout_code, &force, &plan, msg)
+    rc = _plan_call(&p, spine_code, layout_code, sms, &force, True, &plan, &reasons, msg)
     if rc == GDN_OK and warpgroups != 0 and plan.chosen != GDN_SPINE_WGMMA:
         raise _errors.GdnArgumentError("warpgroups: only the wgmma spine has builds by warpgroups")
-    if force.fused >= 1 and plan.chosen != 0 and _fused_guard(&p, plan.chosen, layout_code, sms, msg) != GDN_OK:
+    if force.fused >= 1 and plan.fused_rc > 0:
         # a fused plan forced where its guard rejects the call: its reason, not a missing build
-        raise _errors.GdnSpineError(f"fused: {msg.decode()}")
+        raise _errors.GdnSpineError(f"fused: {reasons.fused.decode()}")
     if rc == GDN_OK:
         names = _stage_names(&plan)
         for stage in stages:

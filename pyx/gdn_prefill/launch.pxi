@@ -4,7 +4,7 @@
 
 # ----------------------------------------------------------------------------- plan + launch
 cdef inline int _state_source(const gdn_problem_t *p) noexcept nogil:
-    """gdn_problem_t.state_in of a validated problem (its one home: _prepare sets it, explain()
+    """gdn_problem_t.state_in of a validated problem (its one home: _derive sets it, explain()
     reports it): 0 zeros (has_initial_state=False, or no pool), 2 initial_state, 1 state in place."""
     if p.zero_initial:
         return 0
@@ -39,11 +39,10 @@ cdef void _empty_pool_view(gdn_tensor_t *t, int64_t Hv, int state_layout, int dt
     t.stride[3] = 1 if state_layout == GDN_STATE_KV else GDN_HEAD_DIM_K
 
 
-cdef int _prepare(gdn_problem_t *p, int spine, int state_layout, int *chosen, char *msg) noexcept nogil:
-    """Validate, derive the flags, switch a 'vk' pool to its logical S[k, v] view, choose the spine."""
-    cdef int rc = _validate(p, state_layout, msg)
-    if rc:
-        return rc
+cdef void _derive(gdn_problem_t *p, int state_layout) noexcept nogil:
+    """Prepare a validated problem for the kernels in place (_plan_call's step): the derived flags,
+    a 'vk' pool switched to its logical S[k, v] view, and well-formed views for the absent
+    tensors the kernels bind (pools, checkpoints, state_indices)."""
     p.has_state = 1 if p.state.rank != 0 else 0
     p.use_state_indices = 1 if p.state_indices.rank != 0 else 0
     p.state_in = _state_source(p)
@@ -68,11 +67,6 @@ cdef int _prepare(gdn_problem_t *p, int spine, int state_layout, int *chosen, ch
         p.state_indices.dtype = GDN_DTYPE_I32
         p.state_indices.shape[0] = p.cu_seqlens.shape[0] - 1
         p.state_indices.stride[0] = 1
-    if _device_major() != 9:
-        snprintf(msg, MSG_CAP, "device: the current CUDA device is not compute capability 9.x (Hopper); "
-                 "the kernels are compiled for sm_90a")
-        return GDN_ERR_ARGUMENT
-    return _choose(p, spine, state_layout, chosen, msg)
 
 
 cdef bint _row_aligned16(const gdn_tensor_t *t) noexcept nogil:
@@ -102,23 +96,9 @@ cdef bint _aligned16(const gdn_problem_t *p) noexcept nogil:
     return _unaligned16(p) == NULL
 
 
-cdef int _plan_call(gdn_problem_t *p, int spine, int state_layout, const plan_force_t *force, plan_t *plan,
-                    char *msg) noexcept nogil:
-    """Validate and prepare the problem in place (_prepare), then plan it (_make_plan) for the
-    current device: the one planning of a call, which the workspace, the launches and explain()
-    all read."""
-    cdef int chosen = 0
-    cdef int rc = _prepare(p, spine, state_layout, &chosen, msg)
-    if rc == GDN_OK:
-        rc = _make_plan(p, chosen, state_layout, _sm_count(), force, plan, msg)
-    if rc != GDN_OK:
-        plan.chosen = chosen
-    return rc
-
-
 cdef inline int64_t _plan_bytes(const gdn_problem_t *p, const plan_t *plan) noexcept nogil:
-    """The workspace bytes of a planned call."""
-    return _plan_workspace_bytes(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], plan.kind, plan.seg_chunks)
+    """The workspace bytes of a planned call (_make_plan sized it)."""
+    return plan.workspace_bytes
 
 
 cdef int _workspace_apart(const gdn_problem_t *p, uintptr_t lo, uintptr_t hi, char *msg) noexcept nogil:
@@ -207,7 +187,7 @@ cdef int _launch(const gdn_problem_t *p, const int *ids, int n, cudaStream_t str
 
 cdef int _execute(gdn_problem_t *p, const plan_t *plan, void *workspace, int64_t workspace_bytes,
                   cudaStream_t stream, char *msg) noexcept nogil:
-    """Bind the workspace and launch the planned call (p prepared by _plan_call)."""
+    """Bind the workspace and launch the planned call (p planned and prepared by _plan_call)."""
     cdef int rc = _bind_workspace(p, workspace, workspace_bytes, plan, msg)
     if rc != GDN_OK:
         return rc
@@ -224,7 +204,7 @@ cdef int gdn_prefill_raw(gdn_problem_t *problem, int spine, int state_layout,
     cdef plan_t plan
     cdef int rc
     local[0] = 0
-    rc = _plan_call(&p, spine, state_layout, &_NO_FORCE, &plan, local)
+    rc = _plan_call(&p, spine, state_layout, 0, &_NO_FORCE, True, &plan, NULL, local)
     if rc == GDN_OK:
         rc = _execute(&p, &plan, workspace, workspace_bytes, stream, local)
     if chosen_spine != NULL:

@@ -21,10 +21,11 @@
 # runs of two streams).  The one safe rule, that a CTA waits only on lower-indexed CTAs of its
 # own grid, is the fused single kernel's (docs/DESIGN.md).
 
-OVERLAP_OFF = ("off by default: its spine waits for a kernel on another stream, which the GPU does not "
-               "promise to schedule beside it when other streams or processes hold SMs (a hang under "
-               "concurrent streams); GDN_PREFILL_OVERLAP=1 opts in for a process that calls prefill from "
-               "one stream alone")
+cdef const char *_OVERLAP_OFF = (
+    "off by default: its spine waits for a kernel on another stream, which the GPU does not promise to "
+    "schedule beside it when other streams or processes hold SMs (a hang under concurrent streams); "
+    "GDN_PREFILL_OVERLAP=1 opts in for a process that calls prefill from one stream alone")
+OVERLAP_OFF = _OVERLAP_OFF.decode()
 
 cdef extern from "pthread.h" nogil:
     ctypedef struct pthread_mutex_t:
@@ -67,21 +68,33 @@ cdef bint _overlap_fits(int64_t N, int64_t Hv, int sms) noexcept nogil:
     return 2 * _rs_ctas(N, Hv) <= sms
 
 
-cdef int64_t _overlap_split(int64_t T, int64_t N, int64_t Hv, int sms) noexcept nogil:
-    """First chunk slot of stage 1's second part, or 0 for the serial plan: the rule's one home
-    (gdn_abi.h has the constants; tests call _overlap_split_rule)."""
+cdef int64_t _overlap_split(int64_t T, int64_t N, int64_t Hv, int sms, char *why) noexcept nogil:
+    """First chunk slot of stage 1's second part, or 0 for the serial plan (and, where why is not
+    NULL, the reason): the rule's one home (gdn_abi.h has the constants; tests call
+    _overlap_split_rule)."""
     cdef int64_t cb = _chunk_slots(T, N)
-    if not _overlap_fits(N, Hv, sms) or cb < GDN_OVERLAP_MIN_SLOTS:
+    if cb < GDN_OVERLAP_MIN_SLOTS:
+        if why != NULL:
+            snprintf(why, MSG_CAP, "%lld chunk slots: fewer than GDN_OVERLAP_MIN_SLOTS = %d", <long long>cb,
+                     GDN_OVERLAP_MIN_SLOTS)
+        return 0
+    if not _overlap_fits(N, Hv, sms):
+        if why != NULL:
+            snprintf(why, MSG_CAP, "the spine's %lld CTAs would hold more than half of the %d SMs that stage 1 "
+                     "needs beside it", <long long>_rs_ctas(N, Hv), sms)
         return 0
     return min(cb, GDN_OVERLAP_SPLIT_SLOTS)
 
 
-cdef int64_t _plan_split(const gdn_problem_t *p, int n_launches, int sms) noexcept nogil:
-    """The split the launcher uses for this (validated) problem: the rule for the fused plan
-    (n_launches == 2) when the process opted in (GDN_PREFILL_OVERLAP=1); 0 for the serial plan."""
-    if n_launches != 2 or not _overlap_enabled:
+cdef int64_t _plan_split(const gdn_problem_t *p, int sms, char *why) noexcept nogil:
+    """The split the fused plan runs this (validated) problem with: the rule's where the process
+    opted in (GDN_PREFILL_OVERLAP=1); 0 for the serial plan (and the reason, where why is not NULL)."""
+    cdef int64_t split = _overlap_split(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], sms, why)
+    if split > 0 and not _overlap_enabled:
+        if why != NULL:
+            snprintf(why, MSG_CAP, "%s", _OVERLAP_OFF)
         return 0
-    return _overlap_split(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], sms)
+    return split
 
 
 def _overlap_opt_in():
@@ -96,7 +109,7 @@ def _overlap_fits_rule(int64_t N, int64_t Hv, int sms):
 
 def _overlap_split_rule(int64_t T, int64_t N, int64_t Hv, int sms):
     """Test hook: the launcher's overlap rule (None: the serial plan)."""
-    cdef int64_t split = _overlap_split(T, N, Hv, sms)
+    cdef int64_t split = _overlap_split(T, N, Hv, sms, NULL)
     return int(split) if split > 0 else None
 
 

@@ -1,6 +1,13 @@
-# The planning rules: which spine, which build, which plan (the one home of each rule; plan.py has the grids).
+# The plan of a call: the one planning call (_plan_call) and every rule it applies: which spine, which
+# build, which plan, which launches with which grids, how much workspace, and the reasons explain()
+# shows.  Each rule has its home here (the overlap split's in overlap.pxi, the workspace's carving in
+# workspace.pxi); gdn_prefill/plan.py has the grid functions the kernels share; gdn_abi.h the constants.
 # (Included by _ext.pyx: one module, one namespace; the order of the includes is the order of
 # definition.)
+
+# _chunk_slots, _segment_slots, _rs_ctas, _wgmma_wg1_ctas: gdn_prefill/plan.py's functions, generated
+# at build time (plan.c_formulas_pxi, run by setup.py), so the planner and the kernels share each formula
+include "plan_formulas.pxi"
 
 cdef int _device_major() noexcept nogil:
     cdef int dev = 0, major = 0
@@ -21,7 +28,7 @@ cdef int _wgmma_warpgroups(int64_t N, int64_t Hv) noexcept nogil:
     than one CTA per SM: then halving the W/K L2 traffic pays), else 1 (the shortest per-chunk
     chain wins).  The header records the measured crossover.  Shapes only: no device query.
     """
-    if N * Hv * (GDN_HEAD_DIM_V // GDN_WGMMA_SPINE_VBLOCK) > GDN_WGMMA_WG1_MAX_CTAS:
+    if _wgmma_wg1_ctas(N, Hv) > GDN_WGMMA_WG1_MAX_CTAS:
         return 2
     return 1
 
@@ -47,18 +54,18 @@ cdef int _spine_variant(const gdn_problem_t *p, int spine, int state_layout, int
     return _v_spine[_state_type(p)][spine][state_layout][warpgroups - 1]
 
 
-cdef inline int64_t _rs_ctas(int64_t N, int64_t Hv) noexcept nogil:
-    """CTAs of the solo and pair builds' grid (one per SM while it runs): the C copy of
-    gdn_prefill.plan.grid_spine_rs, read by the build rule, the overlap guard and explain()."""
-    return N * Hv * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK)
-
-
 cdef int _rs_build(const gdn_problem_t *p, int sms) noexcept nogil:
     """The spine_rs_o build (RS_SOLO, RS_PAIR, RS_DUAL) the fused plan runs for this (validated)
-    problem (the rule's one home).  The pair wherever the opt-in overlap plan runs (stage 1's
-    second part shares the L2 with the spine, and the spine's CTAs must leave half of the SMs to
-    it); else _rs_serial_build.  No device query: sms is the caller's."""
-    if _plan_split(p, 2, sms) > 0:
+    problem under the rules (_rs_build_for at the overlap rule's split).  No device query: sms is
+    the caller's."""
+    return _rs_build_for(p, _plan_split(p, sms, NULL), sms)
+
+
+cdef inline int _rs_build_for(const gdn_problem_t *p, int64_t split, int sms) noexcept nogil:
+    """The pair rule (its one home): the pair build wherever the overlap plan runs (split > 0: stage
+    1's second part shares the L2 with the spine, and the spine's CTAs must leave half of the SMs to
+    it); else the serial plan's build (_rs_serial_build)."""
+    if split > 0:
         return RS_PAIR
     return _rs_serial_build(p, sms)
 
@@ -86,9 +93,7 @@ def _spine_rs_build(int64_t T, int64_t N, int64_t Hv, int sms=GDN_SM_COUNT, over
     p.v.shape[1] = Hv
     if overlap is None:
         return _RS_BUILDS[_rs_build(&p, sms)]
-    if overlap and _overlap_split(T, N, Hv, sms) > 0:
-        return _RS_BUILDS[RS_PAIR]
-    return _RS_BUILDS[_rs_serial_build(&p, sms)]
+    return _RS_BUILDS[_rs_build_for(&p, _overlap_split(T, N, Hv, sms, NULL) if overlap else 0, sms)]
 
 
 def _spine_wgmma_warpgroups(int64_t N, int64_t Hv):
@@ -161,9 +166,11 @@ cdef int _choose(const gdn_problem_t *p, int spine, int state_layout, int *chose
 
 
 # ----------------------------------------------------------------------------- the plan of a call
-# One home for every choice a call makes: _make_plan fills a plan_t once per call, from the
-# validated problem, the chosen spine and the SM count, and everything after reads it (the
-# workspace size and carving, the launches, explain()).  Nothing here reads device memory.
+# One planning call, _plan_call, serves every caller: gdn_prefill_raw and prefill() (then the
+# workspace and the launches read the plan), explain() (then the report reads it, reasons included),
+# the segment maps of gdn_prefill.distributed and the test / benchmark hooks (with forced choices).
+# It validates and prepares the problem, chooses the spine, and _make_plan applies the rules in
+# order; everything after reads the plan_t.  Nothing here reads device memory.
 cdef enum:
     PLAN_UNFUSED = 0        # recompute_wu, the spine (h, vnew), fwd_o
     PLAN_SERIAL = 1         # fused: recompute_wu (Tu, P), spine_rs_o (solo or dual)
@@ -173,6 +180,28 @@ cdef enum:
     MAX_LAUNCHES = 4
 
 PLAN_NAMES = ("unfused", "serial", "overlap", "segmented", "single")
+cdef const char *_PLAN_CNAMES[5]
+_PLAN_CNAMES[:] = [b"unfused", b"serial", b"overlap", b"segmented", b"single"]
+
+# a launch's stage (the names _launch_stages takes) and its grid (the gdn_prefill.plan function
+# that the kernel's launch function calls too: _launch_grid)
+cdef enum:
+    STAGE_WU = 0            # recompute_wu
+    STAGE_SPINE = 1         # the spine: the unfused plan's, spine_rs_o, the SEGMENT pass
+    STAGE_FWD_O = 2
+    STAGE_MAPS = 3          # the segmented plan's MAPS pass
+    STAGE_COMPOSE = 4
+    STAGE_FUSED = 5         # the single plan's one kernel
+    GRID_WU = 0             # grid_recompute_wu
+    GRID_SPINE_SCALAR = 1   # grid_spine_scalar
+    GRID_SPINE_WGMMA = 2    # grid_spine_wgmma at the plan's warpgroups
+    GRID_SPINE_RS = 3       # grid_spine_rs (dual: the plan's rs_build)
+    GRID_SEGMENTS = 4       # grid_spine_rs_segments at the plan's seg_chunks
+    GRID_COMPOSE = 5        # grid_compose
+    GRID_FWD_O = 6          # grid_fwd_o
+    GRID_FUSED = 7          # grid_fused
+
+_STAGE_NAMES = ("recompute_wu", "spine", "fwd_o", "maps", "compose", "fused")
 
 
 cdef struct plan_t:
@@ -180,6 +209,8 @@ cdef struct plan_t:
     int kind                # PLAN_*
     int n                   # launches, ids[0 .. n)
     int ids[MAX_LAUNCHES]   # their builds (launch-table ids)
+    int stages[MAX_LAUNCHES]    # their stages (STAGE_*)
+    int grids[MAX_LAUNCHES]     # their grids (GRID_*)
     int rs_build            # the fused plans' spine_rs_o build (RS_*)
     int warpgroups          # the unfused plan's wgmma spine build
     int64_t split           # PLAN_OVERLAP: stage 1's second part starts at this chunk slot
@@ -188,6 +219,17 @@ cdef struct plan_t:
     int64_t serial_ns       # the cost model's prediction for the serial plan (0: not modelled)
     int64_t segmented_ns    # ... for the segmented plan at seg_model_chunks (0: not feasible)
     int32_t seg_model_chunks    # the segment length segmented_ns prices (kept where the serial plan wins)
+    int fused_rc            # the fused plans' guard (_fused_guard): GDN_OK, its status, -1 not reached
+    int64_t workspace_bytes # the plan's workspace (_plan_workspace_bytes)
+
+
+cdef struct plan_reasons_t:
+    # what explain() shows, filled by _plan_call when asked (prefill and the raw entry never ask)
+    char spines[NUM_SPINES][MSG_CAP]    # per GDN_SPINE_*: why _spine_guard rejects it ("" : it runs)
+    char fused[MSG_CAP]     # why the fused plans do not run ("" : they do)
+    char single[MSG_CAP]    # the single plan: "runs" or why not
+    char overlap[MSG_CAP]   # the overlap plan: "runs: ..." or why not
+    char why[MSG_CAP]       # why this plan
 
 
 cdef struct plan_force_t:
@@ -234,7 +276,7 @@ cdef int64_t _segmented_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, in
     segment, in waves of CTAs; the composition's nseg - 2 steps; the SEGMENT pass (solo chains,
     GDN_MODEL_SEG_CHAIN_NS a chunk) over one segment, in waves; each pass's fixed cost.  CTAs: one
     sequence's exactly (2 nseg - 1 and 2 nseg per head), several sequences' by the grid's bound.
-    The passes add up (run 152's timeline: each launch starts its work as the one before ends)."""
+    The passes add up (measured timelines: each launch starts its work as the one before ends)."""
     cdef int64_t nseg = _cdiv(longest, sc)
     cdef int64_t seg = min(sc, longest)
     cdef int64_t maps_ctas, seg_ctas
@@ -242,7 +284,7 @@ cdef int64_t _segmented_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, in
         maps_ctas = (2 * nseg - 1) * Hv
         seg_ctas = 2 * nseg * Hv
     else:
-        maps_ctas = seg_ctas = plan_segment_slots(T, N, sc) * 2 * Hv
+        maps_ctas = seg_ctas = _segment_slots(T, N, sc) * 2 * Hv
     return (_stage1_ns(T, N, Hv, sms)
             + GDN_MODEL_PASS_NS + _cdiv(maps_ctas, max(sms, 1)) * seg * GDN_MODEL_MAPS_NS
             + max(nseg - 2, 0) * GDN_MODEL_COMPOSE_NS
@@ -262,17 +304,12 @@ cdef int32_t _choose_segments(const gdn_problem_t *p, int64_t longest, int sms, 
         sc = _cdiv(_cdiv(longest, nseg), unit) * unit
         if _cdiv(longest, sc) < 2 or sc > 0x7fffffff:
             continue
-        if plan_segment_slots(T, N, sc) * Hv * 2 > GDN_SEG_MAX_CTAS:
+        if _segment_slots(T, N, sc) * Hv * 2 > GDN_SEG_MAX_CTAS:
             continue                       # the workspace bound (gdn_workspace_bytes): at most this many CTAs
         t = _segmented_ns(T, N, Hv, longest, sc, sms)
         if best == 0 or t < best_ns[0]:
             best, best_ns[0] = <int32_t>sc, t
     return best
-
-
-cdef inline int64_t plan_segment_slots(int64_t T, int64_t N, int64_t sc) noexcept nogil:
-    """The C copy of gdn_prefill.plan.segment_slots."""
-    return (T // GDN_CHUNK + N) // sc + N
 
 
 cdef bint _segmented_builds(const gdn_problem_t *p, int state_layout) noexcept nogil:
@@ -317,21 +354,67 @@ def _single_plan_rule(int64_t T, int64_t N, int64_t Hv, int64_t max_seqlen, int 
     return None if _single_rule(&p, sms, why) else why.decode()
 
 
+cdef int _plan_call(gdn_problem_t *p, int spine, int state_layout, int sms, const plan_force_t *force,
+                    bint on_device, plan_t *plan, plan_reasons_t *reasons, char *msg) noexcept nogil:
+    """THE planning call: the plan of one call into `plan`, GDN_OK or the status and message of
+    the first rule the problem breaks.  In order: validate (_validate); prepare the problem for the
+    kernels in place (_derive: flags, logical views); on_device: the current device must be a
+    Hopper; the spine (_choose); then the plan (_make_plan) for `sms` SMs (0: the current device's,
+    _sm_count).  force: the rules (&_NO_FORCE) or the hooks' forced choices.  reasons: NULL, or
+    what explain() shows (each spine's guard, and _make_plan's reasons).  Nothing here reads
+    device memory, takes the GIL or launches."""
+    cdef int chosen = 0, rc, s
+    memset(plan, 0, sizeof(plan_t))
+    plan.fused_rc = -1
+    rc = _validate(p, state_layout, msg)
+    if rc != GDN_OK:
+        return rc
+    _derive(p, state_layout)
+    if on_device and _device_major() != 9:
+        snprintf(msg, MSG_CAP, "device: the current CUDA device is not compute capability 9.x (Hopper); "
+                 "the kernels are compiled for sm_90a")
+        return GDN_ERR_ARGUMENT
+    if reasons != NULL:
+        memset(reasons, 0, sizeof(plan_reasons_t))
+        for s in range(GDN_SPINE_SCALAR, GDN_SPINE_WGMMA + 1):
+            if _spine_guard(p, s, state_layout, reasons.spines[s]) == GDN_OK:
+                reasons.spines[s][0] = 0
+    rc = _choose(p, spine, state_layout, &chosen, msg)
+    if rc != GDN_OK:
+        return rc
+    return _make_plan(p, chosen, state_layout, sms if sms > 0 else _sm_count(), force, plan, reasons, msg)
+
+
+cdef inline void _add_launch(plan_t *plan, int vid, int stage, int grid) noexcept nogil:
+    plan.ids[plan.n] = vid
+    plan.stages[plan.n] = stage
+    plan.grids[plan.n] = grid
+    plan.n += 1
+
+
 cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sms, const plan_force_t *force,
-                    plan_t *plan, char *msg) noexcept nogil:
+                    plan_t *plan, plan_reasons_t *reasons, char *msg) noexcept nogil:
     """The plan of one validated call (chosen: its spine), into `plan`; the builds must be compiled
     in.  The rules, in order: the fused plans where _fused_guard allows (else the unfused plan);
-    among them the segmented plan where the cost model predicts it faster than the serial one
-    (longest sequence: the call's tokens, max_seqlen when given); else the opt-in overlap plan
-    where its rule applies; else the serial plan (solo or dual: _rs_serial_build).  Before them all,
-    the single plan where its rule applies (_single_rule)."""
+    among them first the single plan where its rule applies (_single_rule); else the segmented plan
+    where the cost model predicts it faster than the serial one (longest sequence: the call's
+    tokens, max_seqlen when given); else the opt-in overlap plan where its rule applies
+    (_plan_split); else the serial plan (solo or dual: _rs_serial_build).  Each plan's launches,
+    in order, with their builds, stages and grids, and its workspace.  reasons (may be NULL): why,
+    as explain() shows it."""
     cdef int64_t T = p.q.shape[0], N = p.cu_seqlens.shape[0] - 1, Hv = p.v.shape[1]
     cdef int a16 = 1 if _aligned16(p) else 0
     cdef int bbf16 = 1 if p.beta.dtype == GDN_DTYPE_BF16 else 0
     cdef int sdt = _state_type(p)
-    cdef int i, fused
+    cdef int i, fused, single_ok
     cdef int64_t seg_ns = 0
-    cdef char why[MSG_CAP]
+    cdef bint forced = force.seg_chunks >= 0 or force.split >= 0 or force.rs_build >= 0
+    cdef char scratch[MSG_CAP]
+    cdef char *fused_why = scratch
+    cdef char *single_why = scratch
+    cdef char *overlap_why = NULL
+    if reasons != NULL:
+        fused_why, single_why, overlap_why = &reasons.fused[0], &reasons.single[0], &reasons.overlap[0]
     memset(plan, 0, sizeof(plan_t))
     plan.chosen = chosen
     # the longest sequence: the call's tokens for one sequence; for several, the caller's max_seqlen
@@ -340,51 +423,58 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
         plan.longest = _cdiv(T, GDN_CHUNK)
     elif p.max_seqlen > 0:
         plan.longest = _cdiv(min(p.max_seqlen, T), GDN_CHUNK)
-    fused = force.fused if force.fused >= 0 else (1 if _fused_guard(p, chosen, state_layout, sms, why) == GDN_OK else 0)
+    plan.fused_rc = _fused_guard(p, chosen, state_layout, sms, fused_why)
+    fused = force.fused if force.fused >= 0 else (1 if plan.fused_rc == GDN_OK else 0)
     if not fused:
         plan.kind = PLAN_UNFUSED
         plan.warpgroups = force.warpgroups if force.warpgroups > 0 else _spine_warpgroups(p, chosen)
-        plan.n = 3
-        plan.ids[0] = _v_wu[bbf16][a16]
-        plan.ids[1] = _spine_variant(p, chosen, state_layout, plan.warpgroups)
-        plan.ids[2] = _v_fwd_o[a16]
+        _add_launch(plan, _v_wu[bbf16][a16], STAGE_WU, GRID_WU)
+        _add_launch(plan, _spine_variant(p, chosen, state_layout, plan.warpgroups), STAGE_SPINE,
+                    GRID_SPINE_WGMMA if chosen == GDN_SPINE_WGMMA else GRID_SPINE_SCALAR)
+        _add_launch(plan, _v_fwd_o[a16], STAGE_FWD_O, GRID_FWD_O)
+        if reasons != NULL:
+            snprintf(reasons.single, MSG_CAP, "a fused plan: it does not run where the fused plans do not")
+            snprintf(reasons.overlap, MSG_CAP, "only the fused-output plan overlaps stage 1 with the spine")
+            snprintf(reasons.why, MSG_CAP, "the fused plans do not run: %.480s", reasons.fused)
     else:
         plan.rs_build = _rs_serial_build(p, sms)
         plan.serial_ns = _serial_ns(T, N, Hv, plan.longest if plan.longest > 0 else _cdiv(T, GDN_CHUNK),
                                     plan.rs_build, sms)
-        if force.fused == 2 or (force.fused < 0 and force.seg_chunks < 0 and force.split < 0 and force.rs_build < 0
-                                and _single_variant(p, state_layout) >= 0 and _single_rule(p, sms, why)):
+        if _single_variant(p, state_layout) < 0:
+            single_ok = 0
+            snprintf(single_why, MSG_CAP, "its build is not compiled into this build")
+        else:
+            single_ok = _single_rule(p, sms, single_why)
+        if force.fused == 2 or (force.fused < 0 and not forced and single_ok):
             plan.kind = PLAN_SINGLE
-            plan.n = 1
-            plan.ids[0] = _single_variant(p, state_layout) if a16 and chosen == GDN_SPINE_WGMMA else -1
+            _add_launch(plan, _single_variant(p, state_layout) if a16 and chosen == GDN_SPINE_WGMMA else -1,
+                        STAGE_FUSED, GRID_FUSED)
         else:
             if force.seg_chunks > 0:
                 plan.seg_chunks = force.seg_chunks
                 plan.segmented_ns = _segmented_ns(T, N, Hv, plan.longest, force.seg_chunks, sms)
                 plan.seg_model_chunks = force.seg_chunks
-            elif (force.seg_chunks < 0 and force.split < 0 and force.rs_build < 0 and plan.longest > 1
-                  and _segmented_builds(p, state_layout)):
+            elif not forced and plan.longest > 1 and _segmented_builds(p, state_layout):
                 plan.seg_chunks = _choose_segments(p, plan.longest, sms, &seg_ns)
                 plan.segmented_ns = seg_ns
                 plan.seg_model_chunks = plan.seg_chunks
                 if plan.seg_chunks > 0 and seg_ns >= plan.serial_ns:
                     plan.seg_chunks = 0
-            plan.ids[0] = _v_wu_pqk[bbf16] if a16 else -1
+            _add_launch(plan, _v_wu_pqk[bbf16] if a16 else -1, STAGE_WU, GRID_WU)
             if plan.seg_chunks > 0:
                 plan.kind = PLAN_SEGMENTED
-                plan.n = 4
-                plan.ids[1] = _v_spine_maps[sdt][state_layout]
-                plan.ids[2] = _v_compose
-                plan.ids[3] = _v_spine_seg[sdt][state_layout]
+                _add_launch(plan, _v_spine_maps[sdt][state_layout], STAGE_MAPS, GRID_SEGMENTS)
+                _add_launch(plan, _v_compose, STAGE_COMPOSE, GRID_COMPOSE)
+                _add_launch(plan, _v_spine_seg[sdt][state_layout], STAGE_SPINE, GRID_SEGMENTS)
             else:
-                plan.split = force.split if force.split >= 0 else _plan_split(p, 2, sms)
+                plan.split = force.split if force.split >= 0 else _plan_split(p, sms, overlap_why)
                 plan.kind = PLAN_OVERLAP if plan.split > 0 else PLAN_SERIAL
-                if force.rs_build >= 0:
-                    plan.rs_build = force.rs_build
-                elif plan.split > 0:
-                    plan.rs_build = RS_PAIR
-                plan.n = 2
-                plan.ids[1] = _v_spine_o[sdt][state_layout][plan.rs_build] if a16 and chosen == GDN_SPINE_WGMMA else -1
+                plan.rs_build = force.rs_build if force.rs_build >= 0 else _rs_build_for(p, plan.split, sms)
+                _add_launch(plan, _v_spine_o[sdt][state_layout][plan.rs_build] if a16 and chosen == GDN_SPINE_WGMMA
+                            else -1, STAGE_SPINE, GRID_SPINE_RS)
+        if reasons != NULL:
+            _fused_reasons(p, plan, state_layout, sms, single_ok, reasons)
+    plan.workspace_bytes = _plan_workspace_bytes(T, N, Hv, plan.kind, plan.seg_chunks)
     for i in range(plan.n):
         if plan.ids[i] < 0:
             snprintf(msg, MSG_CAP, "build: launch %d of the %s plan's %d is not compiled into this build", i + 1,
@@ -393,5 +483,82 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
     return GDN_OK
 
 
-cdef const char *_PLAN_CNAMES[5]
-_PLAN_CNAMES[:] = [b"unfused", b"serial", b"overlap", b"segmented", b"single"]
+cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_layout, int sms, int single_ok,
+                         plan_reasons_t *r) noexcept nogil:
+    """explain()'s reasons for a fused plan (single, overlap, why), from the decisions _make_plan
+    made (its `single_ok`: the single plan's rule; r.overlap: the overlap rule's reason)."""
+    cdef int64_t T = p.q.shape[0], N = p.cu_seqlens.shape[0] - 1, Hv = p.v.shape[1]
+    cdef int64_t nseg
+    if plan.kind == PLAN_SINGLE:
+        snprintf(r.single, MSG_CAP, "runs")
+    elif single_ok:
+        snprintf(r.single, MSG_CAP, "a forced plan runs instead")
+    if plan.kind == PLAN_SINGLE or plan.kind == PLAN_SEGMENTED:
+        snprintf(r.overlap, MSG_CAP, "the %s plan runs instead", _PLAN_CNAMES[plan.kind])
+    elif plan.kind == PLAN_OVERLAP:
+        snprintf(r.overlap, MSG_CAP, "runs: recompute_wu's chunk slots [0, %lld) first, then the spine beside "
+                 "slots [%lld, %lld) (library side stream; the first call inside a graph capture runs the serial "
+                 "plan)", <long long>plan.split, <long long>plan.split, <long long>_chunk_slots(T, N))
+    if plan.kind == PLAN_SINGLE:
+        snprintf(r.why, MSG_CAP, "%lld sequences of %lld tokens (max_seqlen, N * max_seqlen == T), at most %d, in "
+                 "%lld CTAs: %lld %% of the %d SMs, within [%d %%, %d waves], where one kernel per (sequence, head) "
+                 "beats the serial plan's two launches (gdn_abi.h GDN_SINGLE_*)", <long long>N,
+                 <long long>p.max_seqlen, GDN_SINGLE_MAX_SEQLEN, <long long>(N * Hv),
+                 <long long>(100 * N * Hv // sms), sms, GDN_SINGLE_MIN_CTAS_PCT, GDN_SINGLE_MAX_WAVES)
+    elif plan.kind == PLAN_SEGMENTED:
+        nseg = _cdiv(plan.longest, plan.seg_chunks)
+        snprintf(r.why, MSG_CAP, "the longest sequence (%lld chunks) in %lld segments of %d chunks runs its chains "
+                 "side by side on %lld CTAs: predicted %.1f us against the serial plan's %.1f us",
+                 <long long>plan.longest, <long long>nseg, <int>plan.seg_chunks,
+                 <long long>(_segment_slots(T, N, plan.seg_chunks) * Hv * 2), plan.segmented_ns / 1000.0,
+                 plan.serial_ns / 1000.0)
+    elif plan.kind == PLAN_OVERLAP:
+        snprintf(r.why, MSG_CAP, "opted in (GDN_PREFILL_OVERLAP=1) and its rule applies (\"overlap\")")
+    elif plan.longest == 0:
+        snprintf(r.why, MSG_CAP, "several sequences and no max_seqlen: their lengths are device values, so no "
+                 "sequence is split (pass max_seqlen to let the planner segment long ones)")
+    elif plan.segmented_ns > 0:
+        snprintf(r.why, MSG_CAP, "the serial plan is predicted faster (%.1f us) than the best segmented one "
+                 "(%.1f us, segments of %d chunks)", plan.serial_ns / 1000.0, plan.segmented_ns / 1000.0,
+                 <int>plan.seg_model_chunks)
+    elif not _segmented_builds(p, state_layout):
+        snprintf(r.why, MSG_CAP, "the segmented plan's builds are not compiled into this build")
+    elif p.checkpoint_chunks > 0:
+        snprintf(r.why, MSG_CAP, "no segmentation of the longest sequence (%lld chunks) fits: at most %d CTAs per "
+                 "pass, segments a multiple of the checkpoint interval (%d chunks)", <long long>plan.longest,
+                 GDN_SEG_MAX_CTAS, <int>p.checkpoint_chunks)
+    else:
+        snprintf(r.why, MSG_CAP, "no segmentation of the longest sequence (%lld chunks) fits: at most %d CTAs per "
+                 "pass", <long long>plan.longest, GDN_SEG_MAX_CTAS)
+
+
+cdef tuple _launch_grid(const gdn_problem_t *p, const plan_t *plan, int i):
+    """The grid of launch i of a planned call: gdn_prefill.plan's function, which the kernel's launch
+    function calls too (so the plan and the kernel cannot disagree)."""
+    T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
+    g = plan.grids[i]
+    if g == GRID_WU:
+        return tuple(_plan.grid_recompute_wu(T, N, Hv))
+    if g == GRID_SPINE_SCALAR:
+        return tuple(_plan.grid_spine_scalar(T, N, Hv))
+    if g == GRID_SPINE_WGMMA:
+        return tuple(_plan.grid_spine_wgmma(T, N, Hv, plan.warpgroups))
+    if g == GRID_SPINE_RS:
+        return tuple(_plan.grid_spine_rs(T, N, Hv, plan.rs_build == RS_DUAL))
+    if g == GRID_SEGMENTS:
+        return tuple(_plan.grid_spine_rs_segments(T, N, Hv, plan.seg_chunks))
+    if g == GRID_COMPOSE:
+        return tuple(_plan.grid_compose(N, Hv))
+    if g == GRID_FWD_O:
+        return tuple(_plan.grid_fwd_o(T, N, Hv))
+    return tuple(_plan.grid_fused(T, N, Hv))
+
+
+cdef inline int _spine_index(const plan_t *plan) noexcept nogil:
+    """Which launch of the plan is its spine (the segmented plan's: the SEGMENT pass; the single
+    plan's: its one launch)."""
+    cdef int i
+    for i in range(plan.n):
+        if plan.stages[i] == STAGE_SPINE or plan.stages[i] == STAGE_FUSED:
+            return i
+    return 0

@@ -7,11 +7,6 @@ cdef inline int64_t _aligned(int64_t n) noexcept nogil:
     return (n + GDN_WORKSPACE_ALIGN_BYTES - 1) // GDN_WORKSPACE_ALIGN_BYTES * GDN_WORKSPACE_ALIGN_BYTES
 
 
-cdef inline int64_t _chunk_slots(int64_t T, int64_t N) noexcept nogil:
-    """The C copy of gdn_prefill.plan.chunk_slots: ceil(T / CHUNK) + N slots cover every chunk."""
-    return (T + GDN_CHUNK - 1) // GDN_CHUNK + N
-
-
 cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t Hv, int kind,
                     int32_t seg_chunks) noexcept nogil:
     """Lay one plan's workspace tensors out from `base` (NULL: only count); returns the bytes used.
@@ -23,7 +18,7 @@ cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t 
     1 x 65536, Hv = 32: 536 MiB against 2,585 MiB)."""
     cdef int64_t CB = _chunk_slots(T, N)
     cdef int64_t K = GDN_HEAD_DIM_K, V = GDN_HEAD_DIM_V
-    cdef int64_t M = plan_segment_slots(T, N, seg_chunks) if kind == PLAN_SEGMENTED else 0
+    cdef int64_t M = _segment_slots(T, N, seg_chunks) if kind == PLAN_SEGMENTED else 0
     cdef int64_t off = 0
     if kind == PLAN_SINGLE:
         base = NULL                                            # fused_prefill keeps it all on chip
@@ -95,11 +90,11 @@ cdef int64_t _plan_workspace_bytes(int64_t T, int64_t N, int64_t Hv, int kind, i
 cdef int64_t _segmented_extra_bound(int64_t T, int64_t N, int64_t Hv) noexcept nogil:
     """The most bytes the segmented plan's maps and seg_state take beyond the serial fused plan's
     workspace, over every segment length the planner may pick: M segment slots of 3 states of 64 KiB
-    per head, M Hv <= GDN_SEG_MAX_CTAS / 2 (_choose_segments) and M <= floor(T / CHUNK) + 2 N (one
+    per head, M Hv <= GDN_SEG_MAX_CTAS / 2 (_choose_segments) and M <= _segment_slots(T, N, 1) (one
     chunk per segment); none below two chunks of tokens (nothing to split)."""
     if T < 2 * GDN_CHUNK:
         return 0
-    cdef int64_t heads_slots = min(<int64_t>(GDN_SEG_MAX_CTAS // 2), Hv * (T // GDN_CHUNK + 2 * N))
+    cdef int64_t heads_slots = min(<int64_t>(GDN_SEG_MAX_CTAS // 2), Hv * _segment_slots(T, N, 1))
     return 3 * heads_slots * GDN_HEAD_DIM_K * GDN_HEAD_DIM_V * 4 + 2 * GDN_WORKSPACE_ALIGN_BYTES
 
 
