@@ -1,5 +1,6 @@
-"""The CPU-testable pieces of the issue 55 benchmark scripts: bench_fla_layout.py's inputs (the
-layouts it times, with equal values, and the copies the FLA layer makes of each)."""
+"""The CPU-testable pieces of two benchmark scripts (issue 55): bench_many_seqs.py's state floor
+column, and bench_fla_layout.py's inputs (the layouts it times, with equal values, and the copies
+the FLA layer makes of each)."""
 from __future__ import annotations
 
 import os
@@ -12,6 +13,25 @@ import torch
 from gdn_prefill import fla
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_state_floor_is_the_states_read_and_written_at_the_copy_rate(repo_script):
+    mod = repo_script("benchmarks/bench_many_seqs.py")
+    assert mod.state_bytes(1, 1) == 128 * 128 * 4
+    assert mod.state_bytes(1024, 4) == 1024 * 4 * 65536
+    # 1K sequences x 4 heads: 256 MiB of states, read and written (512 MiB of traffic) at 4.3 TB/s
+    assert mod.state_floor_us(1024, 4, 4.3) == pytest.approx(2 * 268435456 / 4.3e12 * 1e6)
+    assert mod.state_floor_us(1024, 4, 4.3) == pytest.approx(124.85, abs=0.01)
+    assert mod.state_floor_us(2048, 4, 4.3) == pytest.approx(2 * mod.state_floor_us(1024, 4, 4.3))
+
+
+def test_state_floor_column_in_the_table(repo_script):
+    mod = repo_script("benchmarks/bench_many_seqs.py")
+    rows = [dict(spine="wgmma", N=1024, T=4096, us=210.0, copy_tbps=4.3, state_floor_us=124.8),
+            dict(spine="wgmma: spine alone", N=131072, T=524288, us=900.0, copy_tbps=4.2, state_floor_us=15978.4)]
+    columns, lines = mod.table_lines(rows)
+    assert columns[-1] == "state floor us" and len(columns) == len(lines[0])
+    assert lines[0][-1] == "124.8" and lines[1][-1] == "15,978.4" and lines[1][1] == "131,072"
 
 
 def test_layout_script_inputs(repo_script):
