@@ -342,19 +342,27 @@ def test_packed_batch_with_cu_seqlens():
 
 
 def test_model_layout_is_copied_once_per_tensor():
-    """In the model, q, k and v reach the layer as views of the transposed convolution output:
-    explain_copies() names the three, and nothing else is copied."""
+    """In the model, q, k and v reach the layer as views of the convolution output: explain_copies()
+    names each whose last dim is not contiguous (all three where the convolution is transformers'
+    torch fallback, which writes [B, C, T]) and nothing else."""
     _hopper()
     model = tiny_model("qwen3_5")
-    seen: list[Optional[dict]] = []
+    seen: list[tuple[dict, set]] = []
     real = gdn_fla.chunk_gated_delta_rule
 
     def spy(*args, **kwargs):
-        seen.append(gdn_fla.explain_copies(*args, **kwargs))
+        strided = {n for n, t in zip("qkv", args[:3]) if t.stride(-1) != 1}
+        seen.append((gdn_fla.explain_copies(*args, **kwargs), strided))
         return real(*args, **kwargs)
     ids = prompts([3000])[0]
     with gdn_path("qwen3_5", "ours"):
         gdn_fla.chunk_gated_delta_rule = spy
         logits(model, ids)
-    assert len(seen) == 3 and all(set(s) == {"q", "k", "v"} for s in seen), seen
-    assert all("last dim has stride" in s["q"] for s in seen)
+    assert len(seen) == 3
+    for copies, strided in seen:
+        assert set(copies) == strided, (copies, strided)
+        assert all("last dim has stride" in copies[n] for n in strided)
+    try:
+        import causal_conv1d  # noqa: F401  (its kernel may write the output channels-last)
+    except ImportError:
+        assert all(strided == {"q", "k", "v"} for _, strided in seen)
