@@ -182,69 +182,75 @@ class _Call:
     """The layer's call, checked and planned on the host, nothing launched: the tensors prefill()
     reads, and `copies`, {argument: why it is copied or converted}.  `materialise()` makes them."""
 
+    __slots__ = ("output_final_state", "state_layout", "scale", "l2", "spine", "plan", "N", "tensors")
+
     def __init__(self, q: Any, k: Any, v: Any, g: Any, beta: Any, scale: Any, initial_state: Any,
                  output_final_state: Any, cu_seqlens: Any, use_qk_l2norm_in_kernel: Any, spine: Any,
                  kwargs: dict[str, Any]) -> None:
         import torch
 
         # prefill()'s rule for a tensor's kind, before this layer reshapes or copies the tensors
-        args: dict[str, Any] = dict(q=q, k=k, v=v, g=g, beta=beta)
-        for name, rank in _RANKS:
-            t = args[name]
+        for name, t, rank in (("q", q, 4), ("k", k, 4), ("v", v, 4), ("g", g, 3), ("beta", beta, 3)):
             _check_tensor(t, name)
             if t.dim() != rank:
                 raise GdnShapeError(f"{name}: must have {rank} dims ({'[B, T, H, D]' if rank == 4 else '[B, T, H]'}), "
                                     f"got {t.dim()}")
-        for name, opt in (("initial_state", initial_state), ("cu_seqlens", cu_seqlens)):
-            if opt is not None:
-                _check_tensor(opt, name)
+        if initial_state is not None:
+            _check_tensor(initial_state, "initial_state")
+        if cu_seqlens is not None:
+            _check_tensor(cu_seqlens, "cu_seqlens")
         self.output_final_state = _flag("output_final_state", output_final_state)
         _flag("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)
-        self.state_layout = "vk" if _keywords(kwargs, cu_seqlens is not None) else "kv"
+        self.state_layout = "vk" if kwargs and _keywords(kwargs, cu_seqlens is not None) else "kv"
         self.scale, self.l2, self.spine = scale, use_qk_l2norm_in_kernel, spine
         # {name: (why, dtype of the copy)}: the copies and conversions, made by materialise()
-        self.plan: dict[str, tuple[str, Any]] = {}
-        for name in ("q", "k", "v"):
-            why = _rows_why(args[name])
+        plan: dict[str, tuple[str, Any]] = {}
+        for name, t in (("q", q), ("k", k), ("v", v)):
+            why = _rows_why(t)
             if why is not None:
-                self.plan[name] = (why, args[name].dtype)
+                plan[name] = (why, t.dtype)
         if g.dtype != torch.float32:
             if not g.dtype.is_floating_point:
                 raise GdnDtypeError(f"g: dtype must be a floating-point type (read as float32), got {g.dtype}")
-            self.plan["g"] = (f"dtype {g.dtype}: converted to float32, the log-decay the kernels read", torch.float32)
-        for name in ("g", "beta"):
-            why = None if name in self.plan else _gates_why(args[name])
+            plan["g"] = (f"dtype {g.dtype}: converted to float32, the log-decay the kernels read", torch.float32)
+        else:
+            why = _gates_why(g)
             if why is not None:
-                self.plan[name] = (why, args[name].dtype)
-        B, T = q.shape[0], q.shape[1]
+                plan["g"] = (why, g.dtype)
+        why = _gates_why(beta)
+        if why is not None:
+            plan["beta"] = (why, beta.dtype)
+        shape = q.shape
         if cu_seqlens is not None:
-            if B != 1:
-                raise GdnShapeError(f"q: batch size must be 1 with cu_seqlens, got {B}")
+            if shape[0] != 1:
+                raise GdnShapeError(f"q: batch size must be 1 with cu_seqlens, got {shape[0]}")
             if cu_seqlens.dim() != 1:
                 raise GdnShapeError(f"cu_seqlens: must have 1 dim, got {cu_seqlens.dim()}")
             if cu_seqlens.dtype != torch.int32:
                 if cu_seqlens.dtype not in (torch.int64, torch.int16, torch.uint8, torch.int8):
                     raise GdnDtypeError(f"cu_seqlens: dtype must be an integer type, got {cu_seqlens.dtype}")
-                self.plan["cu_seqlens"] = (f"dtype {cu_seqlens.dtype}: converted to int32, the offsets the kernels "
-                                           "read", torch.int32)
+                plan["cu_seqlens"] = (f"dtype {cu_seqlens.dtype}: converted to int32, the offsets the kernels read",
+                                      torch.int32)
             else:
                 why = _offsets_why(cu_seqlens)
                 if why is not None:
-                    self.plan["cu_seqlens"] = (why, torch.int32)
+                    plan["cu_seqlens"] = (why, torch.int32)
             self.N = cu_seqlens.shape[0] - 1
         else:
-            cu_seqlens = _equal_lengths(B, T, q.device)
-            self.N = B
+            cu_seqlens = _equal_lengths(shape[0], shape[1], q.device)
+            self.N = shape[0]
         if initial_state is not None:
             if initial_state.dtype != torch.float32:
                 # the kernels read fp32 states (FLA converts too)
-                self.plan["initial_state"] = (f"dtype {initial_state.dtype}: converted to float32, the state the "
-                                              "kernels read", torch.float32)
+                plan["initial_state"] = (f"dtype {initial_state.dtype}: converted to float32, the state the kernels "
+                                         "read", torch.float32)
             elif initial_state.dim() == 4:
                 why = _state_why(initial_state)
                 if why is not None:
-                    self.plan["initial_state"] = (why, torch.float32)
-        self.tensors: dict[str, Any] = dict(args, initial_state=initial_state, cu_seqlens=cu_seqlens)
+                    plan["initial_state"] = (why, torch.float32)
+        self.plan = plan
+        self.tensors: dict[str, Any] = {"q": q, "k": k, "v": v, "g": g, "beta": beta, "initial_state": initial_state,
+                                        "cu_seqlens": cu_seqlens}
 
     @property
     def copies(self) -> dict[str, str]:
