@@ -347,8 +347,9 @@ def explain_copies(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, sca
     A layout copy names the rule the tensor breaks (last dim not contiguous, strides or base
     TMA cannot read, [B, T] dims that are no view of one, a state block that is not contiguous);
     a conversion names the dtype (g to float32, initial_state to float32, cu_seqlens to int32).
-    Raises what the call would raise.  The tensors may live on the CPU or be "meta" tensors
-    (their planned copies are allocated, not made).
+    Raises what the call would raise, the device rules aside: the tensors may live on the CPU or
+    be "meta" tensors, on one device (as for explain(); the planned copies are allocated there,
+    not made).
     """
     call = _Call(q, k, v, g, beta, scale, initial_state, output_final_state, cu_seqlens, use_qk_l2norm_in_kernel,
                  spine, kwargs)
