@@ -24,7 +24,7 @@ import sys
 
 from gdn_prefill import bench
 from gdn_prefill.bench import table_report
-from gdn_prefill.bench_cases import parse_count, parse_heads
+from gdn_prefill.bench.cases import parse_count, parse_heads
 
 LAYOUTS = ("contiguous", "projection", "conv")
 

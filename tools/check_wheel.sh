@@ -48,7 +48,8 @@ if len(sos) != 1:
     missing.append("gdn_prefill/_ext.*.so (found %r)" % sos)
 for f in ("_aot_manifest.json", "include/gdn/gdn_abi.h", "include/gdn/gdn_kernels.h", "_ext.pxd",
           "gdn_abi.pxd", "_ext.pyi", "py.typed", "__init__.py", "ops.py", "fla.py", "errors.py", "plan.py",
-          "_abi.py", "_manifest.py", "__main__.py", "bench/__init__.py", "bench/cases.py", "bench/report.py"):
+          "_abi.py", "_manifest.py", "__main__.py", "bench/__init__.py", "bench/cases.py", "bench/report.py",
+          "integrations/__init__.py", "integrations/transformers.py"):
     need("gdn_prefill/" + f)
 # every cubin of every variant, byte for byte the one the AOT build wrote (file names collide
 # across variants, so each variant has its own folder)
