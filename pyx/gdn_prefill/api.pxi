@@ -514,10 +514,10 @@ cdef dict _plan_report(const gdn_problem_t *p, const plan_t *plan, const char *f
     else:
         out["single"] = "a forced plan runs instead"
     if plan.kind == PLAN_SINGLE:
-        out["why"] = (f"{N} sequences of {p.max_seqlen} tokens (max_seqlen, N * max_seqlen == T), at most "
-                      f"{GDN_SINGLE_MAX_SEQLEN}, in {N * Hv} CTAs: {100 * N * Hv // sms} % of the {sms} SMs, within "
-                      f"[{GDN_SINGLE_MIN_CTAS_PCT} %, {GDN_SINGLE_MAX_WAVES} waves], where one kernel per (sequence, "
-                      f"head) beats the serial plan's two launches (gdn_abi.h GDN_SINGLE_*)")
+        out["why"] = (f"the longest sequence ({-(-p.max_seqlen // GDN_CHUNK)} chunks, max_seqlen) alone takes no longer "
+                      f"than the batch's {-(-T // GDN_CHUNK) * Hv} chunk-heads spread over the {sms} SMs, so one kernel "
+                      f"per (sequence, head) keeps them busy and beats the serial plan's two launches "
+                      f"(gdn_abi.h GDN_SINGLE_LAT_PCT)")
     elif plan.kind == PLAN_SEGMENTED:
         nseg = -(-longest // plan.seg_chunks)
         ctas = int(_plan.grid_spine_rs_segments(T, N, Hv, plan.seg_chunks)[0])
