@@ -12,11 +12,15 @@ the output and the states comes out (docs/DESIGN.md, section 1, for the math).  
                           O^T = c_i (bf16(S^T) Q^T) + bf16(Vnew^T) P^T
 
 Warp roles (Role), 512 threads, one CTA per SM; setmaxnreg moves registers from a launch bound
-of 128 per thread to the chains:
-- CHAIN (warpgroups 0, 1, CHAIN_REGS): state columns 0-63 and 64-127, spine_rs's chunk loop
-  with bf16(S^T) staged in shared memory as the A of G1 and G2 (in registers the chains need
-  224, which the CTA cannot give two of them beside the role), and each chunk's output staged
-  in the next chunk's V region (no buffers of its own: the shared memory is full).  A sequence's partial last chunk they store themselves.
+of 128 per thread to the chains (192 / 104 / 24):
+- CHAIN (warpgroups 0, 1, CHAIN_REGS): state columns 0-63 and 64-127.  Every MMA takes its A
+  operand from registers (rS = bf16(S^T) for G1 and G2), and each group of a chunk's MMAs is
+  waited before the next group is formed, so that S^T, rS and two 64 x 64 accumulators are all
+  that is live: ptxas then keeps each MMA's k-steps in flight.  The two chains take turns to
+  issue (ORDER barriers): one forms its next operands while the other's MMAs run.  Each chunk's
+  output is staged in the chunk's own V region, read into registers at the chunk's start (no
+  buffers of its own: the shared memory is full).  A sequence's partial last chunk they store
+  themselves.
 - INTRA (warpgroup 2, INTRA_REGS): intra_chunk's phases, in order over the chunks, one ahead of
   the chains.
 - LOAD (warp 12): the TMA loads of K and q (KQ ring) and of V (VT ring).
@@ -26,13 +30,13 @@ of 128 per thread to the chains:
 - STORE (warp 15): the output's TMA stores of full chunks.
 
 Two rings, because K and q live longer than the rest:
-- KQ (KQ_SLOTS): K, q (TMA) and P (the role) of chunk i.  The role reads K, q in chunk i and
-  the chains read K, q, P in their chunk i and P again in chunk i + 1 (G4 trails a chunk).
-  full: the TMA bytes; empty: the role, the norm warps, the chains (their epilogue of chunk i).
+- KQ (KQ_SLOTS): K, q (TMA) and P (the role) of chunk i.  The role reads K, q in chunk i, the
+  chains K, q, P in theirs.  full: the TMA bytes; empty: the role, the norm warps, the chains
+  (at the end of their chunk i).
 - VT (VT_SLOTS): V (TMA), Tu (the role) and the table (the norm warps) of chunk i; the chains
-  then stage chunk i - 1's output in its V region.  full: the V bytes, the role's threads,
-  the norm threads; empty: the chains' threads at the end of their chunk i and the store warp
-  once it has read the output staged there (its first arrival, for a chunk -1, before its loop).
+  then stage chunk i's output in its V region.  full: the V bytes, the role's threads, the norm
+  threads; empty: the chains' threads at the end of their chunk i and the store warp once it has
+  read the output staged there.
 Every arrival is a thread's own (an mbarrier arrive orders only the arriving thread's accesses)
 except the store warp's, which follows its bulk wait.
 
@@ -82,7 +86,8 @@ class Barrier(enum.IntEnum):
     INTRA = intra_chunk.Barrier.INTRA     # the role's warpgroup (intra_chunk's phases use it)
     CHAINS = 2                  # both chain warpgroups: a partial chunk's zeroed rows
     NORMS = 3                   # the two norm warps: the chunk's gate rows complete
-    STAGED_S = 4                # + wg: chain warpgroup wg's bf16(S^T) staged
+    CHAIN_WG = 4                # + wg: chain warpgroup wg (a partial chunk's staged output)
+    ORDER = 6                   # + wg: chain warpgroup wg's turn to issue its MMAs
 
 
 class Bar(enum.IntEnum):
@@ -110,11 +115,10 @@ class FusedPrefill:
     """One CTA per (sequence, value head); see the module docstring."""
 
     THREADS = 512
-    CHAIN_REGS = 176            # bf16(S^T) staged in shared memory; ptxas serialises each chain's
-                                # wgmmas here (at 192 it keeps their pipeline, but then the role has
-                                # 104 and spills: slower, docs/PERFORMANCE.md)
-    INTRA_REGS = 128            # the role's phases spill-free
-    IO_REGS = 32                # loads, row norms one row per lane, the scan and the table, stores
+    CHAIN_REGS = 192            # S^T, rS and two 64 x 64 accumulators: at 184 and below ptxas waits
+                                # for every wgmma k-step (no pipeline), 4-11 % slower (PERFORMANCE.md)
+    INTRA_REGS = 104            # the role's phases spill-free
+    IO_REGS = 24                # loads, row norms one row per lane, the scan and the table, stores
     LAUNCH_REGS = 64 * 1024 // THREADS
     NORM_THREADS = 64
     # arrivals on each barrier (module docstring)
@@ -145,7 +149,7 @@ class FusedPrefill:
     def _tiles(self) -> dict[str, int]:
         """bf16 elements of each tile, in storage order (each 1024-aligned)."""
         return {"sk": KQ_SLOTS * C * DK, "sq": KQ_SLOTS * C * DK, "sp": KQ_SLOTS * C * C,
-                "sv": VT_SLOTS * CHAINS * C * VB, "st": VT_SLOTS * C * C, "ss": CHAINS * VB * DK}
+                "sv": VT_SLOTS * CHAINS * C * VB, "st": VT_SLOTS * C * C}
 
     def _small(self) -> dict[str, tuple[int, int]]:
         """(bytes, alignment) of the fields after the tiles, in storage order."""
@@ -188,8 +192,7 @@ class FusedPrefill:
         tu = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, (VB, C, C), BFloat16, VT_SLOTS)
         atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, BFloat16)
         v = cute.tile_to_shape(atom, (C, VB, VT_SLOTS * CHAINS), order=(0, 1, 2))
-        s = sm90_utils.make_smem_layout_a(LayoutEnum.ROW_MAJOR, t1, BFloat16, CHAINS)
-        lay = dict(sk=k_mn, skk=kk, sq=kk, sp=t4, sv=v, st=tu, ss=s)
+        lay = dict(sk=k_mn, skk=kk, sq=kk, sp=t4, sv=v, st=tu)
         for name, n in self._tiles().items():
             assert cute.cosize(lay[name]) == n, name
         return lay
@@ -236,7 +239,7 @@ class FusedPrefill:
         def view(field, name):
             return getattr(storage, field).get_tensor(lay[name].outer, swizzle=lay[name].inner)
         t = dict(sK=view("sk", "sk"), sKk=view("sk", "skk"), sQ=view("sq", "sq"), sP=view("sp", "sp"),
-                 sV=view("sv", "sv"), sT=view("st", "st"), sS=view("ss", "ss"))
+                 sV=view("sv", "sv"), sT=view("st", "st"))
         t["sV_vj"] = storage.sv.get_tensor(cute.select(lay["sv"], mode=[1, 0, 2]).outer, swizzle=lay["sv"].inner)
         bars = storage.bars.data_ptr()
         if warp == Role.LOAD:
@@ -399,26 +402,22 @@ class FusedPrefill:
 
     @cute.jit
     def stores(self, bars, t, tma_o, mO, out: cute.Tensor, bos: Int32, eos: Int32, nch: Int32, hv: Int32):
-        """Chunk c's output of chain wg, staged in the V region of VT slot (c + 1) % VT_SLOTS (once
+        """Chunk c's output of chain wg, staged in the V region of its own VT slot c % VT_SLOTS (once
         its four warps have arrived on OSTAGED[(c % VT_SLOTS) CHAINS + wg]) -> rows t0 .. t0 + L,
         columns 64 wg .. of out by one TMA store; once the stores have read the slot, its arrival
-        on VT_EMPTY lets the slot be refilled.  The slot of chunk 0 holds no output: its arrival
-        comes before the loop.  A sequence's partial last chunk the chains store themselves
-        (epilogue): its rows >= L are the next sequence's, and this warp's registers do not hold
-        the row addresses of its thread stores."""
+        on VT_EMPTY lets the slot be refilled.  A sequence's partial last chunk the chains store
+        themselves (epilogue): its rows >= L are the next sequence's, and this warp's registers do
+        not hold the row addresses of its thread stores."""
         lane = cute.arch.lane_idx()
         mO_h = mO[None, None, hv]
-        if lane == 0:
-            cute.arch.mbarrier_arrive(bars + Bar.VT_EMPTY)
         for c in cutlass.range(nch, unroll=1):
             t0 = bos + c * C
             L = cutlass.min(eos - t0, C)
-            s = (c + 1) % VT_SLOTS
+            s = c % VT_SLOTS
             for wg in cutlass.range_constexpr(CHAINS):
-                vs = s * CHAINS + wg
-                cute.arch.mbarrier_wait(bars + Bar.OSTAGED + (c % VT_SLOTS) * CHAINS + wg, (c // VT_SLOTS) % 2)
+                cute.arch.mbarrier_wait(bars + Bar.OSTAGED + s * CHAINS + wg, (c // VT_SLOTS) % 2)
                 if L >= C:      # a partial (last) chunk's rows the chains have stored (epilogue)
-                    tma.store(tma_o, t["sV"][None, None, vs], tma.gmem_tile(mO_h, (t0, wg * VB), (C, VB)))
+                    tma.store(tma_o, t["sV"][None, None, s * CHAINS + wg], tma.gmem_tile(mO_h, (t0, wg * VB), (C, VB)))
             cute.arch.cp_async_bulk_wait_group(0, read=True)
             cute.arch.sync_warp()
             if lane == 0:
@@ -494,37 +493,45 @@ class FusedPrefill:
 
     # ------------------------------------------------------------------ the chains
     @cute.jit
+    def _turn(self, wg):
+        """Wait for this chain warpgroup's turn to issue (ordered issue: the chains alternate)."""
+        cute.arch.barrier(barrier_id=Barrier.ORDER + wg, number_of_threads=2 * 128)
+
+    @cute.jit
+    def _pass(self, wg):
+        """Give the turn to the other chain warpgroup."""
+        cute.arch.barrier_arrive(barrier_id=Barrier.ORDER + 1 - wg, number_of_threads=2 * 128)
+
+    @cute.jit
     def chain(self, bars, storage, t, ltid: Int32, wg: Int32, n: Int32, hv: Int32, slot: Int32, bos: Int32,
               eos: Int32, nch: Int32, state: cute.Tensor, has_state: Int32, checkpoints: cute.Tensor,
               checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32, out: cute.Tensor):
         """Chain warpgroup wg: S^T of state columns 64 wg .. 64 wg + 63 through the sequence and their
-        output, spine_rs's chunk loop (its module docstring) on the two rings: K, q, P of chunk i in
-        KQ slot i % KQ_SLOTS (P of chunk i - 1 one slot back), V, Tu and the table in VT slot
-        i % VT_SLOTS, bf16(S^T) staged in sS[wg] for G1 and G2, chunk i - 1's output staged in
-        chunk i's V region."""
+        output.  Per chunk i (K, q, P in KQ slot i % KQ_SLOTS; V, Tu and the table in VT slot
+        i % VT_SLOTS), every MMA's A operand in registers:
+            rS = bf16(S^T); G1 Z = rS K^T and G2 Y = rS Q^T; S^T *= exp(g_last)
+            Y'^T from Z and V^T (chain.y_t); G1b Vnew^T = Y'^T Tu^T; O^T = c Y
+            G4 O^T += bf16(Vnew^T) P^T; G3 S^T += bf16(Vnew^T coef) K
+        then chunk i's output, staged in its own V region (read into registers at the chunk's start),
+        for the store warp.  Each group of MMAs is waited before the next is formed, so that no more
+        than two 64 x 64 accumulators and rS are live beside S^T (CHAIN_REGS)."""
         col0 = wg * VB
         sTab, sBt = self._tables(storage)
-        sS1 = t["sS"][None, None, wg]
         mma_n64, mma_s = chain.tiled_mmas()
-        mma_a = sm90_utils.make_trivial_tiled_mma(BFloat16, BFloat16, OperandMajorMode.K, OperandMajorMode.K,
-                                                  Float32, (1, 1, 1), tiler_mn=(VB, C))
         thr_n = mma_n64.get_slice(ltid)
         thr_s = mma_s.get_slice(ltid)
-        thr_a = mma_a.get_slice(ltid)
         tKkb = thr_n.make_fragment_B(thr_n.partition_B(t["sKk"]))
         tQb = thr_n.make_fragment_B(thr_n.partition_B(t["sQ"]))
         tTb = thr_n.make_fragment_B(thr_n.partition_B(t["sT"]))
         tPqb = thr_n.make_fragment_B(thr_n.partition_B(t["sP"]))
         tKb = thr_s.make_fragment_B(thr_s.partition_B(t["sK"]))
-        tSa = thr_a.make_fragment_A(thr_a.partition_A(sS1))
         accSt = cute.make_rmem_tensor(thr_s.partition_shape_C((VB, DK)), Float32)
         accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, C)), Float32)
         accY = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, C)), Float32)
-        st_s = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16),
-                                      mma_s).get_slice(ltid)
-        tSs = st_s.partition_D(sS1)
+        rS = cute.make_rmem_tensor_like(accSt, BFloat16)
         rP = cute.make_rmem_tensor_like(accX, BFloat16)
         rV = cute.make_rmem_tensor_like(accX, BFloat16)
+        tSa = cute.make_tensor(rS.iterator, chain.acc_as_a_layout(accSt.layout, DK // 16))
         tPa = cute.make_tensor(rP.iterator, chain.acc_as_a_layout(accX.layout, C // 16))
         tVa = cute.make_tensor(rV.iterator, chain.acc_as_a_layout(accX.layout, C // 16))
         tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))
@@ -542,8 +549,8 @@ class FusedPrefill:
         gSt = chain.transposed_block(state, slot, hv, col0)
         state_pool.load(accSt, tScS, gSt, chain.transposed_block(initial_state, slot, hv, col0), state_in)
         mma_s.set(warpgroup.Field.ACCUMULATE, True)
-        accY.fill(0.0)                  # chunk 0's G4 (of a chunk -1) reads these; G2 overwrites it
-        rV.fill(0.0)
+        if wg == 1:
+            self._pass(wg)              # chain 0 issues first
         seg = state_pool.segment_chunks(nch, checkpoint_chunks)
         for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
             i_end = cutlass.min((sg + 1) * seg, nch)
@@ -556,75 +563,62 @@ class FusedPrefill:
                 cute.arch.mbarrier_wait(bars + Bar.VT_FULL + sb, (i // VT_SLOTS) % 2)
                 if L < C:
                     chain.zero_tail(t["sK"], sV_vj, L, ltid, wg, CHAINS, sa, CHAINS, Barrier.CHAINS, vs=sb)
-                # G1: Z = bf16(S^T) K^T, bf16(S^T) staged in sS[wg] first
-                rS = cute.make_rmem_tensor_like(accSt, BFloat16)
+                # G1, G2 on rS = bf16(S^T); then S^T's decay (rS is a copy)
                 rS.store(accSt.load().to(BFloat16))
-                cute.copy(st_s, st_s.retile(rS), tSs)
-                cute.arch.fence_proxy("async.shared", space="cta")
-                cute.arch.barrier(barrier_id=Barrier.STAGED_S + wg, number_of_threads=128)
-                chain.issue(mma_a, accX, tSa, tKkb, sa, True)
+                self._turn(wg)
+                chain.issue(mma_n64, accX, tSa, tKkb, sa, True)
+                chain.issue(mma_n64, accY, tSa, tQb, sa, True)
+                self._pass(wg)
                 decay = sTab[rs.TAB_GL, sb]
                 for e in cutlass.range_constexpr(cute.size(accSt)):
                     accSt[e] = accSt[e] * decay
-                # G4 of chunk i - 1 (chunk 0: on zeros, overwritten by G2)
-                ps = cutlass.select_(i > 0, (i + KQ_SLOTS - 1) % KQ_SLOTS, sa)
-                mma_n64.set(warpgroup.Field.ACCUMULATE, True)
-                for kb in cutlass.range_constexpr(cute.size(tVa, mode=[2])):
-                    cute.gemm(mma_n64, accY, tVa[None, None, kb], tPqb[None, None, kb, ps], accY)
-                warpgroup.commit_group()
+                warpgroup.wait_group(0)           # G1, G2: rS is free
                 cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, sb * CHAINS + wg]), rVt_cv)
-                warpgroup.wait_group(1)           # G1
                 chain.y_t(rP, rVt, accX, sTab, sBt, tXc, sb, sb)
+                self._turn(wg)
                 chain.issue(mma_n64, accX, tPa, tTb, sb, True)     # G1b
-                warpgroup.wait_group(1)           # G4 of chunk i - 1
-                if i > 0:
-                    rO.store(accY_cv.load().to(BFloat16))
-                    self.epilogue(bars, i - 1, ltid, wg, rO, st_o, sV_vj, sb)
-                chain.issue(mma_a, accY, tSa, tQb, sa, True)       # G2
-                warpgroup.wait_group(1)           # G1b
-                chain.vnew(rV, rP, accX, sTab, tXc, L, sb)
-                chain.issue(mma_s, accSt, tPa, tKb, sa, False)     # G3
-                warpgroup.wait_group(1)           # G2
+                self._pass(wg)
                 for e in cutlass.range_constexpr(cute.size(accY)):
                     accY[e] = accY[e] * sTab[rs.TAB_C + tXc[e][1], sb]
+                warpgroup.wait_group(0)           # G1b
+                chain.vnew(rV, rP, accX, sTab, tXc, L, sb)
+                self._turn(wg)
+                mma_n64.set(warpgroup.Field.ACCUMULATE, True)
+                chain.issue(mma_n64, accY, tVa, tPqb, sa, False)   # G4
+                chain.issue(mma_s, accSt, tPa, tKb, sa, False)     # G3
+                self._pass(wg)
+                warpgroup.wait_group(1)           # G4: chunk i's output
+                rO.store(accY_cv.load().to(BFloat16))
+                self.epilogue(bars, i, ltid, wg, rO, st_o, sV_vj, sb, out=out, sV=t["sV"], hv=hv, t0=t0, L=L)
                 warpgroup.wait_group(0)           # G3
-                # this thread is done with VT slot sb: V, Tu, the table (chunk i - 1's output staged
-                # there is the store warp's to release)
+                # this thread is done with KQ slot sa (K, q, P) and VT slot sb (V, Tu, the table; its
+                # output staged there is the store warp's to release)
+                cute.arch.mbarrier_arrive(bars + Bar.KQ_EMPTY + sa)
                 cute.arch.mbarrier_arrive(bars + Bar.VT_EMPTY + sb)
             ck = state_pool.checkpoint_slot_after(i_end - 1, nch, n, checkpoints, checkpoint_chunks)
             if ck >= 0:
                 state_pool.store(accSt, tScS, chain.transposed_block(state, ck, hv, col0))
-        if nch > 0:
-            mma_n64.set(warpgroup.Field.ACCUMULATE, True)
-            chain.issue(mma_n64, accY, tVa, tPqb, (nch - 1) % KQ_SLOTS, False)     # the last G4
-            warpgroup.wait_group(0)
-            rO.store(accY_cv.load().to(BFloat16))
-            # staged in VT slot nch % VT_SLOTS once chunk nch - VT_SLOTS has left it
-            sb = nch % VT_SLOTS
-            _wait_free(bars, Bar.VT_EMPTY, VT_SLOTS, nch)
-            self.epilogue(bars, nch - 1, ltid, wg, rO, st_o, sV_vj, sb, out=out, sV=t["sV"], hv=hv,
-                          t0=bos + (nch - 1) * C, L=eos - bos - (nch - 1) * C)
+        if wg == 0:
+            self._turn(wg)              # chain 1's last pass
         if has_state != 0:
             state_pool.store(accSt, tScS, gSt)
 
     @cute.jit
-    def epilogue(self, bars, c: Int32, ltid: Int32, wg: Int32, rO, st_o, sV_vj, sb: Int32, out=None, sV=None,
-                 hv=None, t0=None, L=None):
-        """Chunk c's output (its G4 complete): this thread leaves KQ slot c % KQ_SLOTS (K, q, P),
-        O^T -> bf16 -> chain wg's V region of VT slot sb (chunk c + 1's, whose V this warp has
-        read: each warp reads and writes only its own 16 v rows), each warp fences its writes for
-        the store's async proxy and arrives on OSTAGED.  The last chunk's (out given): where it is
-        partial (L < 64), the warpgroup stores its rows < L itself, 16-byte copies from the staged
-        tile once all four warps have written it (the store warp then stores nothing)."""
-        cute.arch.mbarrier_arrive(bars + Bar.KQ_EMPTY + c % KQ_SLOTS)
+    def epilogue(self, bars, c: Int32, ltid: Int32, wg: Int32, rO, st_o, sV_vj, sb: Int32, out: cute.Tensor,
+                 sV, hv: Int32, t0: Int32, L: Int32):
+        """Chunk c's output (its G4 complete): O^T -> bf16 -> chain wg's V region of VT slot sb (this
+        chunk's, whose V this warp has read into registers: each warp reads and writes only its own 16
+        v rows), each warp fences its writes for the store's async proxy and arrives on OSTAGED.  A
+        partial chunk (L < 64, a sequence's last): the warpgroup stores its rows < L itself, 16-byte
+        copies from the staged tile once all four warps have written it (the store warp then stores
+        nothing)."""
         cute.copy(st_o, rO, st_o.partition_D(sV_vj[None, None, sb * CHAINS + wg]))
-        if cutlass.const_expr(out is not None):
-            if L < C:
-                cute.arch.barrier(barrier_id=Barrier.STAGED_S + wg, number_of_threads=128)
-                cp = tma.rows_copy(VB)
-                thr = cp.get_slice(ltid)
-                tma.store_partial_rows(L, out, cp, thr, thr.partition_S(sV[None, None, sb * CHAINS + wg]),
-                                       thr.partition_S(cute.make_identity_tensor((C, VB))), t0, hv, wg * VB, VB)
+        if L < C:
+            cute.arch.barrier(barrier_id=Barrier.CHAIN_WG + wg, number_of_threads=128)
+            cp = tma.rows_copy(VB)
+            thr = cp.get_slice(ltid)
+            tma.store_partial_rows(L, out, cp, thr, thr.partition_S(sV[None, None, sb * CHAINS + wg]),
+                                   thr.partition_S(cute.make_identity_tensor((C, VB))), t0, hv, wg * VB, VB)
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_warp()
         if ltid % 32 == 0:

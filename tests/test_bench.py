@@ -418,6 +418,7 @@ def test_shapes_take_counts_with_suffixes():
     from gdn_prefill.bench.cases import parse_shape
     assert parse_shape("16Kx4") == [4] * 16384 and parse_shape("8x4K") == [4096] * 8
     assert parse_shape("1x1000") == [1000] and parse_shape("2x1M") == [1 << 20] * 2
+    assert parse_shape("3x2K+1500+700+100") == [2048] * 3 + [1500, 700, 100]
     for bad in ("8xq", "0x4", "4", "x4"):
         with pytest.raises(ValueError, match="shape"):
             parse_shape(bad)

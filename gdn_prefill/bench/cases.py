@@ -41,9 +41,12 @@ def varlen_lengths(seed: int = VARLEN_SEED, n: int = VARLEN_N, total: int = VARL
 
 def parse_shape(name: str) -> list[int]:
     """'8x4K' -> [4096] * 8, '1x1000' -> [1000], '16Kx4' -> [4] * 16384 (B and T take parse_count's
-    K / M suffixes: the many-sequence rows), 'varlen16' -> varlen_lengths()."""
+    K / M suffixes: the many-sequence rows), 'varlen16' -> varlen_lengths(), '3x2K+1500+700+100' ->
+    [2048] * 3 + [1500, 700, 100] (a mixed batch: terms of either form joined by '+')."""
     if name == "varlen16":
         return varlen_lengths()
+    if "+" in name:
+        return [n for part in name.split("+") for n in parse_shape(part if "x" in part.lower() else "1x" + part)]
     try:
         b, t = name.lower().split("x")
         tok = parse_count(t)

@@ -61,14 +61,12 @@
  * an H100 / H200, and the bound of its workspace (maps and seg_state, 3 states per slot and head) */
 #define GDN_SEG_MAX_CTAS 264
 /* the single plan (cute_kernels/fused.py: stage 1 and the spine of one (sequence, value head) in one
- * CTA, no workspace): faster than the serial plan only where one to two waves of such CTAs fill the
- * device with short sequences of one length (docs/PERFORMANCE.md, "The single plan").  prefill() runs
- * it iff max_seqlen is given, every sequence is that long (N * max_seqlen == T), max_seqlen is at
- * most SINGLE_MAX_SEQLEN, and the N * Hv CTAs (one per SM) are at least SINGLE_MIN_CTAS_PCT % of
- * the SMs and at most SINGLE_MAX_WAVES times them. */
-#define GDN_SINGLE_MAX_SEQLEN 2048
-#define GDN_SINGLE_MIN_CTAS_PCT 90
-#define GDN_SINGLE_MAX_WAVES 2
+ * CTA, no workspace): faster than the serial plan wherever its CTAs keep the SMs busy until the
+ * longest sequence ends (docs/PERFORMANCE.md, "The single plan").  prefill() runs it iff max_seqlen
+ * is given and the longest sequence alone, ceil(max_seqlen / 64) chunks at SINGLE_LAT_PCT % of a
+ * chunk's cost on a full SM, takes no longer than the batch's ceil(T / 64) * Hv chunks spread over
+ * the SMs: ceil(max_seqlen / 64) * SMs * SINGLE_LAT_PCT <= ceil(T / 64) * Hv * 100. */
+#define GDN_SINGLE_LAT_PCT 93
 #define GDN_TMA_ALIGN_BYTES 16       /* TMA: base pointers and strides 16B aligned  */
 #define GDN_WORKSPACE_ALIGN_BYTES 256
 #define GDN_MAX_RANK 4

@@ -41,9 +41,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_RS_DUAL_WAVE_NS
         GDN_RS_CTA_NS
         GDN_RS_SPINE_DUAL_WG
-        GDN_SINGLE_MAX_SEQLEN
-        GDN_SINGLE_MIN_CTAS_PCT
-        GDN_SINGLE_MAX_WAVES
+        GDN_SINGLE_LAT_PCT
         GDN_COMPOSE_COLS
         GDN_MODEL_WU_SM_NS
         GDN_MODEL_CHAIN_NS

@@ -318,25 +318,18 @@ cdef bint _segmented_builds(const gdn_problem_t *p, int state_layout) noexcept n
 
 
 cdef int _single_rule(const gdn_problem_t *p, int sms, char *why) noexcept nogil:
-    """1 where the single plan runs (the rule's one home; gdn_abi.h GDN_SINGLE_* has it and its
+    """1 where the single plan runs (the rule's one home; gdn_abi.h GDN_SINGLE_LAT_PCT has it and its
     measurements), else 0 and the reason in `why`.  From the shapes and max_seqlen only: the
     lengths themselves are device values."""
-    cdef int64_t T = p.q.shape[0], N = p.cu_seqlens.shape[0] - 1, Hv = p.v.shape[1]
-    cdef int64_t ctas = N * Hv
-    if p.max_seqlen <= 0 or N * p.max_seqlen != T:
-        snprintf(why, MSG_CAP, "it runs batches of one length only: max_seqlen given and N * max_seqlen == T")
+    cdef int64_t T = p.q.shape[0], Hv = p.v.shape[1]
+    cdef int64_t longest = _cdiv(p.max_seqlen, GDN_CHUNK), total = _cdiv(T, GDN_CHUNK)
+    if p.max_seqlen <= 0:
+        snprintf(why, MSG_CAP, "max_seqlen is not given: the longest sequence is unknown to the host")
         return 0
-    if p.max_seqlen > GDN_SINGLE_MAX_SEQLEN:
-        snprintf(why, MSG_CAP, "max_seqlen %lld is over GDN_SINGLE_MAX_SEQLEN = %d", <long long>p.max_seqlen,
-                 GDN_SINGLE_MAX_SEQLEN)
-        return 0
-    if ctas * 100 < <int64_t>GDN_SINGLE_MIN_CTAS_PCT * sms:
-        snprintf(why, MSG_CAP, "its %lld CTAs (N * Hv) fill less than %d %% of the %d SMs", <long long>ctas,
-                 GDN_SINGLE_MIN_CTAS_PCT, sms)
-        return 0
-    if ctas > <int64_t>GDN_SINGLE_MAX_WAVES * sms:
-        snprintf(why, MSG_CAP, "its %lld CTAs (N * Hv) are more than %d waves of the %d SMs", <long long>ctas,
-                 GDN_SINGLE_MAX_WAVES, sms)
+    if longest * sms * GDN_SINGLE_LAT_PCT > total * Hv * 100:
+        snprintf(why, MSG_CAP, "its longest sequence (%lld chunks) alone outlasts the batch's %lld chunk-heads "
+                 "spread over the %d SMs (ceil(max_seqlen / 64) * SMs * %d %% > ceil(T / 64) * Hv)",
+                 <long long>longest, <long long>(total * Hv), sms, GDN_SINGLE_LAT_PCT)
         return 0
     return 1
 
@@ -500,11 +493,10 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
                  "slots [%lld, %lld) (library side stream; the first call inside a graph capture runs the serial "
                  "plan)", <long long>plan.split, <long long>plan.split, <long long>_chunk_slots(T, N))
     if plan.kind == PLAN_SINGLE:
-        snprintf(r.why, MSG_CAP, "%lld sequences of %lld tokens (max_seqlen, N * max_seqlen == T), at most %d, in "
-                 "%lld CTAs: %lld %% of the %d SMs, within [%d %%, %d waves], where one kernel per (sequence, head) "
-                 "beats the serial plan's two launches (gdn_abi.h GDN_SINGLE_*)", <long long>N,
-                 <long long>p.max_seqlen, GDN_SINGLE_MAX_SEQLEN, <long long>(N * Hv),
-                 <long long>(100 * N * Hv // sms), sms, GDN_SINGLE_MIN_CTAS_PCT, GDN_SINGLE_MAX_WAVES)
+        snprintf(r.why, MSG_CAP, "the longest sequence (%lld chunks, max_seqlen) alone takes no longer than the "
+                 "batch's %lld chunk-heads spread over the %d SMs, so one kernel per (sequence, head) keeps them "
+                 "busy and beats the serial plan's two launches (gdn_abi.h GDN_SINGLE_LAT_PCT)",
+                 <long long>_cdiv(p.max_seqlen, GDN_CHUNK), <long long>(_cdiv(T, GDN_CHUNK) * Hv), sms)
     elif plan.kind == PLAN_SEGMENTED:
         nseg = _cdiv(plan.longest, plan.seg_chunks)
         snprintf(r.why, MSG_CAP, "the longest sequence (%lld chunks) in %lld segments of %d chunks runs its chains "
