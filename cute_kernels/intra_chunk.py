@@ -12,8 +12,7 @@ gcum, rk, rq and beta from the I/O warps:
 
 K K^T and Q K^T run on warpgroup MMA; every step after them is a dependent chain inside the
 warpgroup, which is what a chunk of the single plan costs (docs/PERFORMANCE.md, the single plan).
-The role was first measured as a kernel of its own (issue 42's go / no-go, runs 165-168; branch
-fused-fi keeps that build).
+The role was first measured as a kernel of its own (docs/PERFORMANCE.md, the single plan).
 
 Rows >= L of a partial chunk: their beta and g are taken as 0 by the caller, so their rows of A
 are 0 and every column j >= L of A and P multiplies a zero (A: i > j >= L has beta_i = 0; P:
