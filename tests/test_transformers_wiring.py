@@ -140,11 +140,13 @@ def test_modules_that_cannot_be_routed_are_named():
     assert gdn_tf.routed() == []
 
 
-def test_importing_the_integration_does_not_import_transformers():
+def test_importing_the_integration_does_not_import_transformers(tmp_path):
     import subprocess
     code = ("import sys, gdn_prefill.integrations.transformers, gdn_prefill.fla; "
             "assert 'transformers' not in sys.modules, 'imported'")
-    subprocess.run([sys.executable, "-c", code], check=True)
+    # outside the source tree, so that the child imports the installed package (CI installs it
+    # without building the extension in the tree)
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=tmp_path)
 
 
 # ----------------------------------------------------------------------------- with transformers
