@@ -9,6 +9,16 @@ from .cases import (HOST_OVERHEAD_CALLS, HOST_OVERHEAD_SAMPLES, NUMERICS_REPEATS
                           VARLEN_SEED, floors_us, flops, flops_per_token, hbm_bytes)
 
 # ===================================================================================== reports
+
+def _save(fig, path: str, dpi: int) -> str:
+    """Lay out a figure, write it to path (its folder made), close it; returns path."""
+    import matplotlib.pyplot as plt
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
+
 def derive(result: dict) -> dict:
     """Fill the derived columns of every row (tokens/s, % of floors, ratios to FLA) in place."""
     meta = result.setdefault("meta", {})
@@ -206,11 +216,7 @@ def plot(result: dict, path: str) -> str | None:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"GDN prefill — {meta.get('card', '?')} {meta.get('date', '')}", fontsize=10)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=130)
-    plt.close(fig)
-    return path
+    return _save(fig, path, 130)
 
 
 def plot_shapes(results: list[dict], path: str, mode: str = "graph") -> str | None:
@@ -255,11 +261,7 @@ def plot_shapes(results: list[dict], path: str, mode: str = "graph") -> str | No
     ax.legend(fontsize=8)
     meta = results[0].get("meta", {})
     ax.set_title(f"GDN prefill, shape and Hk/Hv — {meta.get('card', '?')} {meta.get('date', '')} (★ fastest)", fontsize=10)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path, 120)
 
 
 class Progress:
