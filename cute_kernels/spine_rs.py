@@ -154,7 +154,6 @@ NSLOT = 3                             # TMA ring slots (a slot is released one c
 # stores, warps 10 and 11 only give their registers back).
 DUAL_WG = plan.RS_SPINE_DUAL_WG
 assert DUAL_WG * VB == DV, "the dual build's warpgroups cover a head's V columns"
-BAR_WG = 1                            # the consumers' own named barrier (0 is the CTA barrier)
 ORDER_MAX_SEQS = plan.ORDER_MAX_SEQS   # _longest_first: stage 1 ranked the sequences up to this many
 
 
@@ -169,6 +168,13 @@ class Map(enum.IntEnum):
     """The two chains of a MAPS CTA pair, and their index in the workspace's maps[slot, map]."""
     A = 0             # from S = I with V = 0: the segment's transition
     B = 1             # from S = 0 (segment 0: from the initial state): the segment's offset
+
+
+class Barrier(enum.IntEnum):
+    """Named barriers (0: the CTA's)."""
+    CONSUMERS = 1     # the working consumer warpgroups: a partial chunk's zeroed rows (chain.zero_tail)
+
+
 # The dual build's registers after setmaxnreg: each chain warpgroup close to what the solo build's
 # one holds at 192 threads (226-234; 224 without spills), the I/O warpgroup the rest.  The increase
 # can only take what the decrease gave back to the CTA's own pool, which the launch sized at 168
@@ -647,7 +653,7 @@ def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: I
             L = cutlass.min(eos - t0, CHUNK)
             cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
             if L < CHUNK:
-                chain.zero_tail(sK, sV_vj, L, ltid, wg, active, s, nwg, BAR_WG)
+                chain.zero_tail(sK, sV_vj, L, ltid, wg, active, s, nwg, Barrier.CONSUMERS)
             # G1: Z = bf16(S^T) K^T (the K tile read K-major)
             rS.store(accSt.load().to(BFloat16))
             chain.issue(mma_n64, accX, tSa, tKkb, s, True)
@@ -749,7 +755,7 @@ def _maps(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: 
         L = cutlass.min(eos - (bos + i * CHUNK), CHUNK)
         cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
         if L < CHUNK:
-            chain.zero_tail(sK, sV_vj, L, ltid, wg, DUAL_WG, s, DUAL_WG, BAR_WG)
+            chain.zero_tail(sK, sV_vj, L, ltid, wg, DUAL_WG, s, DUAL_WG, Barrier.CONSUMERS)
         # G1: Z = bf16(S^T) K^T
         rS.store(accSt.load().to(BFloat16))
         chain.issue(mma_n64, accX, tSa, tKkb, s, True)
