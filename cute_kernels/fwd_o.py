@@ -54,11 +54,13 @@ Stores (rows i < L only):
     rounds its 64 x 64 O tile to bf16, writes it with stmatrix into a 128-byte-swizzled
     row-major tile that aliases its own sV_w (read only by its own MMA 3, complete by
     then), and each row i < L is stored with 16-byte STG (8 threads per 128-byte row).
-    Only warpgroup-local named barriers (ids 1, 2): no extra smem, no CTA barrier.
+    Only warpgroup-local named barriers (Barrier.WG + w): no extra smem, no CTA barrier.
 The two variants are compile-time branches of one kernel: the launch function reads the
 alignment and stride divisibility of the q, k and out types (fake_args(aligned=...)).
 """
 from __future__ import annotations
+
+import enum
 
 import cuda.bindings.driver as cuda
 
@@ -83,6 +85,11 @@ _WG = 128                        # threads per warpgroup
 _NWG = _NT // _WG                # 2
 _VW = _V // _NWG                 # 64 output columns per warpgroup
 _VEC = 8                         # bf16 elements per 16-byte vector
+
+
+class Barrier(enum.IntEnum):
+    """Named barriers (0: the CTA's)."""
+    WG = 1                       # + wg: warpgroup wg's own (its O staging over sV_w)
 
 assert _NT == 256 and _C == 64 and _K == 128 and _V == 128, "tilings below assume these"
 
@@ -420,9 +427,9 @@ def _fwd_o_kernel(
                 cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16), mma_qs)
             thr_stsm = stsm.get_slice(wtid)
             # every warp of this warpgroup is past MMA 3, the last reader of sV_w
-            cute.arch.barrier(barrier_id=1 + wg, number_of_threads=_WG)
+            cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=_WG)
             cute.copy(stsm, stsm.retile(rO), thr_stsm.partition_D(sO))
-            cute.arch.barrier(barrier_id=1 + wg, number_of_threads=_WG)       # sO_w complete
+            cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=_WG)       # sO_w complete
             gO = cute.local_tile(cute.domain_offset((t0, 0), out[None, hv, None]), (_C, _VW), (0, wg))
             g = _VW // _VEC                                                   # 8 vectors per row
             cp_o = cute.make_tiled_copy_tv(st_atom, cute.make_layout((_WG // g, g), stride=(g, 1)),

@@ -105,6 +105,7 @@ Assumptions the entry point's guards must enforce (nothing here checks them):
 """
 from __future__ import annotations
 
+import enum
 import functools
 
 import cuda.bindings.driver as cuda
@@ -156,6 +157,11 @@ L2_EPS = 1e-6
 ORDER_MAX_SEQS = plan.ORDER_MAX_SEQS  # sequences _rank_longest_first ranks (gdn_abi.h)
 ORDER_PER_THREAD = ORDER_MAX_SEQS // NTHREADS
 assert ORDER_PER_THREAD * NTHREADS == ORDER_MAX_SEQS
+
+
+class Barrier(enum.IntEnum):
+    """Named barriers (0: the CTA's)."""
+    WG = 1                        # + wg: warpgroup wg's own (the solve's, phase 3.5's and phase 4's steps)
 
 
 def _up(x: int, a: int) -> int:
@@ -573,7 +579,7 @@ def recompute_wu_kernel(
             jj = lane % BLK
             for ii in cutlass.range_constexpr(BLK):
                 sA[rb + ii, rb + jj] = xcol[ii]
-        cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
+        cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=WG)
 
         # 3.2 32x32 merges, pair p = warpgroup p (blocks 2p, 2p+1), on the tensor cores in one TF32
         #     pass (mma_tf32): warp wl < 2 of the warpgroup owns the 16x8 tile of columns 8 wl ..:
@@ -590,7 +596,7 @@ def recompute_wu_kernel(
             acc_t.fill(0.0)
             mma_tf32.tile_16x8(acc_t, sA, hi, lo, sA, lo, lo + 8 * wl, wl, 2, lane, 2)
             mma_tf32.store_tile_16x8(acc_t, sX, BLK * wg, 8 * wl, lane, False)
-        cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
+        cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=WG)
         if wl < 2:
             acc_t.fill(0.0)
             mma_tf32.tile_16x8(acc_t, sA, hi, hi, sX, BLK * wg, 8 * wl, 0, 2, lane, 2)
@@ -652,7 +658,7 @@ def recompute_wu_kernel(
             if wg == 1:
                 _load_v(v, hv, t0, L, wtid, sRC[None, None, 1], sB, aligned)
                 cute.arch.fence_proxy("async.shared", space="cta")       # wgmma reads the tile next
-                cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
+                cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=WG)
 
             # ---- phase 4: WG0 W = Tw K, WG1 U = Tu V on wgmma --------------------------
             mma_o.set(warpgroup.Field.ACCUMULATE, True)
@@ -675,13 +681,13 @@ def recompute_wu_kernel(
                 warpgroup.wait_group(0)
                 # every warp of this warpgroup is past this half's MMA: the columns it read (and only
                 # those: the other half reads the other swizzle atoms) may be overwritten
-                cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
+                cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=WG)
                 # accumulator -> bf16 -> the consumed columns of the tile (stmatrix)
                 for e in cutlass.range_constexpr(cute.size(accO_cv)):
                     rO[e] = BFloat16(accO_cv[e])
                 cute.copy(st_o, rO, st_o.partition_D(cute.local_tile(sO, (C, DK // 2), (0, nh))))
             cute.arch.fence_proxy("async.shared", space="cta")          # the TMA store reads the tile next
-            cute.arch.barrier(barrier_id=1 + wg, number_of_threads=WG)
+            cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=WG)
             # then rows t0 .. t0 + 63 -> HBM: a full chunk by one TMA store (the warpgroup's first
             # warp), a partial one by 16-byte thread stores of rows i < L
             cp_o = tma.rows_copy(DK)

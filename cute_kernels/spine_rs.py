@@ -68,7 +68,7 @@ Three builds (VARIANTS; the launcher picks per call, pyx/gdn_prefill/plan.pxi _r
 - pair: the two CTAs of a head (adjacent in the grid) form a cluster: each loader TMA-loads half
   of the Tu, K, q and P tiles and multicasts it to both CTAs, and a slot is refilled only when the
   consumer warps of both CTAs have released it (empty[s] counts the peer's 4 warps too,
-  _empty_arrivals).  The overlap plan runs it: there the spine shares the L2 with stage 1's second
+  SpineRS.empty_arrivals).  The overlap plan runs it: there the spine shares the L2 with stage 1's second
   part and the halved L2 reads pay; alone with few CTAs its lockstep costs more than it saves
   (docs/PERFORMANCE.md, solo, pair, dual).
 - dual: one CTA per head with two consumer warpgroups, each the chain of 64 state columns with a
@@ -127,7 +127,6 @@ rows < L).
 from __future__ import annotations
 
 import enum
-import functools
 import typing
 
 import cuda.bindings.driver as cuda
@@ -154,7 +153,6 @@ NSLOT = 3                             # TMA ring slots (a slot is released one c
 # stores, warps 10 and 11 only give their registers back).
 DUAL_WG = plan.RS_SPINE_DUAL_WG
 assert DUAL_WG * VB == DV, "the dual build's warpgroups cover a head's V columns"
-BAR_WG = 1                            # the consumers' own named barrier (0 is the CTA barrier)
 ORDER_MAX_SEQS = plan.ORDER_MAX_SEQS   # _longest_first: stage 1 ranked the sequences up to this many
 
 
@@ -169,6 +167,19 @@ class Map(enum.IntEnum):
     """The two chains of a MAPS CTA pair, and their index in the workspace's maps[slot, map]."""
     A = 0             # from S = I with V = 0: the segment's transition
     B = 1             # from S = 0 (segment 0: from the initial state): the segment's offset
+
+
+class Warp(enum.IntEnum):
+    """The I/O warps, after the consumer warpgroups' 4 nwg warps (SpineRS.warp)."""
+    LOAD = 0          # every TMA load and each chunk's coefficient table
+    STORE = 1         # the output's stores (MAPS: idle)
+
+
+class Barrier(enum.IntEnum):
+    """Named barriers (0: the CTA's)."""
+    CONSUMERS = 1     # the working consumer warpgroups: a partial chunk's zeroed rows (chain.zero_tail)
+
+
 # The dual build's registers after setmaxnreg: each chain warpgroup close to what the solo build's
 # one holds at 192 threads (226-234; 224 without spills), the I/O warpgroup the rest.  The increase
 # can only take what the decrease gave back to the CTA's own pool, which the launch sized at 168
@@ -179,20 +190,6 @@ _DUAL_LAUNCH_REGS = 64 * 1024 // (128 * (DUAL_WG + 1)) // 8 * 8
 DUAL_CHAIN_REGS = 224
 DUAL_IO_REGS = 56
 assert DUAL_WG * (DUAL_CHAIN_REGS - _DUAL_LAUNCH_REGS) <= _DUAL_LAUNCH_REGS - DUAL_IO_REGS
-
-
-def _threads(nwg: int) -> int:
-    """Threads per CTA: the consumer warpgroups, then the load and store warps (the dual build
-    rounds them up to a warpgroup: setmaxnreg resizes whole warpgroups)."""
-    return 192 if nwg == 1 else 128 * (nwg + 1)
-
-
-def _load_warp(nwg: int) -> int:
-    return 4 * nwg
-
-
-def _store_warp(nwg: int) -> int:
-    return 4 * nwg + 1
 
 TAB = 2 * CHUNK + 4                   # coefficient table per slot: coef_j, c_i [64 each], exp(g_last)
 TAB_C = CHUNK                         # c_i = scale rq_i exp(gcum_i)
@@ -212,210 +209,7 @@ _PQ_BYTES = CHUNK * CHUNK * 2
 _TMA_BYTES = _T_BYTES + _V_BYTES + _K_BYTES + _Q_BYTES + _PQ_BYTES     # 56 KB per slot
 
 
-def _smem_tiles(nwg: int = 1) -> dict[str, int]:
-    """bf16 elements of each shared-memory tile, in allocation order (each 1024-aligned); the V
-    tile is per consumer warpgroup (stage s * nwg + wg; the output is staged there too)."""
-    return {"sT": NSLOT * CHUNK * CHUNK, "sK": NSLOT * DK * CHUNK, "sV": NSLOT * nwg * CHUNK * VB,
-            "sQ": NSLOT * CHUNK * DK, "sPq": NSLOT * CHUNK * CHUNK}
-
-
-def _nbars(nwg: int = 1) -> int:
-    return 2 * NSLOT + NSLOT * nwg    # full[NSLOT], empty[NSLOT], ostaged[NSLOT nwg]
-
-
-def _empty_arrivals(cz: int, nwg=1, outputs: bool = True):
-    """Arrivals that free a slot: every thread of the 128 nwg working consumers of this CTA (each has
-    read the slot's coefficient table, and an mbarrier arrive releases only its own thread's accesses), and
-    in the pair build lane 0 of each of the peer CTA's four consumer warps (its wgmma reads of the
-    tiles this CTA's loader multicasts into it are complete).  With lane 0 of each warp arriving
-    alone, after a warp barrier that ptxas drops in converged code, compute-sanitizer's racecheck
-    found the loader's next table writes unordered after the other lanes' reads.  Where the build
-    has outputs, the store warp too: chunk i's V slot holds the output of chunk i - 1 until its
-    store has read it (_epilogue, _stores)."""
-    return nwg * 4 * 32 + 4 * (cz - 1) + (1 if outputs else 0)
-
-
-def _smem_bytes(nwg: int = 1) -> int:
-    """Dynamic shared memory of _shared_storage(nwg): barriers and tables, then the tiles (solo,
-    pair); the dual build puts the tiles first, so that no 1024-byte alignment gap follows the
-    table (with output buffers of their own its tiles were 229,376 of the 232,448 B an H100 /
-    H200 CTA may have)."""
-    def up(x, a):
-        return (x + a - 1) // a * a
-    small = 8 * _nbars(nwg) + 4 * NSLOT * TAB + 4 * BSLOT * CHUNK * 2
-    off = 0 if nwg > 1 else small
-    for n in _smem_tiles(nwg).values():
-        off = up(off, 1024) + 2 * n
-    if nwg > 1:
-        off = up(off + small, 1024)    # the struct's size is a multiple of its 1024-byte alignment
-    return off
-
-
 MAX_SMEM = 227 * 1024                 # dynamic shared memory one H100 / H200 CTA may have
-assert _smem_bytes(1) <= MAX_SMEM and _smem_bytes(DUAL_WG) <= MAX_SMEM, (_smem_bytes(1), _smem_bytes(DUAL_WG))
-
-
-def _shared_storage(nwg: int = 1):
-    small = {"full": cute.struct.MemRange[cutlass.Int64, NSLOT],
-             "empty": cute.struct.MemRange[cutlass.Int64, NSLOT],
-             "ostaged": cute.struct.MemRange[cutlass.Int64, NSLOT * nwg],
-             "tab": cute.struct.MemRange[Float32, NSLOT * TAB],
-             "btab": cute.struct.Align[cute.struct.MemRange[Float32, BSLOT * CHUNK * 2], 8]}
-    tiles = {name: cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024]
-             for name, n in _smem_tiles(nwg).items()}
-    fields = {**tiles, **small} if nwg > 1 else {**small, **tiles}
-    return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
-
-
-def _smem_layouts(nwg: int = 1):
-    """sQ (64 rows, 128 k, slot): K-major B of G2 (the tile as stored); sK (128 k, 64 rows, slot):
-    MN-major B of G3 (the K tile as stored, k contiguous), and the same bytes as sKk (64 rows,
-    128 k, slot), the K-major B of G1; sT, sPq (64 rows, 64 cols, slot): K-major B of G1b / G4;
-    sV (64 j, 64 v, slot): v contiguous, read transposed by ldmatrix, and then the output's
-    (64 i, 64 v) staging, written transposed by stmatrix."""
-    t1 = (VB, CHUNK, DK)        # G1, G2 (M, N, K)
-    t3 = (VB, DK, CHUNK)        # G3
-    t4 = (VB, CHUNK, CHUNK)     # G1b, G4
-    sQ = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t1, BFloat16, NSLOT)
-    sK = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, t3, BFloat16, NSLOT)
-    sKk = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t1, BFloat16, NSLOT)
-    # G1 reads the K tile K-major: the transposed view of G3's MN-major tile must be those bytes
-    assert str(sKk) == str(cute.select(sK, mode=[1, 0, 2])), (sKk, sK)
-    sT = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t4, BFloat16, NSLOT)
-    sPq = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t4, BFloat16, NSLOT)
-    atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, BFloat16)   # 64-wide rows
-    sV = cute.tile_to_shape(atom, (CHUNK, VB, NSLOT * nwg), order=(0, 1, 2))
-    return dict(sT=sT, sK=sK, sKk=sKk, sV=sV, sQ=sQ, sPq=sPq)
-
-
-# --------------------------------------------------------------------------- kernel
-@cute.kernel
-def spine_rs_kernel(
-    tma_t: cute.CopyAtom, mT: cute.Tensor, tma_v: cute.CopyAtom, mV: cute.Tensor,
-    tma_k: cute.CopyAtom, mK: cute.Tensor, tma_o: cute.CopyAtom, mO: cute.Tensor,
-    tma_q: cute.CopyAtom, mQ: cute.Tensor, tma_pq: cute.CopyAtom, mPq: cute.Tensor,
-    gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.Tensor, cu_seqlens: cute.Tensor,
-    state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, ready: cute.Tensor, order: cute.Tensor,
-    scale: Float32, has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
-    checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
-    maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
-    cz: cutlass.Constexpr, nwg: cutlass.Constexpr, role: cutlass.Constexpr,
-):
-    """cz: CTAs per cluster (compile time).  1: the solo build; 2: the pair build, the two CTAs of
-    a head (adjacent in the grid) each TMA-load half of the Tu, K, q and P tiles and multicast it
-    to both, and a slot is refilled once both CTAs' consumers have released it.  nwg: consumer
-    warpgroups per CTA (compile time): 1, or DUAL_WG for the dual build (one CTA per head, the
-    shared tiles loaded once for both warpgroups' chains).  role: a Role (module docstring)."""
-    pdl.enter()
-    tidx, _, _ = cute.arch.thread_idx()
-    bx, _, _ = cute.arch.block_idx()
-    # plan.grid_spine_rs: solo / pair: vb fastest, then hv, then the sequence (pair: a cluster),
-    # longest first; dual: _dual_block; the segmented roles: _segment_block
-    col0 = Int32(0)                       # the CTA's first state column
-    active = 1                            # consumer warpgroups with work (dual: 1 or 2, at run time)
-    work = Int32(1)
-    seg = _Segment(Int32(0), Int32(0), Int32(1), Int32(0), Int32(Map.B))
-    if cutlass.const_expr(role != Role.SEQUENCE):
-        n, hv, sub, work, seg = _segment_block(bx, Hv, cu_seqlens, seg_chunks)
-        if cutlass.const_expr(role == Role.MAPS):
-            active = DUAL_WG
-            # segment 0 has no A chain and a sequence of one segment needs no map, unless every
-            # map is asked for (maps_all: a rank's shard, gdn_prefill.distributed)
-            if maps_all == 0:
-                if seg.nseg < 2 or (seg.j == 0 and sub == Map.A):
-                    work = Int32(0)
-            seg = seg._replace(map_=sub)
-        else:
-            col0 = sub * VB
-    elif cutlass.const_expr(nwg == 1):
-        nvb = DV // VB
-        col0 = (bx % nvb) * VB
-        hv = (bx // nvb) % Hv
-        n = _longest_first(bx // (nvb * Hv), cu_seqlens, order)
-    else:
-        n, hv, col0, active, work = _dual_block(bx, Hv, cu_seqlens, order)
-    warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-    load_warp = _load_warp(nwg)
-    store_warp = _store_warp(nwg)
-
-    lay = _smem_layouts(nwg)
-    SharedStorage = _shared_storage(nwg)
-    tiles = _smem_tiles(nwg)
-    for name in tiles:
-        assert cute.cosize(lay[name]) == tiles[name], name
-    assert SharedStorage.size_in_bytes() == _smem_bytes(nwg), SharedStorage.size_in_bytes()
-    storage = cutlass.utils.SmemAllocator().allocate(SharedStorage)
-    full_bar = storage.full.data_ptr()
-    empty_bar = storage.empty.data_ptr()
-    ostaged_bar = storage.ostaged.data_ptr()
-    sTab = storage.tab.get_tensor(cute.make_layout((TAB, NSLOT)))
-    # (a_m, beta_m) of chunk i at [0 / 1, m, i % BSLOT], a pair per column: one 8-byte load each
-    sBt = storage.btab.get_tensor(cute.make_layout((2, CHUNK, BSLOT), stride=(1, 2, 2 * CHUNK)))
-
-    def view(field, layout):
-        return getattr(storage, field).get_tensor(layout.outer, swizzle=layout.inner)
-    sT, sK, sV, sQ, sPq = (view(f, lay[f]) for f in ("sT", "sK", "sV", "sQ", "sPq"))
-    sKk = view("sK", lay["sKk"])                                   # (64 m, 128 k, slot): B of G1
-    # the (v, j) / (v, i) views of the V and output tiles: ldmatrix / stmatrix move them transposed
-    sV_vj = view("sV", cute.select(lay["sV"], mode=[1, 0, 2]))     # (64 v, 64 j, slot)
-
-    if warp_idx == load_warp:
-        for t in (tma_t, tma_v, tma_k, tma_o, tma_q, tma_pq):
-            cpasync.prefetch_descriptor(t)
-    if tidx == 0:
-        for s in cutlass.range_constexpr(NSLOT):
-            cute.arch.mbarrier_init(full_bar + s, 1 + 32)     # the TMA bytes' arrive + 32 table writers
-            cute.arch.mbarrier_init(empty_bar + s, _empty_arrivals(cz, active, role != Role.MAPS))
-        for b in cutlass.range_constexpr(NSLOT * nwg):        # V stage s nwg + wg of slot s
-            cute.arch.mbarrier_init(ostaged_bar + b, 4)       # the four consumer warps' stmatrix
-    cute.arch.mbarrier_init_fence()
-    if cutlass.const_expr(cz > 1):
-        # every CTA of the cluster has initialised its barriers before a peer multicasts or arrives
-        cute.arch.cluster_arrive_relaxed()
-        cute.arch.cluster_wait()
-    else:
-        cute.arch.sync_threads()
-
-    run, slot = sw._pool_slot(n, state_indices, use_state_indices)      # padding entries skip
-    if work == 0:
-        run = Int32(0)
-    # The dual build resizes each warpgroup's registers at one instruction that dominates all of its
-    # role's code (ptxas ignores a setmaxnreg whose region merges with another role's, C7507); the
-    # chains' increase waits until warpgroup 2 has given its registers back.  A dual block running
-    # its sequence solo-style (active = 1) leaves warpgroup 1 without work.
-    if warp_idx >= load_warp:
-        if cutlass.const_expr(nwg > 1):
-            cute.arch.setmaxregister_decrease(DUAL_IO_REGS)
-        if run != 0:
-            bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
-            if warp_idx == load_warp:
-                _loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, sBt, gcum, rk, rq,
-                       beta32, scale,
-                       tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
-                       ready, ready_from, plan.first_slot(cu_seqlens[n], n) + seg.j * seg_chunks, cz, nwg, active,
-                       role, seg.map_)
-            elif warp_idx == store_warp:
-                if cutlass.const_expr(role != Role.MAPS):
-                    _stores(nch, bos, eos, hv, col0, empty_bar, ostaged_bar, sV, tma_o, mO, out, nwg, active)
-    else:
-        if cutlass.const_expr(nwg > 1):
-            cute.arch.setmaxregister_increase(DUAL_CHAIN_REGS)
-        if run != 0:
-            wg = tidx // 128                  # the consumer warpgroup (0 unless dual)
-            if wg < active:
-                bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
-                if cutlass.const_expr(role == Role.MAPS):
-                    _maps(tidx % 128, wg, hv, slot, bos, eos, nch, wg * VB, sT, sK, sKk, sV_vj, sTab, sBt, full_bar,
-                          empty_bar, state, initial_state, state_in, maps, seg_state, seg)
-                else:
-                    _state(tidx % 128, wg, n, hv, slot, bos, eos, nch, col0 + wg * VB, sT, sK, sKk, sV_vj, sQ, sPq,
-                           sTab, sBt, full_bar, empty_bar, ostaged_bar, state, has_state,
-                           checkpoints, checkpoint_chunks, initial_state, state_in, cz, nwg, active,
-                           seg_state, seg, seg_chunks, role)
-    if cutlass.const_expr(cz > 1):
-        # no CTA leaves while its peer may still multicast into it or arrive on its barriers
-        cute.arch.cluster_arrive()
-        cute.arch.cluster_wait()
 
 
 class _Segment(typing.NamedTuple):
@@ -429,6 +223,683 @@ class _Segment(typing.NamedTuple):
     map_: Int32
 
 
+class SpineRS:
+    """One build of the fused spine (module docstring): the chains of 64 state columns each, their
+    output, and the warps that feed them.  Config: pair (cz = 2: the two CTAs of a head as a cluster
+    that multicasts Tu, K, q and P), dual (nwg = DUAL_WG consumer warpgroups per CTA, one per 64
+    columns of a head), role (Role: what the launch computes; MAPS runs dual, SEGMENT solo).
+    Warps: the consumer warpgroups (chain, or map_chain for MAPS), then the load warp (loads) and
+    the store warp (stores) (Warp)."""
+
+    def __init__(self, pair: bool = False, dual: bool = False, role: Role = Role.SEQUENCE):
+        assert not (pair and dual) and (role == Role.SEQUENCE or not pair)
+        assert role != Role.MAPS or dual, "MAPS runs two chains per CTA"
+        self.dual = dual
+        self.role = role
+        self.cz = plan.RS_SPINE_PAIR if pair else 1     # CTAs per cluster
+        self.nwg = DUAL_WG if dual else 1               # consumer warpgroups per CTA
+
+    @staticmethod
+    def can_implement(K: int, V: int, Hk: int, Hv: int, qkv_aligned16: bool) -> tuple[bool, str]:
+        """What the kernel accepts (the launcher's guards check the same before any launch)."""
+        if K != DK or V != DV:
+            return False, f"head dims must be {DK} (got K={K}, V={V})"
+        if Hk <= 0 or Hv % Hk != 0:
+            return False, f"Hv ({Hv}) must be a multiple of Hk ({Hk})"
+        if not qkv_aligned16:
+            return False, "q, k, v and out must have 16-byte aligned bases and strides of 8 elements (TMA)"
+        return True, ""
+
+    def threads(self) -> int:
+        """Threads per CTA: the consumer warpgroups, then the load and store warps (the dual build
+        rounds them up to a warpgroup: setmaxnreg resizes whole warpgroups)."""
+        return 192 if self.nwg == 1 else 128 * (self.nwg + 1)
+
+    def warp(self, w: Warp) -> int:
+        """The index of an I/O warp."""
+        return 4 * self.nwg + w
+
+    # ------------------------------------------------------------------ shared memory
+    def _tiles(self) -> dict[str, int]:
+        """bf16 elements of each shared-memory tile, in allocation order (each 1024-aligned); the V
+        tile is per consumer warpgroup (stage s * nwg + wg; the output is staged there too)."""
+        return {"sT": NSLOT * CHUNK * CHUNK, "sK": NSLOT * DK * CHUNK, "sV": NSLOT * self.nwg * CHUNK * VB,
+                "sQ": NSLOT * CHUNK * DK, "sPq": NSLOT * CHUNK * CHUNK}
+
+    def _nbars(self) -> int:
+        return 2 * NSLOT + NSLOT * self.nwg    # full[NSLOT], empty[NSLOT], ostaged[NSLOT nwg]
+
+    def empty_arrivals(self, active, outputs: bool = True):
+        """Arrivals that free a slot: every thread of the 128 active working consumers of this CTA
+        (each has read the slot's coefficient table, and an mbarrier arrive releases only its own
+        thread's accesses), and in the pair build lane 0 of each of the peer CTA's four consumer
+        warps (its wgmma reads of the tiles this CTA's loader multicasts into it are complete).
+        With lane 0 of each warp arriving alone, after a warp barrier that ptxas drops in converged
+        code, compute-sanitizer's racecheck found the loader's next table writes unordered after the
+        other lanes' reads.  Where the build has outputs, the store warp too: chunk i's V slot holds
+        the output of chunk i - 1 until its store has read it (epilogue, stores)."""
+        return active * 4 * 32 + 4 * (self.cz - 1) + (1 if outputs else 0)
+
+    def smem_bytes(self) -> int:
+        """Dynamic shared memory of _storage(): barriers and tables, then the tiles (solo,
+        pair); the dual build puts the tiles first, so that no 1024-byte alignment gap follows the
+        table (with output buffers of their own its tiles were 229,376 of the 232,448 B an H100 /
+        H200 CTA may have)."""
+        def up(x, a):
+            return (x + a - 1) // a * a
+        small = 8 * self._nbars() + 4 * NSLOT * TAB + 4 * BSLOT * CHUNK * 2
+        off = 0 if self.nwg > 1 else small
+        for n in self._tiles().values():
+            off = up(off, 1024) + 2 * n
+        if self.nwg > 1:
+            off = up(off + small, 1024)    # the struct's size is a multiple of its 1024-byte alignment
+        return off
+
+    def _storage(self):
+        small = {"full": cute.struct.MemRange[cutlass.Int64, NSLOT],
+                 "empty": cute.struct.MemRange[cutlass.Int64, NSLOT],
+                 "ostaged": cute.struct.MemRange[cutlass.Int64, NSLOT * self.nwg],
+                 "tab": cute.struct.MemRange[Float32, NSLOT * TAB],
+                 "btab": cute.struct.Align[cute.struct.MemRange[Float32, BSLOT * CHUNK * 2], 8]}
+        tiles = {name: cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024]
+                 for name, n in self._tiles().items()}
+        fields = {**tiles, **small} if self.nwg > 1 else {**small, **tiles}
+        return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
+
+    def _layouts(self):
+        """sQ (64 rows, 128 k, slot): K-major B of G2 (the tile as stored); sK (128 k, 64 rows, slot):
+        MN-major B of G3 (the K tile as stored, k contiguous), and the same bytes as sKk (64 rows,
+        128 k, slot), the K-major B of G1; sT, sPq (64 rows, 64 cols, slot): K-major B of G1b / G4;
+        sV (64 j, 64 v, slot): v contiguous, read transposed by ldmatrix, and then the output's
+        (64 i, 64 v) staging, written transposed by stmatrix."""
+        t1 = (VB, CHUNK, DK)        # G1, G2 (M, N, K)
+        t3 = (VB, DK, CHUNK)        # G3
+        t4 = (VB, CHUNK, CHUNK)     # G1b, G4
+        sQ = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t1, BFloat16, NSLOT)
+        sK = sm90_utils.make_smem_layout_b(LayoutEnum.COL_MAJOR, t3, BFloat16, NSLOT)
+        sKk = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t1, BFloat16, NSLOT)
+        # G1 reads the K tile K-major: the transposed view of G3's MN-major tile must be those bytes
+        assert str(sKk) == str(cute.select(sK, mode=[1, 0, 2])), (sKk, sK)
+        sT = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t4, BFloat16, NSLOT)
+        sPq = sm90_utils.make_smem_layout_b(LayoutEnum.ROW_MAJOR, t4, BFloat16, NSLOT)
+        atom = warpgroup.make_smem_layout_atom(warpgroup.SmemLayoutAtomKind.K_SW128, BFloat16)   # 64-wide rows
+        sV = cute.tile_to_shape(atom, (CHUNK, VB, NSLOT * self.nwg), order=(0, 1, 2))
+        return dict(sT=sT, sK=sK, sKk=sKk, sV=sV, sQ=sQ, sPq=sPq)
+
+    # ------------------------------------------------------------------ launch
+    @cute.jit
+    def __call__(
+        self, q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, tu: cute.Tensor, pqk: cute.Tensor,
+        gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor,
+        cu_seqlens: cute.Tensor,
+        state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, scale: Float32,
+        has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32, order: cute.Tensor,
+        checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
+        maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
+        stream: cuda.CUstream,
+    ):
+        """The launch (parameter names: gdn_problem_t fields; the inputs q, k, v read by TMA (the
+        fused plan's 16-byte alignment), stage 1's tu and pqk, then the overlap plan's ready flags
+        and first published slot, stage 1's sequence order, and the segmented plan's maps,
+        seg_state, segment length and maps_all)."""
+        lay = self._layouts()
+        load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
+        shared = cpasync.CopyBulkTensorTileG2SMulticastOp() if self.cz > 1 else load
+        t_view, v_view, q_view, pq_view, o_view = (tma.view(t, [0, 2, 1]) for t in (tu, v, q, pqk, out))
+        k_view = tma.view(k, [2, 0, 1])
+        one = lambda name: cute.slice_(lay[name], (None, None, 0))     # noqa: E731
+        mcast = (self.cz,) if self.cz > 1 else ()
+        tma_t, mT = cpasync.make_tiled_tma_atom(shared, t_view, one("sT"), (CHUNK, CHUNK), *mcast)
+        tma_v, mV = cpasync.make_tiled_tma_atom(load, v_view, one("sV"), (CHUNK, VB))
+        tma_k, mK = cpasync.make_tiled_tma_atom(shared, k_view, one("sK"), (DK, CHUNK), *mcast)
+        tma_q, mQ = cpasync.make_tiled_tma_atom(shared, q_view, one("sQ"), (CHUNK, DK), *mcast)
+        tma_pq, mPq = cpasync.make_tiled_tma_atom(shared, pq_view, one("sPq"), (CHUNK, CHUNK), *mcast)
+        tma_o, mO = cpasync.make_tiled_tma_atom(store, o_view, one("sV"), (CHUNK, VB))
+        T = v.shape[0]
+        N = cu_seqlens.shape[0] - 1
+        Hv = v.shape[1]
+        kernel = spine_rs_kernel(
+            tma_t, mT, tma_v, mV, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
+            gcum, rk, rq, beta32, cu_seqlens, state, state_indices, out, ready, order, scale,
+            has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv, checkpoints, checkpoint_chunks,
+            initial_state, state_in, maps, seg_state, seg_chunks, maps_all, self,
+        )
+        if cutlass.const_expr(self.role == Role.SEQUENCE):
+            grid = plan.grid_spine_rs(T, N, Hv, self.dual)
+        else:
+            grid = plan.grid_spine_rs_segments(T, N, Hv, seg_chunks)
+        if cutlass.const_expr(self.cz > 1):
+            kernel.launch(grid=grid, block=[self.threads(), 1, 1], cluster=[self.cz, 1, 1],
+                          stream=stream, use_pdl=pdl.USE_PDL)
+        else:
+            kernel.launch(grid=grid, block=[self.threads(), 1, 1], stream=stream, use_pdl=pdl.USE_PDL)
+
+    @cute.jit
+    def kernel(
+        self,
+        tma_t: cute.CopyAtom, mT: cute.Tensor, tma_v: cute.CopyAtom, mV: cute.Tensor,
+        tma_k: cute.CopyAtom, mK: cute.Tensor, tma_o: cute.CopyAtom, mO: cute.Tensor,
+        tma_q: cute.CopyAtom, mQ: cute.Tensor, tma_pq: cute.CopyAtom, mPq: cute.Tensor,
+        gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.Tensor, cu_seqlens: cute.Tensor,
+        state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, ready: cute.Tensor, order: cute.Tensor,
+        scale: Float32, has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
+        checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
+        maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
+    ):
+        """The kernel's body (spine_rs_kernel, the entry, calls it): the block's work, the shared
+        memory and its barriers, then each warp's role."""
+        pdl.enter()
+        tidx, _, _ = cute.arch.thread_idx()
+        bx, _, _ = cute.arch.block_idx()
+        # plan.grid_spine_rs: solo / pair: vb fastest, then hv, then the sequence (pair: a cluster),
+        # longest first; dual: _dual_block; the segmented roles: _segment_block
+        col0 = Int32(0)                       # the CTA's first state column
+        active = 1                            # consumer warpgroups with work (dual: 1 or 2, at run time)
+        work = Int32(1)
+        seg = _Segment(Int32(0), Int32(0), Int32(1), Int32(0), Int32(Map.B))
+        if cutlass.const_expr(self.role != Role.SEQUENCE):
+            n, hv, sub, work, seg = _segment_block(bx, Hv, cu_seqlens, seg_chunks)
+            if cutlass.const_expr(self.role == Role.MAPS):
+                active = DUAL_WG
+                # segment 0 has no A chain and a sequence of one segment needs no map, unless every
+                # map is asked for (maps_all: a rank's shard, gdn_prefill.distributed)
+                if maps_all == 0:
+                    if seg.nseg < 2 or (seg.j == 0 and sub == Map.A):
+                        work = Int32(0)
+                seg = seg._replace(map_=sub)
+            else:
+                col0 = sub * VB
+        elif cutlass.const_expr(self.nwg == 1):
+            nvb = DV // VB
+            col0 = (bx % nvb) * VB
+            hv = (bx // nvb) % Hv
+            n = _longest_first(bx // (nvb * Hv), cu_seqlens, order)
+        else:
+            n, hv, col0, active, work = _dual_block(bx, Hv, cu_seqlens, order)
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        load_warp = self.warp(Warp.LOAD)
+        store_warp = self.warp(Warp.STORE)
+
+        lay = self._layouts()
+        SharedStorage = self._storage()
+        tiles = self._tiles()
+        for name in tiles:
+            assert cute.cosize(lay[name]) == tiles[name], name
+        assert SharedStorage.size_in_bytes() == self.smem_bytes(), SharedStorage.size_in_bytes()
+        storage = cutlass.utils.SmemAllocator().allocate(SharedStorage)
+        full_bar = storage.full.data_ptr()
+        empty_bar = storage.empty.data_ptr()
+        ostaged_bar = storage.ostaged.data_ptr()
+        sTab = storage.tab.get_tensor(cute.make_layout((TAB, NSLOT)))
+        # (a_m, beta_m) of chunk i at [0 / 1, m, i % BSLOT], a pair per column: one 8-byte load each
+        sBt = storage.btab.get_tensor(cute.make_layout((2, CHUNK, BSLOT), stride=(1, 2, 2 * CHUNK)))
+
+        def view(field, layout):
+            return getattr(storage, field).get_tensor(layout.outer, swizzle=layout.inner)
+        sT, sK, sV, sQ, sPq = (view(f, lay[f]) for f in ("sT", "sK", "sV", "sQ", "sPq"))
+        sKk = view("sK", lay["sKk"])                                   # (64 m, 128 k, slot): B of G1
+        # the (v, j) / (v, i) views of the V and output tiles: ldmatrix / stmatrix move them transposed
+        sV_vj = view("sV", cute.select(lay["sV"], mode=[1, 0, 2]))     # (64 v, 64 j, slot)
+
+        if warp_idx == load_warp:
+            for t in (tma_t, tma_v, tma_k, tma_o, tma_q, tma_pq):
+                cpasync.prefetch_descriptor(t)
+        if tidx == 0:
+            for s in cutlass.range_constexpr(NSLOT):
+                cute.arch.mbarrier_init(full_bar + s, 1 + 32)     # the TMA bytes' arrive + 32 table writers
+                cute.arch.mbarrier_init(empty_bar + s, self.empty_arrivals(active, self.role != Role.MAPS))
+            for b in cutlass.range_constexpr(NSLOT * self.nwg):        # V stage s nwg + wg of slot s
+                cute.arch.mbarrier_init(ostaged_bar + b, 4)       # the four consumer warps' stmatrix
+        cute.arch.mbarrier_init_fence()
+        if cutlass.const_expr(self.cz > 1):
+            # every CTA of the cluster has initialised its barriers before a peer multicasts or arrives
+            cute.arch.cluster_arrive_relaxed()
+            cute.arch.cluster_wait()
+        else:
+            cute.arch.sync_threads()
+
+        run, slot = sw._pool_slot(n, state_indices, use_state_indices)      # padding entries skip
+        if work == 0:
+            run = Int32(0)
+        # The dual build resizes each warpgroup's registers at one instruction that dominates all of its
+        # role's code (ptxas ignores a setmaxnreg whose region merges with another role's, C7507); the
+        # chains' increase waits until warpgroup 2 has given its registers back.  A dual block running
+        # its sequence solo-style (active = 1) leaves warpgroup 1 without work.
+        if warp_idx >= load_warp:
+            if cutlass.const_expr(self.nwg > 1):
+                cute.arch.setmaxregister_decrease(DUAL_IO_REGS)
+            if run != 0:
+                bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
+                if warp_idx == load_warp:
+                    self.loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, sBt, gcum, rk, rq,
+                               beta32, scale,
+                               tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
+                               ready, ready_from, plan.first_slot(cu_seqlens[n], n) + seg.j * seg_chunks, active,
+                               seg.map_)
+                elif warp_idx == store_warp:
+                    if cutlass.const_expr(self.role != Role.MAPS):
+                        self.stores(nch, bos, eos, hv, col0, empty_bar, ostaged_bar, sV, tma_o, mO, out, active)
+        else:
+            if cutlass.const_expr(self.nwg > 1):
+                cute.arch.setmaxregister_increase(DUAL_CHAIN_REGS)
+            if run != 0:
+                wg = tidx // 128                  # the consumer warpgroup (0 unless dual)
+                if wg < active:
+                    bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
+                    if cutlass.const_expr(self.role == Role.MAPS):
+                        self.map_chain(tidx % 128, wg, hv, slot, bos, eos, nch, wg * VB, sT, sK, sKk, sV_vj, sTab, sBt,
+                                       full_bar, empty_bar, state, initial_state, state_in, maps, seg_state, seg)
+                    else:
+                        self.chain(tidx % 128, wg, n, hv, slot, bos, eos, nch, col0 + wg * VB, sT, sK, sKk, sV_vj, sQ,
+                                   sPq, sTab, sBt, full_bar, empty_bar, ostaged_bar, state, has_state,
+                                   checkpoints, checkpoint_chunks, initial_state, state_in, active,
+                                   seg_state, seg, seg_chunks)
+        if cutlass.const_expr(self.cz > 1):
+            # no CTA leaves while its peer may still multicast into it or arrive on its barriers
+            cute.arch.cluster_arrive()
+            cute.arch.cluster_wait()
+
+    # ------------------------------------------------------------------ the load warp
+    @cute.jit
+    def loads(self, nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32, full_bar, empty_bar,
+              sTab, sBt, gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.Tensor, scale: Float32,
+              tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
+              ready: cute.Tensor, ready_from: Int32, slot0: Int32, active, map_: Int32):
+        """The load warp: the TMA tiles of every chunk and its coefficient table, slot i % NSLOT as soon
+        as the consumer warps have released it (the dual build: a V tile per consumer warpgroup).
+        MAPS: no q or P tile (no output), and no V tile for an A chain (V is taken as 0).
+        Lane l computes rows l and l + 32 of the table from row data loaded one chunk ahead (the
+        global loads' latency stays off the ring).
+        Overlap plan: chunk i (chunk slot slot0 + i) is awaited before its row data, the first thing
+        of it that is read (its tiles are loaded one iteration later)."""
+        lane = cute.arch.lane_idx()
+        rank = Int32(0)
+        if cutlass.const_expr(self.cz > 1):
+            rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())     # = vb
+        mT_h = mT[None, None, hv]
+        mV_h = mV[None, None, hv]
+        mK_h = mK[None, None, hk]
+        mQ_h = mQ[None, None, hk]
+        mPq_h = mPq[None, None, hv]
+        ga = Float32(0.0)
+        gb = Float32(0.0)
+        ka = Float32(0.0)
+        kb = Float32(0.0)
+        qa = Float32(0.0)
+        qb = Float32(0.0)
+        ba = Float32(0.0)
+        bb = Float32(0.0)
+        gl = Float32(0.0)
+        if nch > 0:
+            _await_ready(ready, slot0, hv, ready_from)
+            gl, ga, ka, qa, ba, gb, kb, qb, bb = _row_data(gcum, rk, rq, beta32, hv, bos, eos, lane,
+                                                           ga, ka, qa, ba, gb, kb, qb, bb)
+        for i in cutlass.range(nch, unroll=1):
+            s = i % NSLOT
+            t0 = bos + i * CHUNK
+            L = cutlass.min(eos - t0, CHUNK)
+            if i >= NSLOT:
+                cute.arch.mbarrier_wait(empty_bar + s, ((i - NSLOT) // NSLOT) % 2)
+            bar = full_bar + s
+            if cutlass.const_expr(self.role == Role.MAPS):
+                with cute.arch.elect_one():
+                    cute.arch.mbarrier_arrive_and_expect_tx(
+                        bar, _T_BYTES + _K_BYTES + cutlass.select_(map_ == Map.B, active * _V_BYTES, 0))
+            else:
+                with cute.arch.elect_one():
+                    cute.arch.mbarrier_arrive_and_expect_tx(bar, _TMA_BYTES + (active - 1) * _V_BYTES)
+            # Tu, K, q, P are the same for both CTAs of a head (pair build: each loads 1/cz, multicast)
+            tma.load(tma_t, tma.gmem_tile(mT_h, (t0, 0), (CHUNK, CHUNK)), sT[None, None, s], bar, rank, self.cz)
+            if cutlass.const_expr(self.role == Role.MAPS):
+                if map_ == Map.B:
+                    self._load_v(tma_v, mV_h, sV, bar, t0, col0, s, active)
+            else:
+                self._load_v(tma_v, mV_h, sV, bar, t0, col0, s, active)
+            tma.load(tma_k, tma.gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, s], bar, rank, self.cz)
+            if cutlass.const_expr(self.role != Role.MAPS):
+                tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (CHUNK, DK)), sQ[None, None, s], bar, rank, self.cz)
+                tma.load(tma_pq, tma.gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, s], bar, rank, self.cz)
+            # the table: coef_j = exp(g_last - gcum_j) rk_j, c_i = scale rq_i exp(gcum_i),
+            # a_m = exp(gcum_m) rk_m (0 past L)
+            ca = Float32(0.0)
+            cb = Float32(0.0)
+            oa = Float32(0.0)
+            ob = Float32(0.0)
+            aa = Float32(0.0)
+            ab = Float32(0.0)
+            if lane < L:
+                ea = cute.math.exp(ga)
+                ca = cute.math.exp(gl - ga) * ka
+                oa = scale * qa * ea
+                aa = ea * ka
+            if lane + 32 < L:
+                eb = cute.math.exp(gb)
+                cb = cute.math.exp(gl - gb) * kb
+                ob = scale * qb * eb
+                ab = eb * kb
+            sTab[lane, s] = ca
+            sTab[lane + 32, s] = cb
+            sTab[TAB_C + lane, s] = oa
+            sTab[TAB_C + lane + 32, s] = ob
+            if lane == 0:
+                sTab[TAB_GL, s] = cute.math.exp(gl)
+            # the (a, beta) ring (BSLOT deep): chunk i - BSLOT's consumers are done with the entry once they
+            # have released that chunk's slot (they form its Y' before)
+            if i >= BSLOT:
+                j = i - BSLOT
+                cute.arch.mbarrier_wait(empty_bar + j % NSLOT, (j // NSLOT) % 2)
+            sBt[0, lane, i % BSLOT] = aa
+            sBt[1, lane, i % BSLOT] = cutlass.select_(lane < L, ba, Float32(0.0))
+            sBt[0, lane + 32, i % BSLOT] = ab
+            sBt[1, lane + 32, i % BSLOT] = cutlass.select_(lane + 32 < L, bb, Float32(0.0))
+            cute.arch.mbarrier_arrive(bar)
+            if i + 1 < nch:
+                _await_ready(ready, slot0 + i + 1, hv, ready_from)
+                gl, ga, ka, qa, ba, gb, kb, qb, bb = _row_data(gcum, rk, rq, beta32, hv, t0 + CHUNK, eos, lane,
+                                                               ga, ka, qa, ba, gb, kb, qb, bb)
+
+    @cute.jit
+    def _load_v(self, tma_v, mV_h, sV, bar, t0: Int32, col0: Int32, s: Int32, active):
+        """The V tile of each working consumer warpgroup (its 64 state columns) of the chunk at t0."""
+        for wg in cutlass.range_constexpr(self.nwg):
+            if wg < active:
+                tma.load(tma_v, tma.gmem_tile(mV_h, (t0, col0 + wg * VB), (CHUNK, VB)),
+                         sV[None, None, s * self.nwg + wg], bar, Int32(0), 1)
+
+    # ------------------------------------------------------------------ the store warp
+    @cute.jit
+    def stores(self, nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, empty_bar, ostaged_bar, sV,
+               tma_o, mO, out: cute.Tensor, active):
+        """The store warp: chunk c's output of consumer warpgroup wg, staged in the V region of chunk
+        c + 1's slot (stage s nwg + wg, s = (c + 1) % NSLOT; once its four warps have arrived on
+        ostaged[s nwg + wg]) -> rows t0 .. t0 + L, columns col0 + 64 wg .. + 64 of out: one TMA store
+        for a full chunk, this warp's 16-byte thread stores of rows < L for a partial one; then, once
+        the stores have read the tiles, its arrival on empty[s] lets the loader refill the slot.  Chunk
+        0's slot holds no output (there is no chunk -1): its first arrival comes before the loop."""
+        lane = cute.arch.lane_idx()
+        mO_h = mO[None, None, hv]
+        cp_v = tma.rows_copy(VB, 32)
+        thr_v = cp_v.get_slice(lane)
+        tOC = thr_v.partition_S(cute.make_identity_tensor((CHUNK, VB)))
+        if lane == 0:
+            cute.arch.mbarrier_arrive(empty_bar)
+        for c in cutlass.range(nch, unroll=1):
+            t0 = bos + c * CHUNK
+            L = cutlass.min(eos - t0, CHUNK)
+            s = (c + 1) % NSLOT
+            for wg in cutlass.range_constexpr(self.nwg):
+                if wg < active:
+                    vs = s * self.nwg + wg
+                    # chunks c = 0, 1, 2 stage into slots 1, 2, 0: each slot's u-th output is chunk
+                    # c with u = c // NSLOT (not (c + 1) // NSLOT: slot 0's first is chunk NSLOT - 1)
+                    cute.arch.mbarrier_wait(ostaged_bar + vs, (c // NSLOT) % 2)
+                    tma.store_rows(L, True, tma_o, sV, mO_h, out, cp_v, thr_v, thr_v.partition_S(sV[None, None, vs]),
+                                   tOC, t0, hv, col0 + wg * VB, vs, VB)
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
+            cute.arch.sync_warp()
+            if lane == 0:
+                cute.arch.mbarrier_arrive(empty_bar + s)
+        cute.arch.cp_async_bulk_wait_group(0)
+
+    # ------------------------------------------------------------------ the consumers
+    @cute.jit
+    def chain(self, ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32,
+              col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sTab, sBt, full_bar, empty_bar, ostaged_bar,
+              state: cute.Tensor, has_state: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
+              initial_state: cute.Tensor, state_in: Int32, active,
+              seg_state: cute.Tensor, seg: _Segment, seg_chunks: Int32):
+        """Consumer warpgroup wg (of the `active` ones that share the tiles): S^T[col0 .. col0 + 64)
+        through the sequence (SEGMENT: through its segment seg) and the output of those columns for
+        every chunk (module docstring)."""
+        mma_n64, mma_s = chain.tiled_mmas()
+
+        thr_n = mma_n64.get_slice(ltid)
+        thr_s = mma_s.get_slice(ltid)
+        tKkb = thr_n.make_fragment_B(thr_n.partition_B(sKk))        # (MMA, 1, 8, NSLOT)
+        tQb = thr_n.make_fragment_B(thr_n.partition_B(sQ))          # (MMA, 1, 8, NSLOT)
+        tTb = thr_n.make_fragment_B(thr_n.partition_B(sT))          # (MMA, 1, 4, NSLOT)
+        tPqb = thr_n.make_fragment_B(thr_n.partition_B(sPq))        # (MMA, 1, 4, NSLOT)
+        tKb = thr_s.make_fragment_B(thr_s.partition_B(sK))          # (MMA, 1, 4, NSLOT)
+        accSt = cute.make_rmem_tensor(thr_s.partition_shape_C((VB, DK)), Float32)      # S^T[v, k]
+        accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # Z, then Vnew^T
+        accY = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # Q S, then O^T
+        assert str(accSt.layout) == "((2,2,16),1,1):((1,2,4),0,0)", str(accSt.layout)
+        assert str(accX.layout) == "((2,2,8),1,1):((1,2,4),0,0)", str(accX.layout)
+        rS = cute.make_rmem_tensor_like(accSt, BFloat16)            # A of G1, G2
+        rP = cute.make_rmem_tensor_like(accX, BFloat16)             # A of G3: bf16(Vnew^T coef_j)
+        rV = cute.make_rmem_tensor_like(accX, BFloat16)             # A of G1b: bf16(Y^T); of G4: bf16(Vnew^T)
+        tSa = cute.make_tensor(rS.iterator, chain.acc_as_a_layout(accSt.layout, DK // 16))
+        tPa = cute.make_tensor(rP.iterator, chain.acc_as_a_layout(accX.layout, CHUNK // 16))
+        tVa = cute.make_tensor(rV.iterator, chain.acc_as_a_layout(accX.layout, CHUNK // 16))
+        tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))     # (v, k) of accSt[e]
+        tXc = thr_n.partition_C(cute.make_identity_tensor((VB, CHUNK)))    # (v, j) of accX[e], accY[e]
+
+        # V^T by transposing ldmatrix from the (j, v) tile; O^T by transposing stmatrix into (i, v)
+        ld_v = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16),
+                                      mma_n64).get_slice(ltid)
+        st_o = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(True, 4), BFloat16),
+                                      mma_n64).get_slice(ltid)
+        rVt = cute.make_rmem_tensor_like(accX, BFloat16)           # V^T (64 v, 64 m)
+        rVt_cv = ld_v.retile(rVt)
+        accY_cv = st_o.retile(accY)
+        rO = cute.make_rmem_tensor_like(accY_cv, BFloat16)
+
+        # S^T[v, k] = S[k, col0 + v]: spine_wgmma's state load / store through the transposed view
+        gSt = chain.transposed_block(state, slot, hv, col0)                   # (v, k) -> S[k, col0 + v]
+        # chunks before this CTA's first (SEGMENT: the segment's first chunk in the sequence); a
+        # segment of a sequence of several starts from its composed state (seg_state, fp32)
+        c0 = Int32(0)
+        last = Int32(1)
+        nch_seq = nch
+        if cutlass.const_expr(self.role == Role.SEGMENT):
+            c0 = seg.j * seg_chunks
+            nch_seq = seg.nch_seq
+            if seg.j + 1 < seg.nseg:
+                last = Int32(0)
+            if seg.nseg > 1:
+                gI = chain.transposed_block(seg_state, seg.slot, hv, col0)
+                for e in cutlass.range_constexpr(cute.size(accSt)):
+                    accSt[e] = gI[tScS[e]]
+            else:
+                state_pool.load(accSt, tScS, gSt, chain.transposed_block(initial_state, slot, hv, col0), state_in)
+        else:
+            state_pool.load(accSt, tScS, gSt, chain.transposed_block(initial_state, slot, hv, col0), state_in)
+
+        mma_s.set(warpgroup.Field.ACCUMULATE, True)
+        accY.fill(0.0)                        # chunk 0's G4 (a chunk -1 that does not exist) reads these
+        rV.fill(0.0)
+        # The chunks in segments of checkpoint_chunks (one segment of all of them without checkpoints):
+        # the chunk loop itself holds no checkpoint code, the state goes out between segments (inside
+        # the loop, the ~140 instructions of a checkpoint store cost the B = 1 chain 6-7 % even where
+        # none is taken: docs/PERFORMANCE.md, serving features)
+        seg = state_pool.segment_chunks(nch, checkpoint_chunks)
+        for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
+            i_end = cutlass.min((sg + 1) * seg, nch)
+            for i in cutlass.range(sg * seg, i_end, unroll=1):
+                s = i % NSLOT
+                t0 = bos + i * CHUNK
+                L = cutlass.min(eos - t0, CHUNK)
+                cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
+                if L < CHUNK:
+                    chain.zero_tail(sK, sV_vj, L, ltid, wg, active, s, self.nwg, Barrier.CONSUMERS)
+                # G1: Z = bf16(S^T) K^T (the K tile read K-major)
+                rS.store(accSt.load().to(BFloat16))
+                chain.issue(mma_n64, accX, tSa, tKkb, s, True)
+                # under G1: the decay of S^T, V^T, and the output of chunk i - 1
+                decay = sTab[TAB_GL, s]
+                for e in cutlass.range_constexpr(cute.size(accSt)):
+                    accSt[e] = accSt[e] * decay
+                # G4 of chunk i - 1: O^T += bf16(Vnew^T) Pqk^T, in the tensor pipe while the CUDA cores form Y^T.
+                # In chunk 0 it runs on the zeros set before the loop and this chunk's landed P tile, and G2
+                # overwrites the result: a wgmma under a branch makes ptxas serialise every wgmma of the loop
+                ps = cutlass.select_(i > 0, (i + NSLOT - 1) % NSLOT, s)
+                mma_n64.set(warpgroup.Field.ACCUMULATE, True)
+                for kb in cutlass.range_constexpr(cute.size(tVa, mode=[2])):
+                    cute.gemm(mma_n64, accY, tVa[None, None, kb], tPqb[None, None, kb, ps], accY)
+                warpgroup.commit_group()
+                cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * self.nwg + wg]), rVt_cv)
+                warpgroup.wait_group(1)           # G1 (G4 of chunk i - 1 may still run)
+                # Y^T = V^T - Z diag(a); G1b: Vnew^T = bf16(Y^T) Tu^T, then G2: Q S behind it
+                chain.y_t(rP, rVt, accX, sTab, sBt, tXc, s, i % BSLOT)
+                chain.issue(mma_n64, accX, tPa, tTb, s, True)
+                # chunk i - 1's output, its G4 complete (in the pipe before G1b): O^T -> bf16 -> the store
+                # warp under G1b, then G2 may overwrite accY
+                warpgroup.wait_group(1)           # G4 of chunk i - 1 (G1b may still run)
+                if i > 0:
+                    rO.store(accY_cv.load().to(BFloat16))
+                    self.epilogue(i - 1, ltid, wg, empty_bar, ostaged_bar, rO, st_o, sV_vj, s * self.nwg + wg)
+                chain.issue(mma_n64, accY, tSa, tQb, s, True)      # G2 (its fence: accY was read above)
+                warpgroup.wait_group(1)           # G1b (G2 may still run)
+                chain.vnew(rV, rP, accX, sTab, tXc, L, s)
+                # G3: S^T = g S^T + bf16(P^T) K (the chain)
+                chain.issue(mma_s, accSt, tPa, tKb, s, False)
+                warpgroup.wait_group(1)           # G2 (G3 may still run)
+                for e in cutlass.range_constexpr(cute.size(accY)):
+                    accY[e] = accY[e] * sTab[TAB_C + tXc[e][1], s]
+                warpgroup.wait_group(0)           # G3: nothing is in flight across the loop's back edge
+            # a checkpoint (state_pool.py) after the segment's last chunk: its end state S^T, complete
+            # after G3's wait
+            ck = state_pool.checkpoint_slot_after(c0 + i_end - 1, nch_seq, n, checkpoints, checkpoint_chunks)
+            if ck >= 0:
+                state_pool.store(accSt, tScS, chain.transposed_block(state, ck, hv, col0))
+
+        # the last chunk's G4 and output
+        if nch > 0:
+            mma_n64.set(warpgroup.Field.ACCUMULATE, True)
+            chain.issue(mma_n64, accY, tVa, tPqb, (nch - 1) % NSLOT, False)
+            warpgroup.wait_group(0)
+            rO.store(accY_cv.load().to(BFloat16))
+            # staged in slot nch % NSLOT's V region, free once chunk nch - NSLOT's slot is released (its
+            # output read by the store warp): the wait the loader would make for a chunk nch
+            if nch >= NSLOT:
+                cute.arch.mbarrier_wait(empty_bar + nch % NSLOT, ((nch - NSLOT) // NSLOT) % 2)
+            self.epilogue(nch - 1, ltid, wg, empty_bar, ostaged_bar, rO, st_o, sV_vj, (nch % NSLOT) * self.nwg + wg)
+        if has_state != 0 and last != 0:
+            state_pool.store(accSt, tScS, gSt)
+
+    @cute.jit
+    def map_chain(self, ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32, col0: Int32,
+                  sT, sK, sKk, sV_vj, sTab, sBt, full_bar, empty_bar, state: cute.Tensor, initial_state: cute.Tensor,
+                  state_in: Int32, maps: cute.Tensor, seg_state: cute.Tensor, seg: _Segment):
+        """A MAPS consumer warpgroup: columns col0 .. col0 + 64 of its segment's map (seg.map_), the
+        chain without the output (no G2, G4, epilogue): A from S = I with V = 0, B from
+        S = 0, or, for segment 0's B, from the sequence's initial state (which it also copies into
+        seg_state for the SEGMENT pass).  Ends in maps[2 seg.slot + seg.map_]."""
+        mma_n64, mma_s = chain.tiled_mmas()
+        thr_n = mma_n64.get_slice(ltid)
+        thr_s = mma_s.get_slice(ltid)
+        tKkb = thr_n.make_fragment_B(thr_n.partition_B(sKk))        # (MMA, 1, 8, NSLOT)
+        tTb = thr_n.make_fragment_B(thr_n.partition_B(sT))          # (MMA, 1, 4, NSLOT)
+        tKb = thr_s.make_fragment_B(thr_s.partition_B(sK))          # (MMA, 1, 4, NSLOT)
+        accSt = cute.make_rmem_tensor(thr_s.partition_shape_C((VB, DK)), Float32)      # S^T[v, k]
+        accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # Z, then Vnew^T
+        rS = cute.make_rmem_tensor_like(accSt, BFloat16)
+        rP = cute.make_rmem_tensor_like(accX, BFloat16)
+        tSa = cute.make_tensor(rS.iterator, chain.acc_as_a_layout(accSt.layout, DK // 16))
+        tPa = cute.make_tensor(rP.iterator, chain.acc_as_a_layout(accX.layout, CHUNK // 16))
+        tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))
+        tXc = thr_n.partition_C(cute.make_identity_tensor((VB, CHUNK)))
+        ld_v = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16),
+                                      mma_n64).get_slice(ltid)
+        rVt = cute.make_rmem_tensor_like(accX, BFloat16)           # V^T (64 v, 64 m); A: stays 0
+        rVt_cv = ld_v.retile(rVt)
+        rVt.fill(0.0)
+        with_v = seg.map_ == Map.B
+        if seg.map_ == Map.A:
+            for e in cutlass.range_constexpr(cute.size(accSt)):          # S^T[v, k] = I[k, col0 + v]
+                accSt[e] = cutlass.select_(tScS[e][1] == col0 + tScS[e][0], Float32(1.0), Float32(0.0))
+        elif seg.j == 0:
+            state_pool.load(accSt, tScS, chain.transposed_block(state, slot, hv, col0),
+                            chain.transposed_block(initial_state, slot, hv, col0), state_in)
+            gI = chain.transposed_block(seg_state, seg.slot, hv, col0)
+            for e in cutlass.range_constexpr(cute.size(accSt)):
+                gI[tScS[e]] = accSt[e]
+        else:
+            accSt.fill(0.0)
+        mma_s.set(warpgroup.Field.ACCUMULATE, True)
+        for i in cutlass.range(nch, unroll=1):
+            s = i % NSLOT
+            L = cutlass.min(eos - (bos + i * CHUNK), CHUNK)
+            cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
+            if L < CHUNK:
+                chain.zero_tail(sK, sV_vj, L, ltid, wg, DUAL_WG, s, DUAL_WG, Barrier.CONSUMERS)
+            # G1: Z = bf16(S^T) K^T
+            rS.store(accSt.load().to(BFloat16))
+            chain.issue(mma_n64, accX, tSa, tKkb, s, True)
+            decay = sTab[TAB_GL, s]
+            for e in cutlass.range_constexpr(cute.size(accSt)):
+                accSt[e] = accSt[e] * decay
+            if with_v:
+                cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * DUAL_WG + wg]), rVt_cv)
+            warpgroup.wait_group(0)
+            # Y^T = V^T - Z diag(a) (A: V = 0); G1b: Vnew^T = bf16(Y^T) Tu^T
+            chain.y_t(rP, rVt, accX, sTab, sBt, tXc, s, i % BSLOT)
+            chain.issue(mma_n64, accX, tPa, tTb, s, True)
+            warpgroup.wait_group(0)
+            # P^T = Vnew^T coef_j (columns j >= L: 0); G3: S^T = g S^T + bf16(P^T) K
+            chain.vnew(None, rP, accX, sTab, tXc, L, s)
+            chain.issue(mma_s, accSt, tPa, tKb, s, False)
+            warpgroup.wait_group(0)
+            cute.arch.mbarrier_arrive(empty_bar + s)       # this thread is done with the slot
+        gM = chain.transposed_block(maps, seg.slot * 2 + seg.map_, hv, col0)      # maps[2 slot + map]
+        for e in cutlass.range_constexpr(cute.size(accSt)):
+            gM[tScS[e]] = accSt[e]
+
+    @cute.jit
+    def epilogue(self, c: Int32, ltid: Int32, wg, empty_bar, ostaged_bar, rO, st_o, sV_vj, vstage: Int32):
+        """Chunk c's output (its G4 complete) handed to the store warp: release chunk c's slot, O^T ->
+        bf16 -> the V region vstage (transposing stmatrix) of chunk c + 1's slot, whose V tile this
+        warp has already read into registers (ldmatrix: each warp reads and writes only its own 16
+        v rows of the tile), then each warp fences its writes for the async proxy and arrives on
+        ostaged[vstage].  The slot is refilled only once the store warp has read the output too
+        (empty_arrivals), so no buffer of its own and no wait here: nothing waits for another warp
+        of the chain or for a store."""
+        lane = ltid % 32
+        # this thread is done with the slot (empty_arrivals); pair build: lane 0 also frees it in the
+        # peer CTA, whose loader multicasts into it
+        cute.arch.mbarrier_arrive(empty_bar + c % NSLOT)
+        if cutlass.const_expr(self.cz > 1):
+            if lane == 0:
+                rank = cute.arch.block_idx_in_cluster()
+                for r in cutlass.range_constexpr(1, self.cz):
+                    cute.arch.mbarrier_arrive(empty_bar + c % NSLOT, (rank + r) % self.cz)
+        cute.copy(st_o, rO, st_o.partition_D(sV_vj[None, None, vstage]))
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.sync_warp()
+        if lane == 0:
+            cute.arch.mbarrier_arrive(ostaged_bar + vstage)
+
+
+assert SpineRS().smem_bytes() <= MAX_SMEM and SpineRS(dual=True).smem_bytes() <= MAX_SMEM, \
+    (SpineRS().smem_bytes(), SpineRS(dual=True).smem_bytes())
+
+
+# --------------------------------------------------------------------------- kernel
+@cute.kernel
+def spine_rs_kernel(
+    tma_t: cute.CopyAtom, mT: cute.Tensor, tma_v: cute.CopyAtom, mV: cute.Tensor,
+    tma_k: cute.CopyAtom, mK: cute.Tensor, tma_o: cute.CopyAtom, mO: cute.Tensor,
+    tma_q: cute.CopyAtom, mQ: cute.Tensor, tma_pq: cute.CopyAtom, mPq: cute.Tensor,
+    gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.Tensor, cu_seqlens: cute.Tensor,
+    state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, ready: cute.Tensor, order: cute.Tensor,
+    scale: Float32, has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
+    checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
+    maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
+    spine: cutlass.Constexpr,
+):
+    """The entry of every build: spine (a SpineRS, compile time) is the build, SpineRS.kernel the body.
+    A module function, not a method as fused.py's kernel is: the kernel's symbol is made of its
+    function's name and first arguments (a method's would name the class), so the objects stay
+    those measured."""
+    spine.kernel(
+        tma_t, mT, tma_v, mV, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
+        gcum, rk, rq, beta32, cu_seqlens, state, state_indices, out, ready, order,
+        scale, has_state, use_state_indices, ready_from, hv_per_hk, Hv,
+        checkpoints, checkpoint_chunks, initial_state, state_in,
+        maps, seg_state, seg_chunks, maps_all)
+
+
+# --------------------------------------------------------------------------- the block's work
 @cute.jit
 def _segment_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor, seg_chunks: Int32):
     """The segmented roles' work for block bx: (n, hv, sub, live, segment).  The grid is (segment
@@ -569,381 +1040,6 @@ def _chunks(cu_seqlens: cute.Tensor, n: Int32, seg: _Segment, seg_chunks: Int32)
 
 
 @cute.jit
-def _state(ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32,
-           col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sTab, sBt, full_bar, empty_bar, ostaged_bar,
-           state: cute.Tensor, has_state: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
-           initial_state: cute.Tensor, state_in: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr, active,
-           seg_state: cute.Tensor, seg: _Segment, seg_chunks: Int32, role: cutlass.Constexpr):
-    """Consumer warpgroup wg (of the `active` ones that share the tiles): S^T[col0 .. col0 + 64)
-    through the sequence (SEGMENT: through its segment seg) and the output of those columns for
-    every chunk (module docstring)."""
-    mma_n64, mma_s = chain.tiled_mmas()
-
-    thr_n = mma_n64.get_slice(ltid)
-    thr_s = mma_s.get_slice(ltid)
-    tKkb = thr_n.make_fragment_B(thr_n.partition_B(sKk))        # (MMA, 1, 8, NSLOT)
-    tQb = thr_n.make_fragment_B(thr_n.partition_B(sQ))          # (MMA, 1, 8, NSLOT)
-    tTb = thr_n.make_fragment_B(thr_n.partition_B(sT))          # (MMA, 1, 4, NSLOT)
-    tPqb = thr_n.make_fragment_B(thr_n.partition_B(sPq))        # (MMA, 1, 4, NSLOT)
-    tKb = thr_s.make_fragment_B(thr_s.partition_B(sK))          # (MMA, 1, 4, NSLOT)
-    accSt = cute.make_rmem_tensor(thr_s.partition_shape_C((VB, DK)), Float32)      # S^T[v, k]
-    accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # Z, then Vnew^T
-    accY = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # Q S, then O^T
-    assert str(accSt.layout) == "((2,2,16),1,1):((1,2,4),0,0)", str(accSt.layout)
-    assert str(accX.layout) == "((2,2,8),1,1):((1,2,4),0,0)", str(accX.layout)
-    rS = cute.make_rmem_tensor_like(accSt, BFloat16)            # A of G1, G2
-    rP = cute.make_rmem_tensor_like(accX, BFloat16)             # A of G3: bf16(Vnew^T coef_j)
-    rV = cute.make_rmem_tensor_like(accX, BFloat16)             # A of G1b: bf16(Y^T); of G4: bf16(Vnew^T)
-    tSa = cute.make_tensor(rS.iterator, chain.acc_as_a_layout(accSt.layout, DK // 16))
-    tPa = cute.make_tensor(rP.iterator, chain.acc_as_a_layout(accX.layout, CHUNK // 16))
-    tVa = cute.make_tensor(rV.iterator, chain.acc_as_a_layout(accX.layout, CHUNK // 16))
-    tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))     # (v, k) of accSt[e]
-    tXc = thr_n.partition_C(cute.make_identity_tensor((VB, CHUNK)))    # (v, j) of accX[e], accY[e]
-
-    # V^T by transposing ldmatrix from the (j, v) tile; O^T by transposing stmatrix into (i, v)
-    ld_v = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16),
-                                  mma_n64).get_slice(ltid)
-    st_o = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(True, 4), BFloat16),
-                                  mma_n64).get_slice(ltid)
-    rVt = cute.make_rmem_tensor_like(accX, BFloat16)           # V^T (64 v, 64 m)
-    rVt_cv = ld_v.retile(rVt)
-    accY_cv = st_o.retile(accY)
-    rO = cute.make_rmem_tensor_like(accY_cv, BFloat16)
-
-    # S^T[v, k] = S[k, col0 + v]: spine_wgmma's state load / store through the transposed view
-    gSt = chain.transposed_block(state, slot, hv, col0)                   # (v, k) -> S[k, col0 + v]
-    # chunks before this CTA's first (SEGMENT: the segment's first chunk in the sequence); a
-    # segment of a sequence of several starts from its composed state (seg_state, fp32)
-    c0 = Int32(0)
-    last = Int32(1)
-    nch_seq = nch
-    if cutlass.const_expr(role == Role.SEGMENT):
-        c0 = seg.j * seg_chunks
-        nch_seq = seg.nch_seq
-        if seg.j + 1 < seg.nseg:
-            last = Int32(0)
-        if seg.nseg > 1:
-            gI = chain.transposed_block(seg_state, seg.slot, hv, col0)
-            for e in cutlass.range_constexpr(cute.size(accSt)):
-                accSt[e] = gI[tScS[e]]
-        else:
-            state_pool.load(accSt, tScS, gSt, chain.transposed_block(initial_state, slot, hv, col0), state_in)
-    else:
-        state_pool.load(accSt, tScS, gSt, chain.transposed_block(initial_state, slot, hv, col0), state_in)
-
-    mma_s.set(warpgroup.Field.ACCUMULATE, True)
-    accY.fill(0.0)                        # chunk 0's G4 (a chunk -1 that does not exist) reads these
-    rV.fill(0.0)
-    # The chunks in segments of checkpoint_chunks (one segment of all of them without checkpoints):
-    # the chunk loop itself holds no checkpoint code, the state goes out between segments (inside
-    # the loop, the ~140 instructions of a checkpoint store cost the B = 1 chain 6-7 % even where
-    # none is taken: docs/PERFORMANCE.md, serving features)
-    seg = state_pool.segment_chunks(nch, checkpoint_chunks)
-    for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
-        i_end = cutlass.min((sg + 1) * seg, nch)
-        for i in cutlass.range(sg * seg, i_end, unroll=1):
-            s = i % NSLOT
-            t0 = bos + i * CHUNK
-            L = cutlass.min(eos - t0, CHUNK)
-            cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
-            if L < CHUNK:
-                chain.zero_tail(sK, sV_vj, L, ltid, wg, active, s, nwg, BAR_WG)
-            # G1: Z = bf16(S^T) K^T (the K tile read K-major)
-            rS.store(accSt.load().to(BFloat16))
-            chain.issue(mma_n64, accX, tSa, tKkb, s, True)
-            # under G1: the decay of S^T, V^T, and the output of chunk i - 1
-            decay = sTab[TAB_GL, s]
-            for e in cutlass.range_constexpr(cute.size(accSt)):
-                accSt[e] = accSt[e] * decay
-            # G4 of chunk i - 1: O^T += bf16(Vnew^T) Pqk^T, in the tensor pipe while the CUDA cores form Y^T.
-            # In chunk 0 it runs on the zeros set before the loop and this chunk's landed P tile, and G2
-            # overwrites the result: a wgmma under a branch makes ptxas serialise every wgmma of the loop
-            ps = cutlass.select_(i > 0, (i + NSLOT - 1) % NSLOT, s)
-            mma_n64.set(warpgroup.Field.ACCUMULATE, True)
-            for kb in cutlass.range_constexpr(cute.size(tVa, mode=[2])):
-                cute.gemm(mma_n64, accY, tVa[None, None, kb], tPqb[None, None, kb, ps], accY)
-            warpgroup.commit_group()
-            cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * nwg + wg]), rVt_cv)
-            warpgroup.wait_group(1)           # G1 (G4 of chunk i - 1 may still run)
-            # Y^T = V^T - Z diag(a); G1b: Vnew^T = bf16(Y^T) Tu^T, then G2: Q S behind it
-            chain.y_t(rP, rVt, accX, sTab, sBt, tXc, s, i % BSLOT)
-            chain.issue(mma_n64, accX, tPa, tTb, s, True)
-            # chunk i - 1's output, its G4 complete (in the pipe before G1b): O^T -> bf16 -> the store
-            # warp under G1b, then G2 may overwrite accY
-            warpgroup.wait_group(1)           # G4 of chunk i - 1 (G1b may still run)
-            if i > 0:
-                rO.store(accY_cv.load().to(BFloat16))
-                _epilogue(i - 1, ltid, wg, empty_bar, ostaged_bar, rO, st_o, sV_vj, s * nwg + wg, cz)
-            chain.issue(mma_n64, accY, tSa, tQb, s, True)      # G2 (its fence: accY was read above)
-            warpgroup.wait_group(1)           # G1b (G2 may still run)
-            chain.vnew(rV, rP, accX, sTab, tXc, L, s)
-            # G3: S^T = g S^T + bf16(P^T) K (the chain)
-            chain.issue(mma_s, accSt, tPa, tKb, s, False)
-            warpgroup.wait_group(1)           # G2 (G3 may still run)
-            for e in cutlass.range_constexpr(cute.size(accY)):
-                accY[e] = accY[e] * sTab[TAB_C + tXc[e][1], s]
-            warpgroup.wait_group(0)           # G3: nothing is in flight across the loop's back edge
-        # a checkpoint (state_pool.py) after the segment's last chunk: its end state S^T, complete
-        # after G3's wait
-        ck = state_pool.checkpoint_slot_after(c0 + i_end - 1, nch_seq, n, checkpoints, checkpoint_chunks)
-        if ck >= 0:
-            state_pool.store(accSt, tScS, chain.transposed_block(state, ck, hv, col0))
-
-    # the last chunk's G4 and output
-    if nch > 0:
-        mma_n64.set(warpgroup.Field.ACCUMULATE, True)
-        chain.issue(mma_n64, accY, tVa, tPqb, (nch - 1) % NSLOT, False)
-        warpgroup.wait_group(0)
-        rO.store(accY_cv.load().to(BFloat16))
-        # staged in slot nch % NSLOT's V region, free once chunk nch - NSLOT's slot is released (its
-        # output read by the store warp): the wait the loader would make for a chunk nch
-        if nch >= NSLOT:
-            cute.arch.mbarrier_wait(empty_bar + nch % NSLOT, ((nch - NSLOT) // NSLOT) % 2)
-        _epilogue(nch - 1, ltid, wg, empty_bar, ostaged_bar, rO, st_o, sV_vj, (nch % NSLOT) * nwg + wg, cz)
-    if has_state != 0 and last != 0:
-        state_pool.store(accSt, tScS, gSt)
-
-
-@cute.jit
-def _maps(ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32, col0: Int32,
-          sT, sK, sKk, sV_vj, sTab, sBt, full_bar, empty_bar, state: cute.Tensor, initial_state: cute.Tensor,
-          state_in: Int32, maps: cute.Tensor, seg_state: cute.Tensor, seg: _Segment):
-    """A MAPS consumer warpgroup: columns col0 .. col0 + 64 of its segment's map (seg.map_), the
-    chain of _state without the output (no G2, G4, epilogue): A from S = I with V = 0, B from
-    S = 0, or, for segment 0's B, from the sequence's initial state (which it also copies into
-    seg_state for the SEGMENT pass).  Ends in maps[2 seg.slot + seg.map_]."""
-    mma_n64, mma_s = chain.tiled_mmas()
-    thr_n = mma_n64.get_slice(ltid)
-    thr_s = mma_s.get_slice(ltid)
-    tKkb = thr_n.make_fragment_B(thr_n.partition_B(sKk))        # (MMA, 1, 8, NSLOT)
-    tTb = thr_n.make_fragment_B(thr_n.partition_B(sT))          # (MMA, 1, 4, NSLOT)
-    tKb = thr_s.make_fragment_B(thr_s.partition_B(sK))          # (MMA, 1, 4, NSLOT)
-    accSt = cute.make_rmem_tensor(thr_s.partition_shape_C((VB, DK)), Float32)      # S^T[v, k]
-    accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # Z, then Vnew^T
-    rS = cute.make_rmem_tensor_like(accSt, BFloat16)
-    rP = cute.make_rmem_tensor_like(accX, BFloat16)
-    tSa = cute.make_tensor(rS.iterator, chain.acc_as_a_layout(accSt.layout, DK // 16))
-    tPa = cute.make_tensor(rP.iterator, chain.acc_as_a_layout(accX.layout, CHUNK // 16))
-    tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))
-    tXc = thr_n.partition_C(cute.make_identity_tensor((VB, CHUNK)))
-    ld_v = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16),
-                                  mma_n64).get_slice(ltid)
-    rVt = cute.make_rmem_tensor_like(accX, BFloat16)           # V^T (64 v, 64 m); A: stays 0
-    rVt_cv = ld_v.retile(rVt)
-    rVt.fill(0.0)
-    with_v = seg.map_ == Map.B
-    if seg.map_ == Map.A:
-        for e in cutlass.range_constexpr(cute.size(accSt)):          # S^T[v, k] = I[k, col0 + v]
-            accSt[e] = cutlass.select_(tScS[e][1] == col0 + tScS[e][0], Float32(1.0), Float32(0.0))
-    elif seg.j == 0:
-        state_pool.load(accSt, tScS, chain.transposed_block(state, slot, hv, col0),
-                        chain.transposed_block(initial_state, slot, hv, col0), state_in)
-        gI = chain.transposed_block(seg_state, seg.slot, hv, col0)
-        for e in cutlass.range_constexpr(cute.size(accSt)):
-            gI[tScS[e]] = accSt[e]
-    else:
-        accSt.fill(0.0)
-    mma_s.set(warpgroup.Field.ACCUMULATE, True)
-    for i in cutlass.range(nch, unroll=1):
-        s = i % NSLOT
-        L = cutlass.min(eos - (bos + i * CHUNK), CHUNK)
-        cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
-        if L < CHUNK:
-            chain.zero_tail(sK, sV_vj, L, ltid, wg, DUAL_WG, s, DUAL_WG, BAR_WG)
-        # G1: Z = bf16(S^T) K^T
-        rS.store(accSt.load().to(BFloat16))
-        chain.issue(mma_n64, accX, tSa, tKkb, s, True)
-        decay = sTab[TAB_GL, s]
-        for e in cutlass.range_constexpr(cute.size(accSt)):
-            accSt[e] = accSt[e] * decay
-        if with_v:
-            cute.copy(ld_v, ld_v.partition_S(sV_vj[None, None, s * DUAL_WG + wg]), rVt_cv)
-        warpgroup.wait_group(0)
-        # Y^T = V^T - Z diag(a) (A: V = 0); G1b: Vnew^T = bf16(Y^T) Tu^T
-        chain.y_t(rP, rVt, accX, sTab, sBt, tXc, s, i % BSLOT)
-        chain.issue(mma_n64, accX, tPa, tTb, s, True)
-        warpgroup.wait_group(0)
-        # P^T = Vnew^T coef_j (columns j >= L: 0); G3: S^T = g S^T + bf16(P^T) K
-        chain.vnew(None, rP, accX, sTab, tXc, L, s)
-        chain.issue(mma_s, accSt, tPa, tKb, s, False)
-        warpgroup.wait_group(0)
-        cute.arch.mbarrier_arrive(empty_bar + s)       # this thread is done with the slot
-    gM = chain.transposed_block(maps, seg.slot * 2 + seg.map_, hv, col0)      # maps[2 slot + map]
-    for e in cutlass.range_constexpr(cute.size(accSt)):
-        gM[tScS[e]] = accSt[e]
-
-
-@cute.jit
-def _epilogue(c: Int32, ltid: Int32, wg, empty_bar, ostaged_bar, rO, st_o, sV_vj, vstage: Int32,
-              cz: cutlass.Constexpr):
-    """Chunk c's output (its G4 complete) handed to the store warp: release chunk c's slot, O^T ->
-    bf16 -> the V region vstage (transposing stmatrix) of chunk c + 1's slot, whose V tile this
-    warp has already read into registers (ldmatrix: each warp reads and writes only its own 16
-    v rows of the tile), then each warp fences its writes for the async proxy and arrives on
-    ostaged[vstage].  The slot is refilled only once the store warp has read the output too
-    (_empty_arrivals), so no buffer of its own and no wait here: nothing waits for another warp
-    of the chain or for a store."""
-    lane = ltid % 32
-    # this thread is done with the slot (_empty_arrivals); pair build: lane 0 also frees it in the
-    # peer CTA, whose loader multicasts into it
-    cute.arch.mbarrier_arrive(empty_bar + c % NSLOT)
-    if cutlass.const_expr(cz > 1):
-        if lane == 0:
-            rank = cute.arch.block_idx_in_cluster()
-            for r in cutlass.range_constexpr(1, cz):
-                cute.arch.mbarrier_arrive(empty_bar + c % NSLOT, (rank + r) % cz)
-    cute.copy(st_o, rO, st_o.partition_D(sV_vj[None, None, vstage]))
-    cute.arch.fence_proxy("async.shared", space="cta")
-    cute.arch.sync_warp()
-    if lane == 0:
-        cute.arch.mbarrier_arrive(ostaged_bar + vstage)
-
-
-@cute.jit
-def _stores(nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, empty_bar, ostaged_bar, sV,
-            tma_o, mO, out: cute.Tensor, nwg: cutlass.Constexpr, active):
-    """The store warp: chunk c's output of consumer warpgroup wg, staged in the V region of chunk
-    c + 1's slot (stage s nwg + wg, s = (c + 1) % NSLOT; once its four warps have arrived on
-    ostaged[s nwg + wg]) -> rows t0 .. t0 + L, columns col0 + 64 wg .. + 64 of out: one TMA store
-    for a full chunk, this warp's 16-byte thread stores of rows < L for a partial one; then, once
-    the stores have read the tiles, its arrival on empty[s] lets the loader refill the slot.  Chunk
-    0's slot holds no output (there is no chunk -1): its first arrival comes before the loop."""
-    lane = cute.arch.lane_idx()
-    mO_h = mO[None, None, hv]
-    cp_v = tma.rows_copy(VB, 32)
-    thr_v = cp_v.get_slice(lane)
-    tOC = thr_v.partition_S(cute.make_identity_tensor((CHUNK, VB)))
-    if lane == 0:
-        cute.arch.mbarrier_arrive(empty_bar)
-    for c in cutlass.range(nch, unroll=1):
-        t0 = bos + c * CHUNK
-        L = cutlass.min(eos - t0, CHUNK)
-        s = (c + 1) % NSLOT
-        for wg in cutlass.range_constexpr(nwg):
-            if wg < active:
-                vs = s * nwg + wg
-                # chunks c = 0, 1, 2 stage into slots 1, 2, 0: each slot's u-th output is chunk
-                # c with u = c // NSLOT (not (c + 1) // NSLOT: slot 0's first is chunk NSLOT - 1)
-                cute.arch.mbarrier_wait(ostaged_bar + vs, (c // NSLOT) % 2)
-                tma.store_rows(L, True, tma_o, sV, mO_h, out, cp_v, thr_v, thr_v.partition_S(sV[None, None, vs]),
-                               tOC, t0, hv, col0 + wg * VB, vs, VB)
-        cute.arch.cp_async_bulk_wait_group(0, read=True)
-        cute.arch.sync_warp()
-        if lane == 0:
-            cute.arch.mbarrier_arrive(empty_bar + s)
-    cute.arch.cp_async_bulk_wait_group(0)
-
-
-@cute.jit
-def _loads(nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32, full_bar, empty_bar, sTab, sBt,
-           gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.Tensor, scale: Float32,
-           tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
-           ready: cute.Tensor, ready_from: Int32, slot0: Int32, cz: cutlass.Constexpr, nwg: cutlass.Constexpr,
-           active, role: cutlass.Constexpr, map_: Int32):
-    """The load warp: the TMA tiles of every chunk and its coefficient table, slot i % NSLOT as soon
-    as the consumer warps have released it (the dual build: a V tile per consumer warpgroup).
-    MAPS: no q or P tile (no output), and no V tile for an A chain (V is taken as 0).
-    Lane l computes rows l and l + 32 of the table from row data loaded one chunk ahead (the
-    global loads' latency stays off the ring).
-    Overlap plan: chunk i (chunk slot slot0 + i) is awaited before its row data, the first thing
-    of it that is read (its tiles are loaded one iteration later)."""
-    lane = cute.arch.lane_idx()
-    rank = Int32(0)
-    if cutlass.const_expr(cz > 1):
-        rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())     # = vb
-    mT_h = mT[None, None, hv]
-    mV_h = mV[None, None, hv]
-    mK_h = mK[None, None, hk]
-    mQ_h = mQ[None, None, hk]
-    mPq_h = mPq[None, None, hv]
-    ga = Float32(0.0)
-    gb = Float32(0.0)
-    ka = Float32(0.0)
-    kb = Float32(0.0)
-    qa = Float32(0.0)
-    qb = Float32(0.0)
-    ba = Float32(0.0)
-    bb = Float32(0.0)
-    gl = Float32(0.0)
-    if nch > 0:
-        _await_ready(ready, slot0, hv, ready_from)
-        gl, ga, ka, qa, ba, gb, kb, qb, bb = _row_data(gcum, rk, rq, beta32, hv, bos, eos, lane,
-                                                       ga, ka, qa, ba, gb, kb, qb, bb)
-    for i in cutlass.range(nch, unroll=1):
-        s = i % NSLOT
-        t0 = bos + i * CHUNK
-        L = cutlass.min(eos - t0, CHUNK)
-        if i >= NSLOT:
-            cute.arch.mbarrier_wait(empty_bar + s, ((i - NSLOT) // NSLOT) % 2)
-        bar = full_bar + s
-        if cutlass.const_expr(role == Role.MAPS):
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(
-                    bar, _T_BYTES + _K_BYTES + cutlass.select_(map_ == Map.B, active * _V_BYTES, 0))
-        else:
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(bar, _TMA_BYTES + (active - 1) * _V_BYTES)
-        # Tu, K, q, P are the same for both CTAs of a head (pair build: each loads 1/cz, multicast)
-        tma.load(tma_t, tma.gmem_tile(mT_h, (t0, 0), (CHUNK, CHUNK)), sT[None, None, s], bar, rank, cz)
-        if cutlass.const_expr(role == Role.MAPS):
-            if map_ == Map.B:
-                _load_v(tma_v, mV_h, sV, bar, t0, col0, s, nwg, active)
-        else:
-            _load_v(tma_v, mV_h, sV, bar, t0, col0, s, nwg, active)
-        tma.load(tma_k, tma.gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, s], bar, rank, cz)
-        if cutlass.const_expr(role != Role.MAPS):
-            tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (CHUNK, DK)), sQ[None, None, s], bar, rank, cz)
-            tma.load(tma_pq, tma.gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, s], bar, rank, cz)
-        # the table: coef_j = exp(g_last - gcum_j) rk_j, c_i = scale rq_i exp(gcum_i),
-        # a_m = exp(gcum_m) rk_m (0 past L)
-        ca = Float32(0.0)
-        cb = Float32(0.0)
-        oa = Float32(0.0)
-        ob = Float32(0.0)
-        aa = Float32(0.0)
-        ab = Float32(0.0)
-        if lane < L:
-            ea = cute.math.exp(ga)
-            ca = cute.math.exp(gl - ga) * ka
-            oa = scale * qa * ea
-            aa = ea * ka
-        if lane + 32 < L:
-            eb = cute.math.exp(gb)
-            cb = cute.math.exp(gl - gb) * kb
-            ob = scale * qb * eb
-            ab = eb * kb
-        sTab[lane, s] = ca
-        sTab[lane + 32, s] = cb
-        sTab[TAB_C + lane, s] = oa
-        sTab[TAB_C + lane + 32, s] = ob
-        if lane == 0:
-            sTab[TAB_GL, s] = cute.math.exp(gl)
-        # the (a, beta) ring (BSLOT deep): chunk i - BSLOT's consumers are done with the entry once they
-        # have released that chunk's slot (they form its Y' before)
-        if i >= BSLOT:
-            j = i - BSLOT
-            cute.arch.mbarrier_wait(empty_bar + j % NSLOT, (j // NSLOT) % 2)
-        sBt[0, lane, i % BSLOT] = aa
-        sBt[1, lane, i % BSLOT] = cutlass.select_(lane < L, ba, Float32(0.0))
-        sBt[0, lane + 32, i % BSLOT] = ab
-        sBt[1, lane + 32, i % BSLOT] = cutlass.select_(lane + 32 < L, bb, Float32(0.0))
-        cute.arch.mbarrier_arrive(bar)
-        if i + 1 < nch:
-            _await_ready(ready, slot0 + i + 1, hv, ready_from)
-            gl, ga, ka, qa, ba, gb, kb, qb, bb = _row_data(gcum, rk, rq, beta32, hv, t0 + CHUNK, eos, lane,
-                                                           ga, ka, qa, ba, gb, kb, qb, bb)
-
-
-@cute.jit
-def _load_v(tma_v, mV_h, sV, bar, t0: Int32, col0: Int32, s: Int32, nwg: cutlass.Constexpr, active):
-    """The V tile of each working consumer warpgroup (its 64 state columns) of the chunk at t0."""
-    for wg in cutlass.range_constexpr(nwg):
-        if wg < active:
-            tma.load(tma_v, tma.gmem_tile(mV_h, (t0, col0 + wg * VB), (CHUNK, VB)), sV[None, None, s * nwg + wg],
-                     bar, Int32(0), 1)
-
-
-@cute.jit
 def _await_ready(ready: cute.Tensor, c: Int32, hv: Int32, ready_from: Int32):
     """Overlap plan: chunk slot c >= ready_from is produced by the recompute_wu launch running
     beside this spine; spin (every lane: each reads the rows after its own acquire) until it has
@@ -978,18 +1074,17 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.
     return gl, ga, ka, qa, ba, gb, kb, qb, bb
 
 
-# --------------------------------------------------------------------------- launch
-@functools.cache
-def _make_launch(pair: bool, dual: bool = False, role: Role = Role.SEQUENCE):
-    """The launch function of the solo build (one CTA per 64 state columns), the pair build (the
-    two CTAs of a head as a cluster that multicasts Tu, K, q and P), the dual build (one CTA per
-    head, a consumer warpgroup per 64 state columns), or a segmented role's (MAPS: dual; SEGMENT:
-    solo): one kernel body, the cluster size, the consumer warpgroups and the role compile-time
-    constants."""
-    assert not (pair and dual) and (role == Role.SEQUENCE or not pair)
-    assert role != Role.MAPS or dual, "MAPS runs two chains per CTA"
-    cz = plan.RS_SPINE_PAIR if pair else 1
-    nwg = DUAL_WG if dual else 1
+# --------------------------------------------------------------------------- the build's interface
+# (cute_kernels.aot: parameter names are gdn_problem_t fields)
+def _build(pair: bool = False, dual: bool = False, role: str = "sequence"):
+    """(pair, dual, Role) of a variant's kwargs (role: the Role's name, lower case)."""
+    r = Role[role.upper()]
+    return pair, dual or r == Role.MAPS, r
+
+
+def launch_for(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32",
+               role: str = "sequence"):
+    spine = SpineRS(*_build(pair, dual, role))
 
     @cute.jit
     def spine_rs(
@@ -1002,69 +1097,26 @@ def _make_launch(pair: bool, dual: bool = False, role: Role = Role.SEQUENCE):
         maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
         stream: cuda.CUstream,
     ):
-        """The launch (parameter names: gdn_problem_t fields; the inputs q, k, v read by TMA (the
-        fused plan's 16-byte alignment), stage 1's tu and pqk, then the overlap plan's ready flags
-        and first published slot, stage 1's sequence order, and the segmented plan's maps,
-        seg_state, segment length and maps_all)."""
-        lay = _smem_layouts(nwg)
-        load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
-        shared = cpasync.CopyBulkTensorTileG2SMulticastOp() if cz > 1 else load
-        t_view, v_view, q_view, pq_view, o_view = (tma.view(t, [0, 2, 1]) for t in (tu, v, q, pqk, out))
-        k_view = tma.view(k, [2, 0, 1])
-        one = lambda name: cute.slice_(lay[name], (None, None, 0))     # noqa: E731
-        mcast = (cz,) if cz > 1 else ()
-        tma_t, mT = cpasync.make_tiled_tma_atom(shared, t_view, one("sT"), (CHUNK, CHUNK), *mcast)
-        tma_v, mV = cpasync.make_tiled_tma_atom(load, v_view, one("sV"), (CHUNK, VB))
-        tma_k, mK = cpasync.make_tiled_tma_atom(shared, k_view, one("sK"), (DK, CHUNK), *mcast)
-        tma_q, mQ = cpasync.make_tiled_tma_atom(shared, q_view, one("sQ"), (CHUNK, DK), *mcast)
-        tma_pq, mPq = cpasync.make_tiled_tma_atom(shared, pq_view, one("sPq"), (CHUNK, CHUNK), *mcast)
-        tma_o, mO = cpasync.make_tiled_tma_atom(store, o_view, one("sV"), (CHUNK, VB))
-        T = v.shape[0]
-        N = cu_seqlens.shape[0] - 1
-        Hv = v.shape[1]
-        kernel = spine_rs_kernel(
-            tma_t, mT, tma_v, mV, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
-            gcum, rk, rq, beta32, cu_seqlens, state, state_indices, out, ready, order, scale,
-            has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv, checkpoints, checkpoint_chunks,
-            initial_state, state_in, maps, seg_state, seg_chunks, maps_all, cz, nwg, role,
-        )
-        if cutlass.const_expr(role == Role.SEQUENCE):
-            grid = plan.grid_spine_rs(T, N, Hv, dual)
-        else:
-            grid = plan.grid_spine_rs_segments(T, N, Hv, seg_chunks)
-        if cutlass.const_expr(cz > 1):
-            kernel.launch(grid=grid, block=[_threads(nwg), 1, 1], cluster=[cz, 1, 1],
-                          stream=stream, use_pdl=pdl.USE_PDL)
-        else:
-            kernel.launch(grid=grid, block=[_threads(nwg), 1, 1], stream=stream, use_pdl=pdl.USE_PDL)
+        spine(q, k, v, tu, pqk, gcum, rq, rk, beta32, cu_seqlens, state, state_indices, out, scale, has_state,
+              use_state_indices, ready, ready_from, order, checkpoints, checkpoint_chunks, initial_state, state_in,
+              maps, seg_state, seg_chunks, maps_all, stream)
 
     return spine_rs
 
 
-def _build(pair: bool = False, dual: bool = False, role: str = "sequence"):
-    """(pair, dual, Role) of a variant's kwargs (role: the Role's name, lower case)."""
-    r = Role[role.upper()]
-    return pair, dual or r == Role.MAPS, r
-
-
-def launch_for(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32",
-               role: str = "sequence"):
-    return _make_launch(*_build(pair, dual, role))
-
-
 def THREADS(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32",  # noqa: N802
             role: str = "sequence") -> int:
-    return _threads(DUAL_WG if _build(pair, dual, role)[1] else 1)
+    return SpineRS(*_build(pair, dual, role)).threads()
 
 
 def SMEM_BYTES(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32",  # noqa: N802
                role: str = "sequence") -> int:
-    return _smem_bytes(DUAL_WG if _build(pair, dual, role)[1] else 1)
+    return SpineRS(*_build(pair, dual, role)).smem_bytes()
 
 
 def CLUSTER(layout: str, pair: bool = False, dual: bool = False, state_dtype: str = "fp32",  # noqa: N802
             role: str = "sequence") -> int:
-    return plan.RS_SPINE_PAIR if pair else 1
+    return SpineRS(*_build(pair, dual, role)).cz
 
 
 # Three builds of the serial plan, picked per call by the launcher (plan.pxi _rs_build, gdn_abi.h

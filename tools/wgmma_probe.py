@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(256, 1) probe_{n}_{'rs' if rs else 'ss'}(long 
 """
 
 
-# The chunk loop of spine_rs._state on synthetic tiles (see the module docstring).  Shared memory
+# The chunk loop of spine_rs.SpineRS.chain on synthetic tiles (see the module docstring).  Shared memory
 # (from a 1,024-aligned base): the K tile at 0 and the q tile at 16 KB as spine_rs stores them (64
 # rows x 128 k, two 64-wide atom columns 8 KB apart; G3 reads K MN-major), Tu at 32 KB, P at 40 KB,
 # V and sO per warpgroup at 48 / 64 KB (+ 8 KB per warpgroup), the coefficient table at 80 KB.
