@@ -59,13 +59,12 @@ class IntraChunk:
 
     @staticmethod
     def scratch(storage):
-        """The role's fp32 shared memory, fields a, x and x3 of any storage that has them: A / Tm
-        (and its float2 view) and the merges' scratch (step 2's and step 3's apart, so that no warp
-        writes step 3's while another still reads its step 2)."""
+        """The role's fp32 shared memory, fields a and x of any storage that has them: A / Tm (and
+        its float2 view) and the merge scratch."""
         sA = cute.make_tensor(storage.a.data_ptr(), cute.make_layout((C, C), stride=(AS, 1)))
         sA2 = cute.make_tensor(storage.a.data_ptr(), cute.make_layout((C, C // 2, 2), stride=(AS, 2, 1)))
-        lay = cute.make_layout((HALF, HALF), stride=(XS, 1))
-        return sA, sA2, (cute.make_tensor(storage.x.data_ptr(), lay), cute.make_tensor(storage.x3.data_ptr(), lay))
+        sX = cute.make_tensor(storage.x.data_ptr(), cute.make_layout((HALF, HALF), stride=(XS, 1)))
+        return sA, sA2, sX
 
     @cute.jit
     def issue_products(self, mma, thr, accG, accQ, sK1, sQ1):
@@ -116,18 +115,12 @@ class IntraChunk:
                 sA2[i, j // 2, None].store(pair.load())
 
     @cute.jit
-    def inverse(self, sA, sXs, tidx: Int32, sEye):
+    def inverse(self, sA, sX, tidx: Int32, sEye):
         """Tm = (I + A)^-1 in place over sA, by 16 x 16 blocks (rows / columns of block b: 16 b ..):
         1. warps 0, 1: the diagonal blocks 2w, 2w + 1 by forward substitution (lane: one column);
         2. warps 2p, 2p + 1: the 32 x 32 merge of pair p, T_{2p+1,2p} = -D_{2p+1} (A_{2p+1,2p} D_{2p});
         3. all four warps: T_{[2,3],[0,1]} = -T_{[2,3],[2,3]} (A_{[2,3],[0,1]} T_{[0,1],[0,1]});
         the merges on mma.sync in one TF32 pass (mma_tf32), skipping k-steps of exact zeros.
-        Between phases a warp that reads only what it wrote itself waits for its own lanes
-        (sync_warp), not for the warpgroup: step 2's second product reads the columns of X its warp
-        formed; step 3's first product reads T_{1,0}'s columns its warp formed in step 2 (warps 0,
-        1) or diagonal blocks (warps 2, 3), and writes a scratch of its own (sX[1]).  Two barriers
-        stay: after the diagonal blocks, and before step 3's second product (it reads T_{3,2},
-        which warps 2 and 3 formed).
         sEye: 2 BLK - 1 floats, 1 at BLK - 1 and 0 elsewhere, so that row ii's right-hand side
         e_jj[ii] is one shared load: as 16 selects of a 0 / 1 float they were loop invariants that
         ptxas hoisted out of the chunk loop, 16 registers the role spilled."""
