@@ -24,6 +24,18 @@ DK = plan.HEAD_DIM_K                  # 128
 VB = plan.RS_SPINE_VBLOCK             # 64 state columns per warpgroup: M of every MMA
 
 
+def can_implement(K: int, V: int, Hk: int, Hv: int, qkv_aligned16: bool) -> tuple[bool, str]:
+    """What a kernel built on this chain accepts (spine_rs's and fused.py's can_implement): K = V = 128,
+    Hv a multiple of Hk, and q, k, v, out TMA-readable; the reason where it does not."""
+    if K != DK or V != plan.HEAD_DIM_V:
+        return False, f"head dims must be {DK} (got K={K}, V={V})"
+    if Hk <= 0 or Hv % Hk != 0:
+        return False, f"Hv ({Hv}) must be a multiple of Hk ({Hk})"
+    if not qkv_aligned16:
+        return False, "q, k, v and out must have 16-byte aligned bases and strides of 8 elements (TMA)"
+    return True, ""
+
+
 def tiled_mmas():
     """mma_n64: G1, G2, G4 (M = 64 v, N = 64, B K-major); mma_s: G3 (N = 128 k, B MN-major);
     both with the A operand in registers."""

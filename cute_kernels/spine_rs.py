@@ -242,13 +242,7 @@ class SpineRS:
     @staticmethod
     def can_implement(K: int, V: int, Hk: int, Hv: int, qkv_aligned16: bool) -> tuple[bool, str]:
         """What the kernel accepts (the launcher's guards check the same before any launch)."""
-        if K != DK or V != DV:
-            return False, f"head dims must be {DK} (got K={K}, V={V})"
-        if Hk <= 0 or Hv % Hk != 0:
-            return False, f"Hv ({Hv}) must be a multiple of Hk ({Hk})"
-        if not qkv_aligned16:
-            return False, "q, k, v and out must have 16-byte aligned bases and strides of 8 elements (TMA)"
-        return True, ""
+        return chain.can_implement(K, V, Hk, Hv, qkv_aligned16)
 
     def threads(self) -> int:
         """Threads per CTA: the consumer warpgroups, then the load and store warps (the dual build
