@@ -319,17 +319,20 @@ cdef bint _segmented_builds(const gdn_problem_t *p, int state_layout) noexcept n
 
 cdef int _single_rule(const gdn_problem_t *p, int sms, char *why) noexcept nogil:
     """1 where the single plan runs (the rule's one home; gdn_abi.h GDN_SINGLE_LAT_PCT has it and its
-    measurements), else 0 and the reason in `why`.  From the shapes and max_seqlen only: the
-    lengths themselves are device values."""
+    measurements), else 0 and the reason in `why` (NULL: no reason is formatted, as on prefill()'s
+    path, where the rule fails on most calls).  From the shapes and max_seqlen only: the lengths
+    themselves are device values."""
     cdef int64_t T = p.q.shape[0], Hv = p.v.shape[1]
     cdef int64_t longest = _cdiv(p.max_seqlen, GDN_CHUNK), total = _cdiv(T, GDN_CHUNK)
     if p.max_seqlen <= 0:
-        snprintf(why, MSG_CAP, "max_seqlen is not given: the longest sequence is unknown to the host")
+        if why != NULL:
+            snprintf(why, MSG_CAP, "max_seqlen is not given: the longest sequence is unknown to the host")
         return 0
     if longest * sms * GDN_SINGLE_LAT_PCT > total * Hv * 100:
-        snprintf(why, MSG_CAP, "its longest sequence (%lld chunks) alone outlasts the batch's %lld chunk-heads "
-                 "spread over the %d SMs (ceil(max_seqlen / 64) * SMs * %d %% > ceil(T / 64) * Hv)",
-                 <long long>longest, <long long>(total * Hv), sms, GDN_SINGLE_LAT_PCT)
+        if why != NULL:
+            snprintf(why, MSG_CAP, "its longest sequence (%lld chunks) alone outlasts the batch's %lld chunk-heads "
+                     "spread over the %d SMs (ceil(max_seqlen / 64) * SMs * %d %% > ceil(T / 64) * Hv)",
+                     <long long>longest, <long long>(total * Hv), sms, GDN_SINGLE_LAT_PCT)
         return 0
     return 1
 
@@ -404,7 +407,7 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
     cdef bint forced = force.seg_chunks >= 0 or force.split >= 0 or force.rs_build >= 0
     cdef char scratch[MSG_CAP]
     cdef char *fused_why = scratch
-    cdef char *single_why = scratch
+    cdef char *single_why = NULL       # formatted only for explain(): the rule fails on most calls
     cdef char *overlap_why = NULL
     if reasons != NULL:
         fused_why, single_why, overlap_why = &reasons.fused[0], &reasons.single[0], &reasons.overlap[0]
@@ -435,7 +438,8 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
                                     plan.rs_build, sms)
         if _single_variant(p, state_layout) < 0:
             single_ok = 0
-            snprintf(single_why, MSG_CAP, "its build is not compiled into this build")
+            if single_why != NULL:
+                snprintf(single_why, MSG_CAP, "its build is not compiled into this build")
         else:
             single_ok = _single_rule(p, sms, single_why)
         if force.fused == 2 or (force.fused < 0 and not forced and single_ok):
