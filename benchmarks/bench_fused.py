@@ -6,7 +6,7 @@ Each row captures one call of each plan in a CUDA graph and times --reps replays
 median): "two-launch" is what prefill() runs where the single plan's rule does not apply (the
 serial or segmented plan, forced with fused=1), "single" the fused kernel (forced with fused=2).
 "prefill()" names the plan prefill() picks for the row (max_seqlen given, as a serving engine
-does), so the table shows where the rule (gdn_abi.h GDN_SINGLE_*) takes the faster one.  It also
+does), so the table shows where the rule (gdn_abi.h GDN_SINGLE_LAT_PCT) takes the faster one.  It also
 gives the relative difference of the single plan's output and final state from the other's (both
 are within the oracle's bound in the GPU suite; a large difference here flags a broken build).
 Inputs: bf16 beta and pre-normed q, k unless --l2norm (the norms in the kernel, vLLM's call).

@@ -667,14 +667,15 @@ def test_bf16_state_pool_is_the_fp32_run_rounded_once(plan_name, layout):
 
 @pytest.mark.skipif(not plan_built("single"), reason="the single plan's kernel is not built")
 def test_prefill_takes_the_single_plan_by_its_rule():
-    """prefill() on a batch the single plan's rule takes (sequences of one length given by
-    max_seqlen, N * Hv CTAs within one to two waves of this device's SMs): explain() names the
+    """prefill() on a batch the single plan's rule takes (max_seqlen given, the longest sequence
+    alone no longer than the batch's chunks over this device's SMs: gdn_abi.h GDN_SINGLE_LAT_PCT,
+    here the fewest sequences that satisfy it): explain() names the
     plan and its one kernel, the outputs and states are the forced single plan's bit for bit and
     within the oracle's bound, and without max_seqlen the two-launch plan runs, within the bound."""
     from gdn_prefill import _ext
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     hv, L = 8, 128
-    n = -(-9 * sms // 10 // hv) + 1               # just over 90 % of the SMs
+    n = -(-93 * sms // (100 * hv))                # the rule's edge: n * hv >= 93 % of the SMs
     inp = ref.make_inputs([L] * n, 4, hv, seed=11, device="cuda", state="dense", l2norm_inputs=True)
     o_ref, s_ref = oracle(inp)
     args = lambda out, st: (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, st)   # noqa: E731
