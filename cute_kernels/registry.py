@@ -47,7 +47,7 @@ AXES: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
     # q, k, v, out movable in 16-byte vectors: the "_a16" builds (_aligned16() picks per call)
     "aligned": ("2", (("any", "0"), ("a16", "1"))),
     # the state pool's element type (cute_kernels/state_pool.py STATE_DTYPES; _state_type() picks)
-    "sdt": ("NUM_SDT", (("fp32", "SDT_F32"), ("bf16", "SDT_BF16"))),
+    "sdt": ("NUM_SDT", (("fp32", "SDT_F32"), ("bf16", "SDT_BF16"), ("fp16", "SDT_F16"), ("fp8e4m3", "SDT_F8E4M3"))),
     # GDN_SPINE_*: auto (index 0) has no build
     "spine": ("NUM_SPINES", (("auto", "GDN_SPINE_AUTO"), ("scalar", "GDN_SPINE_SCALAR"),
                              ("wgmma", "GDN_SPINE_WGMMA"))),

@@ -17,13 +17,21 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import BFloat16, Float32, Int32
+from cutlass import BFloat16, Float8E4M3FN, Float16, Float32, Int32
 from cutlass.cute.nvgpu import cpasync
 
 # The pools' element types: every spine is built for each (a variant per type, the suffix in its
-# name; the launcher picks by the state's dtype).  bf16 pools are read once and rounded once when
-# written (the final state, a checkpoint); inside, the state stays fp32.
-STATE_DTYPES = {"fp32": ("", Float32), "bf16": ("_sbf16", BFloat16)}
+# name; the launcher picks by the state's dtype).  A bf16, fp16 or fp8 pool is read once, converted
+# exactly to fp32 (to_f32), and rounded once when written (from_f32: the final state, a checkpoint);
+# inside, the state stays fp32.  Each conversion is one sm_90a instruction in registers: fp32 ->
+# bf16 / fp16 F2FP.{BF16,F16}.F32 (round to nearest even; an fp16 overflow gives +-inf, as torch's
+# conversion); fp32 -> fp8 e4m3 F2FP.SATFINITE.E4M3.F32 (round to nearest even, saturating: a
+# magnitude beyond 448, the largest finite e4m3, is written as +-448, NaN stays NaN; PTX has no
+# non-saturating f32 -> e4m3 conversion, and a state that overflowed to NaN would poison every later
+# token of its sequence, where a clamped one is a bounded error); fp8 -> fp32 through fp16, exact.
+# (tests/test_sass.py checks the instructions; docs/DESIGN.md §2 states the rule.)
+STATE_DTYPES = {"fp32": ("", Float32), "bf16": ("_sbf16", BFloat16), "fp16": ("_sf16", Float16),
+                "fp8e4m3": ("_sf8e4m3", Float8E4M3FN)}
 
 
 def state_dtype(name: str):
@@ -48,7 +56,7 @@ def to_f32(x):
 
 @cute.jit
 def from_f32(x: Float32, dtype: cutlass.Constexpr):
-    """An fp32 state element in the pool's type (one rounding for a bf16 pool)."""
+    """An fp32 state element in the pool's type (one rounding for a bf16, fp16 or fp8 pool)."""
     if cutlass.const_expr(dtype == Float32):
         return x
     else:
