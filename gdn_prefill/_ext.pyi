@@ -53,6 +53,8 @@ class Plan(TypedDict):
     """the checkpoint interval and table width, or None without checkpoints"""
     initial_state: str
     """where the initial states come from: zeros, state (in place) or initial_state"""
+    state_dtype: Literal["float32", "bfloat16", "float16", "float8_e4m3fn"] | None
+    """the state pools' element type (the spine builds are its), or None without a pool"""
     plan: PlanChoice
     """the plan that runs, why, and the cost model's predictions"""
 

@@ -97,6 +97,7 @@
 #define GDN_DTYPE_F16 2
 #define GDN_DTYPE_F32 3
 #define GDN_DTYPE_I32 4
+#define GDN_DTYPE_F8E4M3 5           /* float8_e4m3fn (finite only, +-448): state pools */
 
 /* ---- spines ------------------------------------------------------------ */
 #define GDN_SPINE_AUTO 0
@@ -135,14 +136,15 @@ typedef struct {
  * Logical shapes (T tokens packed over N sequences, P state slots):
  *   q, k          [T, Hk, K]        v, out   [T, Hv, V]
  *   g, beta       [T, Hv]           cu_seqlens [N+1] int32, state_indices [N] int32
- *   state         [P, Hv, K, V] fp32 logical view (a "vk" pool is passed with its
- *                 last two strides swapped, so kernels always index S[k, v])
+ *   state         [P, Hv, K, V] logical view (a "vk" pool is passed with its last two strides
+ *                 swapped, so kernels always index S[k, v]); fp32, bf16, fp16 or fp8 e4m3 (the
+ *                 pool types: read once, rounded once when written, fp32 inside the kernels)
  *   checkpoints   [N, J] int32 (row stride free, last dim contiguous): with checkpoint_chunks = c > 0,
  *                 every spine writes the state after token (j + 1) c CHUNK of sequence n into pool
  *                 slot checkpoints[n, j] of `state` (same layout), for each such token strictly
  *                 inside the sequence with j < J and checkpoints[n, j] >= 0 (prefix caching);
  *                 c = 0: no checkpoints (the tensor is then an unread [N, 1] view, data NULL)
- *   initial_state [P, Hv, K, V] fp32, the layout and slots of `state`: with state_in = 2 the spines
+ *   initial_state [P, Hv, K, V], the layout, slots and type of `state`: with state_in = 2 the spines
  *                 read each sequence's initial state here (read only) instead of from `state`
  *   zero_initial  1: every sequence starts from zero (`state`, when bound, is only written)
  *   state_in      where the initial state comes from, set by the launcher (callers leave it): 0 zeros

@@ -223,15 +223,17 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
 
     q, k [T, Hk, 128] and v, out [T, Hv, 128] bf16 (last dim contiguous, other strides
     free); g [T, Hv] fp32 log-decay and beta [T, Hv] fp32/bf16 with any strides;
-    cu_seqlens int32 [N+1] on the device (None: one sequence of T tokens); state fp32
+    cu_seqlens int32 [N+1] on the device (None: one sequence of T tokens); state
     [P, Hv, 128, 128] ("kv": S[k, v]; "vk": S[v, k]) read as the initial state and
-    overwritten with the final one (None: start from zero, no final state); with
+    overwritten with the final one (None: start from zero, no final state), a pool of fp32,
+    bf16, fp16 or float8_e4m3fn (read once and rounded once when written, round to nearest even,
+    fp8 saturating at +-448; fp32 inside the kernels); with
     state_indices int32 [N], sequence n uses slot state_indices[n] and -1 skips the
     sequence entirely.  Checkpoints (prefix caching): with checkpoint_every = c tokens (a multiple
     of 64) and checkpoints int32 [N, J] on the device (needs state and state_indices), the state
     after token (j + 1) c of sequence n, for each such token strictly inside the sequence, is
     written into pool slot checkpoints[n, j] of `state` (-1, or j >= J: not written).  The
-    initial state: with initial_state (fp32, `state`'s shape and layout; `state` may then be None),
+    initial state: with initial_state (`state`'s dtype, shape and layout; `state` may then be None),
     read from there and `state` only written; has_initial_state=False, every sequence starts from
     zero.  max_seqlen (optional): the longest sequence's tokens, when the caller knows it on the
     host (serving engines do); with several sequences it lets the planner split long ones across
@@ -478,8 +480,9 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     runs or not ("single"), and the cost model's predicted times ("predicted_us"; the segmented
     plan also its segments, their length in chunks and its CTAs per pass); "checkpoints" the checkpoint interval and table width, or None;
     "initial_state" where the initial states come from ("zeros", "state (in place)" or
-    "initial_state"); "kernels" the builds with grid, block and shared-memory bytes, in launch
-    order; "fused_output" is "runs" or the reason the unfused plan runs instead; "overlap" is
+    "initial_state"); "state_dtype" the pools' element type ("float32", "bfloat16", "float16" or
+    "float8_e4m3fn"; None without a pool): the spine builds are the type's; "kernels" the builds
+    with grid, block and shared-memory bytes, in launch order; "fused_output" is "runs" or the reason the unfused plan runs instead; "overlap" is
     "runs: ..." when stage 1 is split around the spine (the recompute_wu build then launches twice,
     over chunk slots [0, overlap_split) and the rest; "overlap_split" that slot, else None) or the
     reason it does not; "workspace_bytes".
@@ -552,6 +555,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         "overlap": reasons.overlap.decode(),
         "overlap_split": int(plan.split) if plan.kind == PLAN_OVERLAP else None,
         "initial_state": ("zeros", "state (in place)", "initial_state")[p.state_in],
+        "state_dtype": _dtype_name(p.state.dtype).decode() if p.has_state or p.state_in == 2 else None,
         "checkpoints": (f"every {p.checkpoint_chunks * GDN_CHUNK} tokens, up to {p.checkpoints.shape[1]} per "
                         "sequence, into the state pool" if p.checkpoint_chunks > 0 else None),
     }

@@ -64,6 +64,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_DTYPE_F16
         GDN_DTYPE_F32
         GDN_DTYPE_I32
+        GDN_DTYPE_F8E4M3
         GDN_SPINE_AUTO
         GDN_SPINE_SCALAR
         GDN_SPINE_WGMMA

@@ -49,7 +49,7 @@ cdef void _derive(gdn_problem_t *p, int state_layout) noexcept nogil:
     if state_layout == GDN_STATE_VK:
         _logical_kv(&p.state)
         _logical_kv(&p.initial_state)
-    cdef int pool_dtype = GDN_DTYPE_BF16 if _state_type(p) == SDT_BF16 else GDN_DTYPE_F32
+    cdef int pool_dtype = _pool_type(p)
     if p.initial_state.rank == 0:
         _empty_pool_view(&p.initial_state, p.v.shape[1], state_layout, pool_dtype)
     if not p.has_state:

@@ -117,12 +117,12 @@ cdef int _spine_guard(const gdn_problem_t *p, int spine, int state_layout, char 
             return GDN_ERR_SPINE
     if _spine_variant(p, spine, state_layout, 0) < 0:
         # the build this problem would run (the wgmma spine's warpgroups depend on N and Hv)
-        snprintf(why, MSG_CAP, "variant: the %s spine for state_layout '%s' (spine_%s%s_%s) is not compiled "
-                 "into this build", "scalar" if spine == GDN_SPINE_SCALAR else "wgmma",
-                 "kv" if state_layout == GDN_STATE_KV else "vk",
+        snprintf(why, MSG_CAP, "variant: the %s spine for state_layout '%s' and %s pools (spine_%s%s_%s%s) is not "
+                 "compiled into this build", "scalar" if spine == GDN_SPINE_SCALAR else "wgmma",
+                 "kv" if state_layout == GDN_STATE_KV else "vk", _dtype_name(_pool_type(p)),
                  "scalar" if spine == GDN_SPINE_SCALAR else "wgmma",
                  "_wg2" if _spine_warpgroups(p, spine) == 2 else "",
-                 "kv" if state_layout == GDN_STATE_KV else "vk")
+                 "kv" if state_layout == GDN_STATE_KV else "vk", _pool_suffix(_state_type(p)))
         return GDN_ERR_UNKNOWN_VARIANT
     return GDN_OK
 

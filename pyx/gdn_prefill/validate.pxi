@@ -12,10 +12,14 @@ cdef const char *_dtype_name(int d) noexcept nogil:
         return "float32"
     if d == GDN_DTYPE_I32:
         return "int32"
+    if d == GDN_DTYPE_F8E4M3:
+        return "float8_e4m3fn"
     return "an unsupported dtype"
 
 
 cdef int64_t _elsize(int d) noexcept nogil:
+    if d == GDN_DTYPE_F8E4M3:
+        return 1
     return 2 if (d == GDN_DTYPE_BF16 or d == GDN_DTYPE_F16) else 4
 
 
@@ -37,6 +41,20 @@ cdef int _dtype(const gdn_tensor_t *t, const char *name, int want, int alt, char
                  _dtype_name(alt), _dtype_name(t.dtype))
     else:
         snprintf(msg, MSG_CAP, "%s: dtype must be %s, got %s", name, _dtype_name(want), _dtype_name(t.dtype))
+    return GDN_ERR_DTYPE
+
+
+cdef inline bint _is_pool_dtype(int d) noexcept nogil:
+    """The state pools' element types: every spine has a build for each (cute_kernels/state_pool.py
+    STATE_DTYPES); read once, rounded once when written, fp32 inside the kernels."""
+    return d == GDN_DTYPE_F32 or d == GDN_DTYPE_BF16 or d == GDN_DTYPE_F16 or d == GDN_DTYPE_F8E4M3
+
+
+cdef int _pool_dtype(const gdn_tensor_t *t, const char *name, char *msg) noexcept nogil:
+    if _is_pool_dtype(t.dtype):
+        return GDN_OK
+    snprintf(msg, MSG_CAP, "%s: dtype must be float32, bfloat16, float16 or float8_e4m3fn (a state pool's "
+             "types), got %s", name, _dtype_name(t.dtype))
     return GDN_ERR_DTYPE
 
 
@@ -262,10 +280,10 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
     rc = _dtype(&p.cu_seqlens, "cu_seqlens", GDN_DTYPE_I32, 0, msg)
     if rc: return rc
     if p.state.rank != 0:
-        rc = _dtype(&p.state, "state", GDN_DTYPE_F32, GDN_DTYPE_BF16, msg)
+        rc = _pool_dtype(&p.state, "state", msg)
         if rc: return rc
     if p.initial_state.rank != 0:
-        rc = _dtype(&p.initial_state, "initial_state", GDN_DTYPE_F32, GDN_DTYPE_BF16, msg)
+        rc = _pool_dtype(&p.initial_state, "initial_state", msg)
         if rc: return rc
         if p.state.rank != 0 and p.initial_state.dtype != p.state.dtype:
             snprintf(msg, MSG_CAP, "initial_state: dtype %s differs from state's %s; the pools share one type",

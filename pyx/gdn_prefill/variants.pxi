@@ -13,8 +13,8 @@
 #     cp.async loads and stores; the usual case): _aligned16() picks one per call;
 #   the wgmma spine comes with 1 warpgroup per CTA and with 2 sharing one W/K copy:
 #     _spine_warpgroups() picks one per call from N and Hv (the scalar spine's one build fills both);
-#   every spine build comes once per state-pool element type (fp32, bf16: cute_kernels/state_pool.py
-#     STATE_DTYPES): _state_type() picks one per call;
+#   every spine build comes once per state-pool element type (fp32, bf16, fp16, fp8 e4m3:
+#     cute_kernels/state_pool.py STATE_DTYPES): _state_type() picks one per call;
 #   the fused spine + output (spine_rs_o) has three builds: solo (one CTA per 64 state columns), pair
 #     (a head's two CTAs as a cluster that multicasts the tiles both load) and dual (one CTA per
 #     head, a consumer warpgroup per 64 state columns): _rs_build() picks one per call;
@@ -29,13 +29,42 @@ _RS_BUILDS = _plan.RS_BUILDS
 assert _RS_BUILD_NAMES == tuple(_RS_BUILDS), (_RS_BUILD_NAMES, _RS_BUILDS)
 
 
-cdef inline int _state_type(const gdn_problem_t *p) noexcept nogil:
-    """SDT_* of the call's pools (state and initial_state share one type; fp32 without either)."""
+cdef inline int _pool_type(const gdn_problem_t *p) noexcept nogil:
+    """GDN_DTYPE_* of the call's pools (state and initial_state share one type; fp32 without either)."""
     if p.state.rank != 0:
-        return SDT_BF16 if p.state.dtype == GDN_DTYPE_BF16 else SDT_F32
+        return p.state.dtype
     if p.initial_state.rank != 0:
-        return SDT_BF16 if p.initial_state.dtype == GDN_DTYPE_BF16 else SDT_F32
+        return p.initial_state.dtype
+    return GDN_DTYPE_F32
+
+
+cdef inline int _state_type(const gdn_problem_t *p) noexcept nogil:
+    """SDT_* of the call's pools (the builds' axis of _pool_type)."""
+    cdef int d = _pool_type(p)
+    if d == GDN_DTYPE_BF16:
+        return SDT_BF16
+    if d == GDN_DTYPE_F16:
+        return SDT_F16
+    if d == GDN_DTYPE_F8E4M3:
+        return SDT_F8E4M3
     return SDT_F32
+
+
+cdef inline const char *_pool_suffix(int sdt) noexcept nogil:
+    """The variant-name suffix of a pool type's builds (cute_kernels/state_pool.py STATE_DTYPES;
+    tests/test_variant_table.py checks the two agree), for messages."""
+    if sdt == SDT_BF16:
+        return "_sbf16"
+    if sdt == SDT_F16:
+        return "_sf16"
+    if sdt == SDT_F8E4M3:
+        return "_sf8e4m3"
+    return ""
+
+
+def _pool_suffixes():
+    """Test hook: {pool type name (STATE_DTYPES' key): the suffix _pool_suffix gives its builds}."""
+    return {name: _pool_suffix(i).decode() for i, name in enumerate(_SDT_NAMES)}
 
 
 cdef inline int _single_variant(const gdn_problem_t *p, int state_layout) noexcept nogil:
