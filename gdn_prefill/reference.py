@@ -19,6 +19,8 @@ chunked_intermediates(...) every stage of the chunked algorithm in the workspace
                           layout of include/gdn/gdn_abi.h (for per-stage GPU tests).
 make_inputs(...)          deterministic, realistic random inputs.
 rel_err(x, ref)           ||x - ref||_F / ||ref||_F over the finite elements of ref.
+round_to_pool(x, dtype)   an fp32 state as the kernels write it into a pool of `dtype`.
+pool_rounding_bound(x, dtype)  the most that rounding can move x, relative (Frobenius).
 
 Conventions of the results
 --------------------------
@@ -54,6 +56,9 @@ __all__ = [
     "first_slot",
     "make_inputs",
     "rel_err",
+    "POOL_DTYPES",
+    "round_to_pool",
+    "pool_rounding_bound",
 ]
 
 L2NORM_EPS = 1e-6
@@ -444,6 +449,52 @@ def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
     if r == 0.0:
         return 0.0 if d == 0.0 else (d if math.isnan(d) else math.inf)
     return d / r
+
+
+# The state pools' element types (prefill() takes a pool of each; docs/DESIGN.md §2): name ->
+# (torch dtype, unit roundoff u = 2^-p for p significand bits, half the smallest subnormal spacing,
+# largest finite value).  Round to nearest even moves a value x of the normal range by at most
+# u |x|, a subnormal one by at most the half spacing.
+POOL_DTYPES = {
+    "fp32": (torch.float32, 2.0 ** -24, 2.0 ** -150, torch.finfo(torch.float32).max),
+    "bf16": (torch.bfloat16, 2.0 ** -8, 2.0 ** -134, torch.finfo(torch.bfloat16).max),
+    "fp16": (torch.float16, 2.0 ** -11, 2.0 ** -25, torch.finfo(torch.float16).max),
+    "fp8e4m3": (torch.float8_e4m3fn, 2.0 ** -4, 2.0 ** -10, 448.0),
+}
+
+
+def _pool_entry(dtype):
+    for entry in POOL_DTYPES.values():
+        if entry[0] == dtype:
+            return entry
+    raise ValueError(f"{dtype}: not a state pool type ({', '.join(str(e[0]) for e in POOL_DTYPES.values())})")
+
+
+def round_to_pool(x: torch.Tensor, dtype) -> torch.Tensor:
+    """x (fp32: a state as the kernels hold it) in a pool of `dtype`, rounded as the kernels write
+    it (cute_kernels/state_pool.py from_f32): round to nearest even; float8_e4m3fn saturates, a
+    magnitude beyond 448 (infinity included) becomes +-448 and NaN stays NaN (sm_90a's
+    F2FP.SATFINITE.E4M3.F32: made explicit here, not left to torch's conversion); float16
+    overflows to +-inf as torch's conversion does."""
+    _pool_entry(dtype)
+    x = x.float()
+    if dtype == torch.float8_e4m3fn:
+        x = x.clamp(-448.0, 448.0)
+    return x.to(dtype)
+
+
+def pool_rounding_bound(x: torch.Tensor, dtype) -> float:
+    """A bound on rel_err(round_to_pool(x, dtype), x) = ||round(x) - x||_F / ||x||_F from the pool
+    type's rounding alone: each element moves by at most max(u |x|, h) (u the unit roundoff, h
+    half the smallest subnormal spacing: POOL_DTYPES).  x must be finite and within the type's
+    range (a saturated or overflowed element has no such bound: ValueError)."""
+    _, u, h, top = _pool_entry(dtype)
+    a = _f64(x).abs()
+    if not bool(torch.isfinite(a).all()) or bool((a > top).any()):
+        raise ValueError(f"pool_rounding_bound: x has elements beyond the finite range of {dtype} (+-{top})")
+    r = torch.linalg.vector_norm(a).item()
+    d = torch.linalg.vector_norm(torch.clamp_min(a * u, h)).item()
+    return 0.0 if r == 0.0 else d / r
 
 
 def checkpoints_in(length: int, every: int) -> int:
