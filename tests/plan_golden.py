@@ -46,7 +46,8 @@ def explain(T, hk, hv, n=1, *, device="meta", unaligned=(), pool=1, pool_dtype="
     import gdn_prefill
     q, k, v, g, out = _tensors(T, hk, hv, device, unaligned)
     beta_t = torch.empty(T, hv, dtype=torch.bfloat16 if beta == "bf16" else torch.float32, device=device)
-    sdt = torch.bfloat16 if pool_dtype == "bf16" else torch.float32
+    sdt = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
+           "fp8e4m3": torch.float8_e4m3fn}[pool_dtype]
     shape = (pool, hv, 128, 128)
     st = torch.empty(shape, dtype=sdt, device=device) if state else None
     init = torch.empty(shape, dtype=sdt, device=device) if initial_state else None
@@ -135,6 +136,9 @@ def record(overlap_part=True):
         "initial_state": dict(initial_state=True),
         "initial_state, no state": dict(initial_state=True, state=False),
         "initial_state bf16 vk": dict(initial_state=True, pool_dtype="bf16", state_layout="vk"),
+        "fp16 pool": dict(pool_dtype="fp16"),
+        "fp8e4m3 pool vk": dict(pool_dtype="fp8e4m3", state_layout="vk"),
+        "initial_state fp8e4m3, no state": dict(initial_state=True, state=False, pool_dtype="fp8e4m3"),
         "has_initial_state=False": dict(has_initial_state=False),
         "state_indices": dict(indices=True, pool=7),
         "checkpoints 1024": dict(indices=True, pool=9, checkpoint_every=1024, ckpt_cols=40),

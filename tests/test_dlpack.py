@@ -32,6 +32,8 @@ def _forms(device):
         "transposed_gate": torch.randn(4, 7, device=device).t(),
         "interleaved_g_beta": torch.randn(9, 2 * 4, device=device)[:, 4:],
         "fp16": torch.randn(3, 2, device=device).half(),
+        "fp8_e4m3fn": torch.randn(3, 2, device=device).to(torch.float8_e4m3fn),
+        "fp8_e5m2_unsupported": torch.randn(3, 2, device=device).to(torch.float8_e5m2),
         "int32": torch.arange(5, dtype=torch.int32, device=device),
         "uint8": torch.empty(64, dtype=torch.uint8, device=device),
         "float64_unsupported": torch.randn(3, device=device, dtype=torch.float64),
@@ -67,10 +69,11 @@ def test_dlpack_and_attribute_reads_agree_cpu(name, dlpack_path):
 def test_dtype_codes(dlpack_path):
     f = _forms("cpu")
     codes = {name: _ext._tensor_view(f[name])[3] for name in
-             ("contiguous_bf16", "fp16", "transposed_gate", "int32", "uint8", "float64_unsupported")}
-    # GDN_DTYPE_BF16 / F16 / F32 / I32, the workspace's uint8, 0 for anything else
+             ("contiguous_bf16", "fp16", "transposed_gate", "int32", "uint8", "float64_unsupported", "fp8_e4m3fn",
+              "fp8_e5m2_unsupported")}
+    # GDN_DTYPE_BF16 / F16 / F32 / I32 / F8E4M3, the workspace's uint8, 0 for anything else
     assert codes == {"contiguous_bf16": 1, "fp16": 2, "transposed_gate": 3, "int32": 4, "uint8": 100,
-                     "float64_unsupported": 0}
+                     "float64_unsupported": 0, "fp8_e4m3fn": 5, "fp8_e5m2_unsupported": 0}
 
 
 def test_meta_tensors_read_through_attributes(dlpack_path):

@@ -27,7 +27,8 @@ def _ops(cubin):
 
 
 @needs_nvdisasm
-@pytest.mark.parametrize("build", ["fused_prefill_betabf16_kv", "fused_prefill_betaf32_vk_sbf16"])
+@pytest.mark.parametrize("build", ["fused_prefill_betabf16_kv", "fused_prefill_betaf32_vk_sbf16",
+                                   "fused_prefill_betabf16_kv_sf16", "fused_prefill_betaf32_vk_sf8e4m3"])
 def test_fused_objects(build):
     if build not in gdn_prefill.compiled_variants():
         pytest.skip(f"{build} not in this build")

@@ -52,12 +52,30 @@ CASES = [
     ("beta.dtype", lambda a: {**a, "beta": a["beta"].half()}, errors.GdnDtypeError,
      "beta: dtype must be float32 or bfloat16"),
     ("state.dtype", lambda a: {**a, "state": a["state"].double()}, errors.GdnDtypeError,
-     "state: dtype must be float32 or bfloat16"),
+     "state: dtype must be float32, bfloat16, float16 or float8_e4m3fn (a state pool's types), got an "
+     "unsupported dtype"),
+    ("state.dtype_e5m2", lambda a: {**a, "state": a["state"].to(torch.float8_e5m2)}, errors.GdnDtypeError,
+     "state: dtype must be float32, bfloat16, float16 or float8_e4m3fn"),
+    ("initial_state.dtype", lambda a: {**a, "state": None, "initial_state": a["state"].double()},
+     errors.GdnDtypeError, "initial_state: dtype must be float32, bfloat16, float16 or float8_e4m3fn"),
     ("initial_state.dtype_differs", lambda a: {**a, "initial_state": a["state"].bfloat16()}, errors.GdnDtypeError,
      "initial_state: dtype bfloat16 differs from state's float32"),
+    ("initial_state.dtype_differs_fp8", lambda a: {**a, "state": a["state"].half(),
+                                                   "initial_state": a["state"].to(torch.float8_e4m3fn)},
+     errors.GdnDtypeError, "initial_state: dtype float8_e4m3fn differs from state's float16"),
     ("state.bf16_strides", lambda a: {**a, "state": torch.zeros(2, HV, D * D + 4, dtype=torch.bfloat16,
                                                              device=a["q"].device)[..., :D * D].view(2, HV, D, D)},
      errors.GdnLayoutError, "must be multiples of 8 elements"),
+    ("state.fp16_strides", lambda a: {**a, "state": torch.zeros(2, HV, D * D + 4, dtype=torch.float16,
+                                                             device=a["q"].device)[..., :D * D].view(2, HV, D, D)},
+     errors.GdnLayoutError, "must be multiples of 8 elements"),
+    ("state.fp8_strides", lambda a: {**a, "state": torch.zeros(2, HV, D * D + 8, dtype=torch.float8_e4m3fn,
+                                                            device=a["q"].device)[..., :D * D].view(2, HV, D, D)},
+     errors.GdnLayoutError, "must be multiples of 16 elements"),
+    ("state.fp8_alignment", lambda a: {**a, "state": _misaligned_state(a["state"].to(torch.float8_e4m3fn))},
+     errors.GdnLayoutError, "state: data pointer is not 16-byte aligned"),
+    ("state.fp8_aliases_k", lambda a: _fp8_state_then_k(a, overlap=2), errors.GdnAliasError,
+     "state: overlaps the memory of k"),
     ("cu_seqlens.dtype", lambda a: {**a, "cu_seqlens": a["cu_seqlens"].long()}, errors.GdnDtypeError,
      "cu_seqlens: dtype must be int32"),
     ("state_indices.dtype", lambda a: {**valid(a["q"].device.type, pool=True),
@@ -164,6 +182,17 @@ def _alias_state_k(a):
     buf = torch.empty(n, dtype=torch.float32, device=a["q"].device)
     a["k"] = buf.view(torch.bfloat16)[:T * HK * D].view(T, HK, D)
     a["state"] = buf.view(a["state"].shape)
+    return a
+
+
+def _fp8_state_then_k(a, overlap):
+    """An fp8 pool and k in one byte buffer, k starting `overlap` bytes before the pool's end (0:
+    right after it, no shared byte): the alias rule measures a pool in its 1-byte elements."""
+    n = a["state"].numel()
+    kbytes = T * HK * D * 2
+    buf = torch.zeros(n + kbytes, dtype=torch.uint8, device=a["q"].device)
+    a["state"] = buf[:n].view(torch.float8_e4m3fn).view(a["state"].shape)
+    a["k"] = buf[n - overlap:n - overlap + kbytes].view(torch.bfloat16).view(T, HK, D)
     return a
 
 

@@ -162,7 +162,7 @@ def test_single_rule_bounds(lens, hv, sms, runs):
 
 def test_single_plan_stays_within_the_other_plans():
     """Where the fused plans do not run (misaligned q: the unfused plan), neither does the single
-    plan, and explain() says so; the state pools of either dtype and both layouts have builds; the
+    plan, and explain() says so; the state pools of every type and both layouts have builds; the
     workspace any plan needs is within workspace_bytes()."""
     _needs_single()
     n, L, hk, hv = 4, 2048, 16, 32
@@ -177,7 +177,7 @@ def test_single_plan_stays_within_the_other_plans():
                             cu_seqlens=cu, max_seqlen=L)
     assert e["plan"]["name"] != "single" and "fused plan" in e["plan"]["single"], e["plan"]
     for layout in ("kv", "vk"):
-        for sdt in (torch.float32, torch.bfloat16):
+        for sdt in (torch.float32, torch.bfloat16, torch.float16, torch.float8_e4m3fn):
             e = problem(T, hk, hv, n=n, max_seqlen=L, state_layout=layout) if sdt == torch.float32 else \
                 gdn_prefill.explain(torch.empty(T, hk, 128, dtype=torch.bfloat16, device="meta"),
                                     torch.empty(T, hk, 128, dtype=torch.bfloat16, device="meta"), v, g,
@@ -185,7 +185,7 @@ def test_single_plan_stays_within_the_other_plans():
                                     torch.empty(n, hv, 128, 128, dtype=sdt, device="meta"), cu_seqlens=cu,
                                     max_seqlen=L, state_layout=layout)
             want = f"fused_prefill_beta{'f32' if sdt == torch.float32 else 'bf16'}_{layout}" + \
-                ("" if sdt == torch.float32 else "_sbf16")
+                {torch.float32: "", torch.bfloat16: "_sbf16", torch.float16: "_sf16", torch.float8_e4m3fn: "_sf8e4m3"}[sdt]
             assert [k["name"] for k in e["kernels"]] == [want], e["kernels"]
             assert e["workspace_bytes"] == 0 <= gdn_prefill.workspace_bytes(T, n, hv)
 

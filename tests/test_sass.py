@@ -178,7 +178,7 @@ def _chunk_loop(variant: str) -> list[dict]:
 
 @needs_nvdisasm
 @pytest.mark.parametrize("v", [f"spine_rs_o_{b}{lay}{sdt}" for b in ("", "pair_", "seg_") for lay in ("kv", "vk")
-                               for sdt in ("", "_sbf16")])
+                               for sdt in ("", "_sbf16", "_sf16", "_sf8e4m3")])
 def test_fused_spine_chunk_loop_holds_no_state_store(v):
     """A checkpoint's store inside spine_rs's chunk loop, never executed without
     checkpoints, made the one-sequence rows 6-7 % slower (the loop 664 -> 806 instructions).  The
@@ -356,3 +356,38 @@ def test_only_the_throughput_build_multicasts(layout):
     assert multicast_loads(wg2) > 0 and _manifest.variant(wg2)["cluster"] == 2
     for single in (f"spine_wgmma_{layout}", f"spine_rs_o_{layout}"):
         assert multicast_loads(single) == 0 and _manifest.variant(single)["cluster"] == 1
+
+
+def _conversions(variant: str) -> dict[str, int]:
+    """The float conversions of a build's SASS, by opcode with its modifiers."""
+    (cubin,) = _manifest.cubins(variant)
+    text = sass.disassemble(cubin)
+    ops = re.findall(r"\b(F2FP\.[A-Z0-9_.]+|F2F\.[A-Z0-9_.]+|HADD2\.F32|I2F\.[A-Z0-9_.]+)", text)
+    return {op: ops.count(op) for op in set(ops)}
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v.endswith(("_sf16", "_sf8e4m3"))])
+def test_low_precision_pools_convert_once_in_registers(variant):
+    """An fp16 or fp8 e4m3 pool costs one register conversion per element read and per element
+    written, and nothing else changes: the build's conversions are the fp32 build's (its bf16
+    roundings of operands, F2FP.BF16.F32, and integer reciprocals) plus, for fp16, HADD2.F32 (fp16 -> fp32, exact) and
+    F2FP.F16.F32 (round to nearest even), and for fp8, F2FP.F16.E4M3.UNPACK_B then HADD2.F32 (fp8 ->
+    fp16 -> fp32, exact) and F2FP.SATFINITE.E4M3.F32 (round to nearest even, saturating at +-448:
+    the rounding docs/DESIGN.md states); no software conversion.  The MAPS pass only reads the pool."""
+    pool_ops = {"HADD2.F32", "F2FP.F16.F32.PACK_AB", "F2FP.F16.E4M3.UNPACK_B", "F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C"}
+    base = variant.rsplit("_s", 1)[0]
+    got, want = _conversions(variant), _conversions(base)
+    assert not set(want) & pool_ops, want
+    assert {op: n for op, n in got.items() if op not in pool_ops} == want, (got, want)
+    pool = {op: n for op, n in got.items() if op in pool_ops}
+    stores = "_maps_" not in variant
+    if variant.endswith("_sf16"):
+        assert set(pool) == {"HADD2.F32"} | ({"F2FP.F16.F32.PACK_AB"} if stores else set()), got
+    else:
+        assert set(pool) == {"F2FP.F16.E4M3.UNPACK_B", "HADD2.F32"} | (
+            {"F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C"} if stores else set()), got
+        assert pool["F2FP.F16.E4M3.UNPACK_B"] == pool["HADD2.F32"], got       # each element read: both steps
+        fp16 = _conversions(base + "_sf16")
+        assert pool["HADD2.F32"] == fp16["HADD2.F32"], (got, fp16)             # the fp16 build's reads
+
