@@ -99,6 +99,26 @@ def test_pool_in_place_and_defaults(recorded):
     assert not args[3].any() and bool((args[4] == 1).all())
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float8_e4m3fn])
+def test_states_of_every_pool_type_pass_through(recorded, dtype):
+    """States of each pool type FlashInfer takes and prefill() takes (bf16, fp16, fp8 e4m3) reach
+    prefill() as they are (no conversion), the final state allocated in the initial state's
+    dtype, and the pool in place keeps its dtype."""
+    if not any(v.endswith("_sf8e4m3") for v in gdn_prefill.compiled_variants()):
+        pytest.skip("the fp16 / fp8 pools' builds are not in this build")
+    a = fi_args()
+    a["initial_state"] = a["initial_state"].to(dtype)
+    out, final = flashinfer_api.chunk_gated_delta_rule(**a)
+    (args, kw), = recorded
+    assert kw["initial_state"] is a["initial_state"] and args[6] is final and final.dtype == dtype
+    recorded.clear()
+    b = fi_args(pool=True)
+    b["initial_state"] = b["output_state"] = b["initial_state"].to(dtype)
+    _, st = flashinfer_api.chunk_gated_delta_rule(**b)
+    (args, kw), = recorded
+    assert st is b["initial_state"] and args[6] is st and kw["initial_state"] is None
+
+
 @pytest.mark.parametrize("mutate, cls, fragment", [
     (lambda a: {**a, "cu_seqlens": None}, errors.GdnArgumentError, "cu_seqlens: required"),
     (lambda a: {**a, "checkpoint_every_n_tokens": 64}, errors.GdnArgumentError, "checkpoint_every_n_tokens:"),
@@ -118,6 +138,9 @@ def test_pool_in_place_and_defaults(recorded):
     (lambda a: {**a, "v": a["v"].float()}, errors.GdnDtypeError, "v: dtype must be bfloat16"),
     (lambda a: {**a, "g": a["g"][:, :2]}, errors.GdnShapeError, "g:"),
     (lambda a: {**a, "initial_state": a["initial_state"][:, :, :64]}, errors.GdnShapeError, "initial_state:"),
+    # FlashInfer also takes float8_e5m2 states; prefill() does not (no e5m2 builds)
+    (lambda a: {**a, "initial_state": a["initial_state"].to(torch.float8_e5m2), "output_final_state": False},
+     errors.GdnDtypeError, "initial_state: dtype must be float32, bfloat16, float16 or float8_e4m3fn"),
 ])
 def test_rejections_name_the_argument(recorded, mutate, cls, fragment):
     with pytest.raises(cls, match=fragment.replace("(", r"\(")):
@@ -152,3 +175,28 @@ def test_swap_matches_prefill_bit_for_bit(pool):
     assert torch.equal(final, ours_state)
     if not pool:
         assert torch.equal(init, inp["state"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float8_e4m3fn])
+def test_swap_with_low_precision_states_matches_prefill(dtype):
+    """The door with fp16 or fp8 e4m3 states (a pool in place) against prefill() on the same pool
+    type: the same output and final state bits, the pool's dtype kept."""
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("needs a Hopper GPU")
+    inp = ref.make_inputs([700, 64, 3000], 2, 4, seed=6, device="cuda", l2norm_inputs=True, state="pool",
+                          state_layout="vk")
+    alpha = inp["g"].exp()
+    log_g = torch.clamp_min(alpha, torch.finfo(torch.float32).tiny).log_()
+    ours_out = torch.empty_like(inp["v"])
+    ours_state = inp["state"].to(dtype)
+    gdn_prefill.prefill(inp["q"], inp["k"], inp["v"], log_g, inp["beta"], ours_out, ours_state,
+                        cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"], state_layout="vk")
+    pool = inp["state"].to(dtype)
+    out, final = flashinfer_api.chunk_gated_delta_rule(
+        inp["q"], inp["k"], inp["v"], alpha, inp["beta"], initial_state=pool, output_final_state=True,
+        cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"], output_state=pool)
+    torch.cuda.synchronize()
+    assert final is pool and final.dtype == dtype
+    assert torch.equal(out.view(torch.int16), ours_out.view(torch.int16))
+    assert torch.equal(final.view(torch.uint8), ours_state.view(torch.uint8))

@@ -635,34 +635,124 @@ def test_fla_layer_paths_match_prefill_bit_for_bit():
     fla.release_workspaces()
 
 
+# the pool types besides fp32 (reference.POOL_DTYPES: the kernels' rounding and its bound)
+LOW_POOLS = [p for p in ref.POOL_DTYPES if p != "fp32"]
+
+
+def pool_built(plan_name, pool):
+    """The plan's kernels are in this build for pools of type `pool`."""
+    sfx = {"bf16": "_sbf16", "fp16": "_sf16", "fp8e4m3": "_sf8e4m3"}[pool]
+    return plan_built(plan_name) and f"spine_rs_o_kv{sfx}" in gdn_prefill.compiled_variants()
+
+
+def _same_pool_bits(x, y):
+    return x.dtype == y.dtype and torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8))
+
+
+@pytest.mark.parametrize("pool", LOW_POOLS)
 @pytest.mark.parametrize("layout", ["kv", "vk"])
 @pytest.mark.parametrize("plan_name", list(PLANS))
-def test_bf16_state_pool_is_the_fp32_run_rounded_once(plan_name, layout):
-    """A bf16 pool is read once and written rounded once: with bf16-representable initial states,
-    the outputs equal the fp32 pool's bit for bit, and the final states and checkpoints are the
-    fp32 run's rounded to bf16 (round to nearest even, as torch's conversion), bit for bit; every
-    other slot untouched.  Also read from a bf16 initial_state with the bf16 pool only written."""
-    if not plan_built(plan_name):
-        pytest.skip(f"{plan_name} not built")
+def test_low_precision_pool_is_the_fp32_run_rounded_once(plan_name, layout, pool):
+    """A bf16, fp16 or fp8 e4m3 pool is read once and written rounded once: with initial states
+    representable in the pool's type, the outputs equal the fp32 pool's bit for bit, and the final
+    states and checkpoints are the fp32 run's rounded to the pool's type (reference.round_to_pool:
+    round to nearest even, fp8 saturating), bit for bit; every other slot untouched.  Also read from
+    an initial_state pool of the type with the pool only written (the same outputs and states)."""
+    if not pool_built(plan_name, pool):
+        pytest.skip(f"{plan_name} not built for {pool} pools")
+    dt = ref.POOL_DTYPES[pool][0]
     lens = [130, 64, 0, 700, 65, 300]
     inp = ref.make_inputs(lens, 2, 4, seed=8, device="cuda", l2norm_inputs=True, state="pool", pad_every=5,
                           state_layout=layout, extra_slots=16)
-    inp["state"] = inp["state"].to(torch.bfloat16).float()
+    inp["state"] = ref.round_to_pool(inp["state"], dt).float()
     P = inp["state"].shape[0]
     table = ref.checkpoint_table(inp["cu_seqlens"], inp["state_indices"], P, 128, device="cuda")
     ck = dict(checkpoint_every=128, checkpoints=table)
     s32 = inp["state"].clone()
     out32 = _run_plan(plan_name, inp, s32, **ck)
-    s16 = inp["state"].to(torch.bfloat16)
-    out16 = _run_plan(plan_name, inp, s16, **ck)
-    assert torch.equal(out16.view(torch.int16), out32.view(torch.int16))
+    low = inp["state"].to(dt)
+    out_low = _run_plan(plan_name, inp, low, **ck)
+    assert torch.equal(out_low.view(torch.int16), out32.view(torch.int16))
     written = [s for s in inp["state_indices"].tolist() if s >= 0] + [c for c in table.flatten().tolist() if c >= 0]
     for s in range(P):
-        want = s32[s].to(torch.bfloat16) if s in written else inp["state"][s].to(torch.bfloat16)
-        assert torch.equal(s16[s].view(torch.int16), want.view(torch.int16)), s
-    apart = torch.zeros_like(s16)
-    out_apart = _run_plan(plan_name, inp, apart, initial_state=inp["state"].to(torch.bfloat16))
+        want = ref.round_to_pool(s32[s], dt) if s in written else inp["state"][s].to(dt)
+        assert _same_pool_bits(low[s], want), s
+    apart = torch.zeros_like(low)
+    out_apart = _run_plan(plan_name, inp, apart, initial_state=inp["state"].to(dt), **ck)
     assert torch.equal(out_apart.view(torch.int16), out32.view(torch.int16))
+    for s in range(P):
+        assert _same_pool_bits(apart[s], ref.round_to_pool(s32[s], dt) if s in written else torch.zeros_like(low[s])), s
+
+
+@pytest.mark.parametrize("pool", LOW_POOLS)
+@pytest.mark.parametrize("plan_name", list(PLANS))
+def test_low_precision_pool_against_oracle(plan_name, pool):
+    """Each pool type against the fp64 oracle started from the pool's own values: the outputs
+    within BOUND (the state is fp32 inside the kernels, so the pool's type costs the outputs
+    nothing), the final states and checkpoints within BOUND plus the most the pool's one rounding
+    can move them (reference.pool_rounding_bound: u = 2^-8 bf16, 2^-11 fp16, 2^-4 fp8 e4m3 relative
+    per element, half the smallest subnormal spacing below the normal range)."""
+    if not pool_built(plan_name, pool):
+        pytest.skip(f"{plan_name} not built for {pool} pools")
+    dt = ref.POOL_DTYPES[pool][0]
+    lens = [1000, 64, 257, 3000]
+    inp = ref.make_inputs(lens, 2, 4, seed=21, device="cuda", l2norm_inputs=True, state="pool", extra_slots=8,
+                          state_layout="vk")
+    inp["state"] = ref.round_to_pool(inp["state"], dt).float()
+    P = inp["state"].shape[0]
+    table = ref.checkpoint_table(inp["cu_seqlens"], inp["state_indices"], P, 384, device="cuda")
+    with torch.device("cuda"):
+        o_ref, s_ref = ref.chunked(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], cu_seqlens=inp["cu_seqlens"],
+                                   state=inp["state"], state_indices=inp["state_indices"], state_layout="vk",
+                                   checkpoint_every=384, checkpoints=table)
+    s32 = inp["state"].clone()
+    _run_plan(plan_name, inp, s32, checkpoint_every=384, checkpoints=table)
+    low = inp["state"].to(dt)
+    out = _run_plan(plan_name, inp, low, checkpoint_every=384, checkpoints=table)
+    e_o = ref.rel_err(out.double(), o_ref)
+    e_s = ref.rel_err(low.double(), s_ref)
+    e_32 = ref.rel_err(s32.double(), s_ref)
+    # ||round(x) - ref|| <= ||round(x) - x|| + ||x - ref||, x the fp32 pool's states (round(x) is the
+    # pool's: test_low_precision_pool_is_the_fp32_run_rounded_once)
+    scale = torch.linalg.vector_norm(s32.double()).item() / torch.linalg.vector_norm(s_ref.double()).item()
+    bound_s = e_32 + ref.pool_rounding_bound(s32, dt) * scale
+    REPORT.append(dict(case=f"pool {pool}", spine=plan_name, T=int(inp["q"].shape[0]), err_o=e_o, err_state=e_s))
+    assert e_o <= BOUND, f"{plan_name}/{pool}: o rel err {e_o:.3e} > {BOUND}"
+    assert e_32 <= BOUND, f"{plan_name}: the fp32 pool's state rel err {e_32:.3e} > {BOUND}"
+    assert e_s <= bound_s * (1 + 1e-9), f"{plan_name}/{pool}: state rel err {e_s:.3e} > {bound_s:.3e}"
+    # the pool type's whole cost: at most u relative (2^-8, 2^-11, 2^-4) on top of the fp32 pool's error,
+    # but for the subnormal range's half spacing
+    assert e_s <= BOUND + ref.POOL_DTYPES[pool][1] * scale + ref.POOL_DTYPES[pool][2] * s32.numel() ** 0.5 / \
+        torch.linalg.vector_norm(s_ref.double()).item(), (e_s, pool)
+
+
+@pytest.mark.parametrize("plan_name", list(PLANS))
+def test_fp8_pool_saturates_at_448(plan_name):
+    """A state beyond fp8 e4m3's range is written as +-448 (saturating, never NaN): initial states
+    near the top of the range with no decay and large values drive the fp32 pool's final states and
+    checkpoints past 448; the fp8 pool's are those clamped to +-448 and rounded, bit for bit."""
+    if not pool_built(plan_name, "fp8e4m3"):
+        pytest.skip(f"{plan_name} not built for fp8 pools")
+    dt = torch.float8_e4m3fn
+    lens = [300, 200]
+    inp = ref.make_inputs(lens, 2, 4, seed=5, device="cuda", l2norm_inputs=True, state="pool", extra_slots=6)
+    inp["g"].zero_()                                           # no decay: the state keeps what it gets
+    inp["v"] = (inp["v"].float() * 600.0).to(torch.bfloat16)   # values far beyond 448
+    inp["state"] = ref.round_to_pool(torch.sign(inp["state"]) * 416.0, dt).float()
+    P = inp["state"].shape[0]
+    table = ref.checkpoint_table(inp["cu_seqlens"], inp["state_indices"], P, 128, device="cuda")
+    ck = dict(checkpoint_every=128, checkpoints=table)
+    s32 = inp["state"].clone()
+    out32 = _run_plan(plan_name, inp, s32, **ck)
+    assert torch.isfinite(s32).all() and (s32.abs() > 464.0).any()        # beyond e4m3's rounding range
+    low = inp["state"].to(dt)
+    out8 = _run_plan(plan_name, inp, low, **ck)
+    assert torch.equal(out8.view(torch.int16), out32.view(torch.int16))
+    assert not low.float().isnan().any() and low.float().abs().max().item() == 448.0
+    written = [s for s in inp["state_indices"].tolist() if s >= 0] + [c for c in table.flatten().tolist() if c >= 0]
+    for s in range(P):
+        want = ref.round_to_pool(s32[s], dt) if s in written else inp["state"][s].to(dt)
+        assert _same_pool_bits(low[s], want), s
 
 
 @pytest.mark.skipif(not plan_built("single"), reason="the single plan's kernel is not built")
