@@ -332,6 +332,27 @@ def test_microbenchmark_scripts_without_gpu():
     assert run.returncode == 2 and "--spines: unknown spine(s) ['fast']" in run.stderr, run.stderr
 
 
+def test_numerics_state_dtype_start_and_pools(repo_script):
+    """numerics_state_dtype's common initial state: held exactly by every pool type measured
+    (rounded to bf16 for fp32 and bf16 pools, as issue 35's table; to fp8 e4m3 with an fp8 pool);
+    an unknown --pools type is an argument error naming the flag, before any GPU check."""
+    import torch
+
+    from gdn_prefill import reference as ref
+    mod = repo_script("benchmarks/numerics_state_dtype.py")
+    x = torch.randn(2, 4, 128, 128, generator=torch.Generator().manual_seed(1)) * 128 ** -0.5
+    assert torch.equal(mod.common_start(x, ["fp32", "bf16"]), x.to(torch.bfloat16).float())
+    for pools in (["fp32", "bf16", "fp16", "fp8e4m3"], ["bf16", "fp16"], ["fp16"]):
+        start = mod.common_start(x, pools)
+        for p in pools:
+            assert torch.equal(ref.round_to_pool(start, ref.POOL_DTYPES[p][0]).float(), start), (pools, p)
+    assert torch.equal(mod.common_start(x, ["fp32", "fp8e4m3"]), ref.round_to_pool(x, torch.float8_e4m3fn).float())
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    run = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "numerics_state_dtype.py"), "--pools",
+                          "fp32,fp4"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "--pools: unknown pool type(s) ['fp4']" in run.stderr, run.stderr
+
+
 def test_spine_table_has_both_timings(repo_script):
     """bench_spine's markdown: the one-call and the queued µs/chunk, the rates, and the wgmma
     speed-up over the scalar row of the same shape (from the one-call times), one cell each."""
