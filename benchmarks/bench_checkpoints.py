@@ -1,7 +1,8 @@
 """The cost of state checkpoints (prefix caching): prefill() with and without them.
 
     python benchmarks/bench_checkpoints.py [--shapes 8x4K,1x8K,1x64K] [--every 1024,256]
-                                           [--spines wgmma,scalar] [--pools fp32,bf16] [--md PATH] [--json PATH]
+                                           [--spines wgmma,scalar] [--pools fp32,bf16,fp16,fp8e4m3] [--md PATH]
+                                           [--json PATH]
 
 Hk/Hv 16/32, bf16, pre-normed q and k, a state pool of N live slots plus one slot per
 checkpoint (checkpoint_every tokens, a table entry for every boundary strictly inside each
@@ -24,7 +25,8 @@ HK, HV = 16, 32
 
 
 def calls_for(case: Case, spine: str, every: int | None, pool_dtype: str = "fp32"):
-    """One prefill() call on fresh buffers (every=None: no checkpoints), the pool fp32 or bf16."""
+    """One prefill() call on fresh buffers (every=None: no checkpoints), the pool of type pool_dtype
+    (reference.POOL_DTYPES: fp32, bf16, fp16, fp8e4m3)."""
     import torch
 
     import gdn_prefill
@@ -33,8 +35,8 @@ def calls_for(case: Case, spine: str, every: int | None, pool_dtype: str = "fp32
     cu = bench._cu(case)["cu32"]
     N = case.N
     n_ck = sum(ref.checkpoints_in(n, every) for n in case.lens) if every else 0
-    pool = (torch.randn(N + n_ck, HV, 128, 128, device="cuda") * 128 ** -0.5).to(
-        torch.bfloat16 if pool_dtype == "bf16" else torch.float32)
+    pool = ref.round_to_pool(torch.randn(N + n_ck, HV, 128, 128, device="cuda") * 128 ** -0.5,
+                             ref.POOL_DTYPES[pool_dtype][0])
     idx = torch.arange(N, dtype=torch.int32, device="cuda")
     table = ref.checkpoint_table(cu, idx, N + n_ck, every, device="cuda") if every else None
     ws = torch.empty(gdn_prefill.workspace_bytes(case.T, N, HV), dtype=torch.uint8, device="cuda")
@@ -49,7 +51,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default="8x4K,1x8K,1x64K")
     ap.add_argument("--every", default="1024,256")
     ap.add_argument("--spines", default="wgmma")
-    ap.add_argument("--pools", default="fp32", help="state-pool types: fp32, bf16 (each its own rows)")
+    ap.add_argument("--pools", default="fp32", help="state-pool types: fp32, bf16, fp16, fp8e4m3 (each its own rows)")
     ap.add_argument("--md")
     ap.add_argument("--json")
     a = ap.parse_args(argv)

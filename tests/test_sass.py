@@ -375,7 +375,8 @@ def test_low_precision_pools_convert_once_in_registers(variant):
     F2FP.F16.F32 (round to nearest even), and for fp8, F2FP.F16.E4M3.UNPACK_B then HADD2.F32 (fp8 ->
     fp16 -> fp32, exact) and F2FP.SATFINITE.E4M3.F32 (round to nearest even, saturating at +-448:
     the rounding docs/DESIGN.md states); no software conversion.  The MAPS pass only reads the pool."""
-    pool_ops = {"HADD2.F32", "F2FP.F16.F32.PACK_AB", "F2FP.F16.E4M3.UNPACK_B", "F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C"}
+    pool_ops = {"HADD2.F32", "F2FP.F16.F32.PACK_AB", "F2FP.F16.E4M3.UNPACK_B",
+                "F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C"}
     base = variant.rsplit("_s", 1)[0]
     got, want = _conversions(variant), _conversions(base)
     assert not set(want) & pool_ops, want
