@@ -82,6 +82,9 @@ COPIED = [
     ("initial_state.transposed_blocks", "initial_state", lambda x: x.transpose(2, 3), "block whole"),
     ("initial_state.base_unaligned", "initial_state", offset_view, "16-byte aligned"),
     ("initial_state.bfloat16", "initial_state", lambda x: x.bfloat16(), "converted to float32"),
+    # FLA's layer keeps FLA's contract (an fp32 final state) for every pool type prefill() takes
+    ("initial_state.float16", "initial_state", lambda x: x.half(), "converted to float32"),
+    ("initial_state.float8_e4m3fn", "initial_state", lambda x: x.to(torch.float8_e4m3fn), "converted to float32"),
 ]
 # layouts the kernels read where they are: no copy
 IN_PLACE = [
