@@ -6,7 +6,9 @@
 One sequence of T tokens, pre-normed q and k, an initial state drawn once and rounded so that a pool
 of every type measured holds it exactly (rounded through the types, finest first: to bf16 when the
 pools are fp32 and bf16, as issue 35's table was; to fp8 e4m3 once an fp8 pool is measured), so all
-pools start from the same values and the oracle from them exactly; prefill() with a pool of each
+pools start from the same values and the oracle from them exactly (so with the default --pools the
+fp32 and bf16 rows start from fp8-rounded states, not issue 35's bf16-rounded ones, and differ from
+that table in the last digits; --pools fp32,bf16 repeats it); prefill() with a pool of each
 type: the relative Frobenius error of o and of the final state against the oracle, the most the
 pool's one rounding can add to the fp32 pool's state error (reference.pool_rounding_bound: u =
 2^-8 bf16, 2^-11 fp16, 2^-4 fp8 e4m3 per element), whether the pool's final state is the fp32
