@@ -133,6 +133,7 @@ import cuda.bindings.driver as cuda
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import cpasync, warpgroup
@@ -438,10 +439,13 @@ class SpineRS:
         if warp_idx == load_warp:
             for t in (tma_t, tma_v, tma_k, tma_o, tma_q, tma_pq):
                 cpasync.prefetch_descriptor(t)
+        ring = pipeline.PipelineAsync.create(
+            num_stages=NSLOT, barrier_storage=full_bar,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1 + 32),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
+                                                     self.empty_arrivals(active, self.role != Role.MAPS)),
+            defer_sync=True)
         if tidx == 0:
-            for s in cutlass.range_constexpr(NSLOT):
-                cute.arch.mbarrier_init(full_bar + s, 1 + 32)     # the TMA bytes' arrive + 32 table writers
-                cute.arch.mbarrier_init(empty_bar + s, self.empty_arrivals(active, self.role != Role.MAPS))
             for b in cutlass.range_constexpr(NSLOT * self.nwg):        # V stage s nwg + wg of slot s
                 cute.arch.mbarrier_init(ostaged_bar + b, 4)       # the four consumer warps' stmatrix
         cute.arch.mbarrier_init_fence()
@@ -469,10 +473,10 @@ class SpineRS:
                                beta32, scale,
                                tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
                                ready, ready_from, plan.first_slot(cu_seqlens[n], n) + seg.j * seg_chunks, active,
-                               seg.map_)
+                               seg.map_, ring)
                 elif warp_idx == store_warp:
                     if cutlass.const_expr(self.role != Role.MAPS):
-                        self.stores(nch, bos, eos, hv, col0, empty_bar, ostaged_bar, sV, tma_o, mO, out, active)
+                        self.stores(nch, bos, eos, hv, col0, empty_bar, ostaged_bar, sV, tma_o, mO, out, active, ring)
         else:
             if cutlass.const_expr(self.nwg > 1):
                 cute.arch.setmaxregister_increase(DUAL_CHAIN_REGS)
@@ -482,12 +486,12 @@ class SpineRS:
                     bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
                     if cutlass.const_expr(self.role == Role.MAPS):
                         self.map_chain(tidx % 128, wg, hv, slot, bos, eos, nch, wg * VB, sT, sK, sKk, sV_vj, sTab, sBt,
-                                       full_bar, empty_bar, state, initial_state, state_in, maps, seg_state, seg)
+                                       full_bar, empty_bar, state, initial_state, state_in, maps, seg_state, seg, ring)
                     else:
                         self.chain(tidx % 128, wg, n, hv, slot, bos, eos, nch, col0 + wg * VB, sT, sK, sKk, sV_vj, sQ,
                                    sPq, sTab, sBt, full_bar, empty_bar, ostaged_bar, state, has_state,
                                    checkpoints, checkpoint_chunks, initial_state, state_in, active,
-                                   seg_state, seg, seg_chunks)
+                                   seg_state, seg, seg_chunks, ring)
         if cutlass.const_expr(self.cz > 1):
             # no CTA leaves while its peer may still multicast into it or arrive on its barriers
             cute.arch.cluster_arrive()
@@ -498,7 +502,7 @@ class SpineRS:
     def loads(self, nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32, full_bar, empty_bar,
               sTab, sBt, gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.Tensor, scale: Float32,
               tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
-              ready: cute.Tensor, ready_from: Int32, slot0: Int32, active, map_: Int32):
+              ready: cute.Tensor, ready_from: Int32, slot0: Int32, active, map_: Int32, ring):
         """The load warp: the TMA tiles of every chunk and its coefficient table, slot i % NSLOT as soon
         as the consumer warps have released it (the dual build: a V tile per consumer warpgroup).
         MAPS: no q or P tile (no output), and no V tile for an A chain (V is taken as 0).
@@ -528,13 +532,13 @@ class SpineRS:
             _await_ready(ready, slot0, hv, ready_from)
             gl, ga, ka, qa, ba, gb, kb, qb, bb = _row_data(gcum, rk, rq, beta32, hv, bos, eos, lane,
                                                            ga, ka, qa, ba, gb, kb, qb, bb)
+        st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, NSLOT)
         for i in cutlass.range(nch, unroll=1):
-            s = i % NSLOT
+            s = st.index
             t0 = bos + i * CHUNK
             L = cutlass.min(eos - t0, CHUNK)
-            if i >= NSLOT:
-                cute.arch.mbarrier_wait(empty_bar + s, ((i - NSLOT) // NSLOT) % 2)
-            bar = full_bar + s
+            ring.producer_acquire(st)
+            bar = ring.producer_get_barrier(st)
             if cutlass.const_expr(self.role == Role.MAPS):
                 with cute.arch.elect_one():
                     cute.arch.mbarrier_arrive_and_expect_tx(
@@ -586,7 +590,8 @@ class SpineRS:
             sBt[1, lane, i % BSLOT] = cutlass.select_(lane < L, ba, Float32(0.0))
             sBt[0, lane + 32, i % BSLOT] = ab
             sBt[1, lane + 32, i % BSLOT] = cutlass.select_(lane + 32 < L, bb, Float32(0.0))
-            cute.arch.mbarrier_arrive(bar)
+            ring.producer_commit(st)
+            st.advance()
             if i + 1 < nch:
                 _await_ready(ready, slot0 + i + 1, hv, ready_from)
                 gl, ga, ka, qa, ba, gb, kb, qb, bb = _row_data(gcum, rk, rq, beta32, hv, t0 + CHUNK, eos, lane,
@@ -603,7 +608,7 @@ class SpineRS:
     # ------------------------------------------------------------------ the store warp
     @cute.jit
     def stores(self, nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, empty_bar, ostaged_bar, sV,
-               tma_o, mO, out: cute.Tensor, active):
+               tma_o, mO, out: cute.Tensor, active, ring):
         """The store warp: chunk c's output of consumer warpgroup wg, staged in the V region of chunk
         c + 1's slot (stage s nwg + wg, s = (c + 1) % NSLOT; once its four warps have arrived on
         ostaged[s nwg + wg]) -> rows t0 .. t0 + L, columns col0 + 64 wg .. + 64 of out: one TMA store
@@ -615,12 +620,14 @@ class SpineRS:
         cp_v = tma.rows_copy(VB, 32)
         thr_v = cp_v.get_slice(lane)
         tOC = thr_v.partition_S(cute.make_identity_tensor((CHUNK, VB)))
+        ss = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, NSLOT)
         if lane == 0:
-            cute.arch.mbarrier_arrive(empty_bar)
+            ring.consumer_release(ss)
+        ss.advance()
         for c in cutlass.range(nch, unroll=1):
             t0 = bos + c * CHUNK
             L = cutlass.min(eos - t0, CHUNK)
-            s = (c + 1) % NSLOT
+            s = ss.index
             for wg in cutlass.range_constexpr(self.nwg):
                 if wg < active:
                     vs = s * self.nwg + wg
@@ -632,7 +639,8 @@ class SpineRS:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
             cute.arch.sync_warp()
             if lane == 0:
-                cute.arch.mbarrier_arrive(empty_bar + s)
+                ring.consumer_release(ss)
+            ss.advance()
         cute.arch.cp_async_bulk_wait_group(0)
 
     # ------------------------------------------------------------------ the consumers
@@ -641,7 +649,7 @@ class SpineRS:
               col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sTab, sBt, full_bar, empty_bar, ostaged_bar,
               state: cute.Tensor, has_state: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
               initial_state: cute.Tensor, state_in: Int32, active,
-              seg_state: cute.Tensor, seg: _Segment, seg_chunks: Int32):
+              seg_state: cute.Tensor, seg: _Segment, seg_chunks: Int32, ring):
         """Consumer warpgroup wg (of the `active` ones that share the tiles): S^T[col0 .. col0 + 64)
         through the sequence (SEGMENT: through its segment seg) and the output of those columns for
         every chunk (module docstring)."""
@@ -707,13 +715,15 @@ class SpineRS:
         # the loop, the ~140 instructions of a checkpoint store cost the B = 1 chain 6-7 % even where
         # none is taken: docs/PERFORMANCE.md, serving features)
         seg = state_pool.segment_chunks(nch, checkpoint_chunks)
+        cs = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, NSLOT)
+        prev = cs.clone()
         for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
             i_end = cutlass.min((sg + 1) * seg, nch)
             for i in cutlass.range(sg * seg, i_end, unroll=1):
-                s = i % NSLOT
+                s = cs.index
                 t0 = bos + i * CHUNK
                 L = cutlass.min(eos - t0, CHUNK)
-                cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
+                ring.consumer_wait(cs)
                 if L < CHUNK:
                     chain.zero_tail(sK, sV_vj, L, ltid, wg, active, s, self.nwg, Barrier.CONSUMERS)
                 # G1: Z = bf16(S^T) K^T (the K tile read K-major)
@@ -726,7 +736,7 @@ class SpineRS:
                 # G4 of chunk i - 1: O^T += bf16(Vnew^T) Pqk^T, in the tensor pipe while the CUDA cores form Y^T.
                 # In chunk 0 it runs on the zeros set before the loop and this chunk's landed P tile, and G2
                 # overwrites the result: a wgmma under a branch makes ptxas serialise every wgmma of the loop
-                ps = cutlass.select_(i > 0, (i + NSLOT - 1) % NSLOT, s)
+                ps = cutlass.select_(i > 0, prev.index, s)
                 mma_n64.set(warpgroup.Field.ACCUMULATE, True)
                 for kb in cutlass.range_constexpr(cute.size(tVa, mode=[2])):
                     cute.gemm(mma_n64, accY, tVa[None, None, kb], tPqb[None, None, kb, ps], accY)
@@ -741,7 +751,7 @@ class SpineRS:
                 warpgroup.wait_group(1)           # G4 of chunk i - 1 (G1b may still run)
                 if i > 0:
                     rO.store(accY_cv.load().to(BFloat16))
-                    self.epilogue(i - 1, ltid, wg, empty_bar, ostaged_bar, rO, st_o, sV_vj, s * self.nwg + wg)
+                    self.epilogue(i - 1, ltid, wg, ring, prev, ostaged_bar, rO, st_o, sV_vj, s * self.nwg + wg)
                 chain.issue(mma_n64, accY, tSa, tQb, s, True)      # G2 (its fence: accY was read above)
                 warpgroup.wait_group(1)           # G1b (G2 may still run)
                 chain.vnew(rV, rP, accX, sTab, tXc, L, s)
@@ -751,6 +761,8 @@ class SpineRS:
                 for e in cutlass.range_constexpr(cute.size(accY)):
                     accY[e] = accY[e] * sTab[TAB_C + tXc[e][1], s]
                 warpgroup.wait_group(0)           # G3: nothing is in flight across the loop's back edge
+                prev = cs.clone()
+                cs.advance()
             # a checkpoint (state_pool.py) after the segment's last chunk: its end state S^T, complete
             # after G3's wait
             ck = state_pool.checkpoint_slot_after(c0 + i_end - 1, nch_seq, n, checkpoints, checkpoint_chunks)
@@ -760,21 +772,20 @@ class SpineRS:
         # the last chunk's G4 and output
         if nch > 0:
             mma_n64.set(warpgroup.Field.ACCUMULATE, True)
-            chain.issue(mma_n64, accY, tVa, tPqb, (nch - 1) % NSLOT, False)
+            chain.issue(mma_n64, accY, tVa, tPqb, prev.index, False)
             warpgroup.wait_group(0)
             rO.store(accY_cv.load().to(BFloat16))
             # staged in slot nch % NSLOT's V region, free once chunk nch - NSLOT's slot is released (its
             # output read by the store warp): the wait the loader would make for a chunk nch
-            if nch >= NSLOT:
-                cute.arch.mbarrier_wait(empty_bar + nch % NSLOT, ((nch - NSLOT) // NSLOT) % 2)
-            self.epilogue(nch - 1, ltid, wg, empty_bar, ostaged_bar, rO, st_o, sV_vj, (nch % NSLOT) * self.nwg + wg)
+            ring.producer_acquire(pipeline.PipelineState(NSLOT, cs.count, cs.index, cs.phase ^ 1))
+            self.epilogue(nch - 1, ltid, wg, ring, prev, ostaged_bar, rO, st_o, sV_vj, cs.index * self.nwg + wg)
         if has_state != 0 and last != 0:
             state_pool.store(accSt, tScS, gSt)
 
     @cute.jit
     def map_chain(self, ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32, col0: Int32,
                   sT, sK, sKk, sV_vj, sTab, sBt, full_bar, empty_bar, state: cute.Tensor, initial_state: cute.Tensor,
-                  state_in: Int32, maps: cute.Tensor, seg_state: cute.Tensor, seg: _Segment):
+                  state_in: Int32, maps: cute.Tensor, seg_state: cute.Tensor, seg: _Segment, ring):
         """A MAPS consumer warpgroup: columns col0 .. col0 + 64 of its segment's map (seg.map_), the
         chain without the output (no G2, G4, epilogue): A from S = I with V = 0, B from
         S = 0, or, for segment 0's B, from the sequence's initial state (which it also copies into
@@ -811,10 +822,11 @@ class SpineRS:
         else:
             accSt.fill(0.0)
         mma_s.set(warpgroup.Field.ACCUMULATE, True)
+        cs = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, NSLOT)
         for i in cutlass.range(nch, unroll=1):
-            s = i % NSLOT
+            s = cs.index
             L = cutlass.min(eos - (bos + i * CHUNK), CHUNK)
-            cute.arch.mbarrier_wait(full_bar + s, (i // NSLOT) % 2)
+            ring.consumer_wait(cs)
             if L < CHUNK:
                 chain.zero_tail(sK, sV_vj, L, ltid, wg, DUAL_WG, s, DUAL_WG, Barrier.CONSUMERS)
             # G1: Z = bf16(S^T) K^T
@@ -834,13 +846,14 @@ class SpineRS:
             chain.vnew(None, rP, accX, sTab, tXc, L, s)
             chain.issue(mma_s, accSt, tPa, tKb, s, False)
             warpgroup.wait_group(0)
-            cute.arch.mbarrier_arrive(empty_bar + s)       # this thread is done with the slot
+            ring.consumer_release(cs)       # this thread is done with the slot
+            cs.advance()
         gM = chain.transposed_block(maps, seg.slot * 2 + seg.map_, hv, col0)      # maps[2 slot + map]
         for e in cutlass.range_constexpr(cute.size(accSt)):
             gM[tScS[e]] = accSt[e]
 
     @cute.jit
-    def epilogue(self, c: Int32, ltid: Int32, wg, empty_bar, ostaged_bar, rO, st_o, sV_vj, vstage: Int32):
+    def epilogue(self, c: Int32, ltid: Int32, wg, ring, rel, ostaged_bar, rO, st_o, sV_vj, vstage: Int32):
         """Chunk c's output (its G4 complete) handed to the store warp: release chunk c's slot, O^T ->
         bf16 -> the V region vstage (transposing stmatrix) of chunk c + 1's slot, whose V tile this
         warp has already read into registers (ldmatrix: each warp reads and writes only its own 16
@@ -851,12 +864,12 @@ class SpineRS:
         lane = ltid % 32
         # this thread is done with the slot (empty_arrivals); pair build: lane 0 also frees it in the
         # peer CTA, whose loader multicasts into it
-        cute.arch.mbarrier_arrive(empty_bar + c % NSLOT)
+        ring.consumer_release(rel)
         if cutlass.const_expr(self.cz > 1):
             if lane == 0:
                 rank = cute.arch.block_idx_in_cluster()
                 for r in cutlass.range_constexpr(1, self.cz):
-                    cute.arch.mbarrier_arrive(empty_bar + c % NSLOT, (rank + r) % self.cz)
+                    cute.arch.mbarrier_arrive(ring.consumer_get_barrier(rel), (rank + r) % self.cz)
         cute.copy(st_o, rO, st_o.partition_D(sV_vj[None, None, vstage]))
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_warp()
