@@ -343,8 +343,8 @@ def test_packed_batch_with_cu_seqlens():
 
 def test_model_layout_is_copied_once_per_tensor():
     """In the model, q, k and v reach the layer as views of the convolution output: explain_copies()
-    names each whose last dim is not contiguous (all three where the convolution is transformers'
-    torch fallback, which writes [B, C, T]) and nothing else."""
+    names each whose last dim is not contiguous and nothing else (in transformers 5.23 all three,
+    where the convolution is its torch fallback, which writes [B, C, T])."""
     _hopper()
     model = tiny_model("qwen3_5")
     seen: list[tuple[dict, set]] = []
@@ -362,6 +362,9 @@ def test_model_layout_is_copied_once_per_tensor():
     for copies, strided in seen:
         assert set(copies) == strided, (copies, strided)
         assert all("last dim has stride" in copies[n] for n in strided)
+    import transformers
+    if not transformers.__version__.startswith("5.23."):
+        return      # the layout below is 5.23's (issue 55); other versions may hand over contiguous views
     try:
         import causal_conv1d  # noqa: F401  (its kernel may write the output channels-last)
     except ImportError:
