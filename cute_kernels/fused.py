@@ -29,7 +29,7 @@ of 128 per thread to the chains (192 / 104 / 24):
   ring and write the chains' table.
 - STORE (warp 15): the output's TMA stores of full chunks.
 
-Two rings, because K and q live longer than the rest:
+Two rings (cutlass.pipeline PipelineAsync, as the gate ring), because K and q live longer than the rest:
 - KQ (KQ_SLOTS): K, q (TMA) and P (the role) of chunk i.  The role reads K, q in chunk i, the
   chains K, q, P in theirs.  full: the TMA bytes; empty: the role, the norm warps, the chains
   (at the end of their chunk i).
@@ -101,14 +101,20 @@ class Bar(enum.IntEnum):
     COUNT = GATES + 2 * VT_SLOTS
 
 
-@cute.jit
-def _wait_free(bars, empty: cutlass.Constexpr, slots: cutlass.Constexpr, i: Int32):
-    """Wait until slot i % slots of a ring (its empty barriers at bars + empty) is free for chunk i:
-    chunk i - slots has released it (the first round's slots start free).  The one phase rule of
-    every ring's producer side: the loads, the norm warps' table, the role's Tu, the chains'
-    last staged output."""
-    if i >= slots:
-        cute.arch.mbarrier_wait(bars + empty + i % slots, ((i - slots) // slots) % 2)
+def _ring(slots: int, barriers, producers: int, consumers: int):
+    """A ring's full / empty barriers (full at barriers, empty after it) as a cutlass.pipeline
+    PipelineAsync: every arrival is one thread's (the TMA's arrive-and-expect-tx counts as one
+    producer), a producer's first round finds its slots free (PipelineState's phase rule).  The
+    CTA syncs once, after the last ring (the gate ring's create)."""
+    return pipeline.PipelineAsync.create(
+        num_stages=slots, barrier_storage=barriers, defer_sync=True,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, producers),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers))
+
+
+def _state(slots: int, producer: bool):
+    return pipeline.make_pipeline_state(
+        pipeline.PipelineUserType.Producer if producer else pipeline.PipelineUserType.Consumer, slots)
 
 
 class FusedPrefill:
@@ -242,13 +248,9 @@ class FusedPrefill:
         if tidx < 2 * intra_chunk.BLK:       # the role's identity row (IntraChunk.inverse's sEye)
             storage.eye.get_tensor(cute.make_layout(2 * intra_chunk.BLK))[tidx] = cutlass.select_(
                 tidx == intra_chunk.BLK - 1, Float32(1.0), Float32(0.0))
+        kq = _ring(KQ_SLOTS, bars + Bar.KQ_FULL, 1, self.KQ_EMPTY_ARRIVALS)
+        vt = _ring(VT_SLOTS, bars + Bar.VT_FULL, self.VT_FULL_ARRIVALS, self.VT_EMPTY_ARRIVALS)
         if tidx == 0:
-            for s in cutlass.range_constexpr(KQ_SLOTS):
-                cute.arch.mbarrier_init(bars + Bar.KQ_FULL + s, 1)
-                cute.arch.mbarrier_init(bars + Bar.KQ_EMPTY + s, self.KQ_EMPTY_ARRIVALS)
-            for s in cutlass.range_constexpr(VT_SLOTS):
-                cute.arch.mbarrier_init(bars + Bar.VT_FULL + s, self.VT_FULL_ARRIVALS)
-                cute.arch.mbarrier_init(bars + Bar.VT_EMPTY + s, self.VT_EMPTY_ARRIVALS)
             for b in cutlass.range_constexpr(VT_SLOTS * CHAINS):
                 cute.arch.mbarrier_init(bars + Bar.OSTAGED + b, 4)     # the chain warpgroup's 4 warps
         # the gate ring (its create() initialises its barriers, fences and syncs the CTA)
@@ -267,50 +269,54 @@ class FusedPrefill:
             cute.arch.setmaxregister_decrease(self.IO_REGS)
             if run != 0:
                 if warp == Role.LOAD:
-                    self.loads(bars, t, tma_k, mK, tma_q, mQ, tma_v, mV, bos, nch, hv, hv // group)
+                    self.loads(kq, vt, t, tma_k, mK, tma_q, mQ, tma_v, mV, bos, nch, hv, hv // group)
                 elif warp < Role.STORE:
-                    self.norms(bars, gates, storage, t, g, beta, scale, use_qk_l2norm, bos, eos, nch, hv,
+                    self.norms(kq, vt, gates, storage, t, g, beta, scale, use_qk_l2norm, bos, eos, nch, hv,
                                tidx - Role.NORMS * 32)
                 else:
-                    self.stores(bars, t, tma_o, mO, out, bos, eos, nch, hv)
+                    self.stores(vt, bars, t, tma_o, mO, out, bos, eos, nch, hv)
         elif warp >= Role.INTRA:
             cute.arch.setmaxregister_decrease(self.INTRA_REGS)
             if run != 0:
-                self.intra_role(bars, gates, storage, t, scale, nch, tidx - Role.INTRA * 32)
+                self.intra_role(kq, vt, gates, storage, t, scale, nch, tidx - Role.INTRA * 32)
         else:
             cute.arch.setmaxregister_increase(self.CHAIN_REGS)
             if run != 0:
-                self.chain(bars, storage, t, tidx % 128, tidx // 128, n, hv, slot, bos, eos, nch, state,
+                self.chain(kq, vt, bars, storage, t, tidx % 128, tidx // 128, n, hv, slot, bos, eos, nch, state,
                            has_state, checkpoints, checkpoint_chunks, initial_state, state_in, out)
 
     # ------------------------------------------------------------------ I/O warps
     @cute.jit
-    def loads(self, bars, t, tma_k, mK, tma_q, mQ, tma_v, mV, bos: Int32, nch: Int32, hv: Int32, hk: Int32):
+    def loads(self, kq, vt, t, tma_k, mK, tma_q, mQ, tma_v, mV, bos: Int32, nch: Int32, hv: Int32, hk: Int32):
         """Chunk i's K and q into KQ slot i % KQ_SLOTS once chunk i - KQ_SLOTS has left it, then its
         V (both chains' columns) into VT slot i % VT_SLOTS likewise."""
         mK_h = mK[None, None, hk]
         mQ_h = mQ[None, None, hk]
         mV_h = mV[None, None, hv]
+        ks = _state(KQ_SLOTS, True)
+        vs = _state(VT_SLOTS, True)
         for i in cutlass.range(nch, unroll=1):
             t0 = bos + i * C
-            sa = i % KQ_SLOTS
-            _wait_free(bars, Bar.KQ_EMPTY, KQ_SLOTS, i)
-            bar = bars + Bar.KQ_FULL + sa
+            sa = ks.index
+            kq.producer_acquire(ks)
+            bar = kq.producer_get_barrier(ks)
             with cute.arch.elect_one():
                 cute.arch.mbarrier_arrive_and_expect_tx(bar, self.kq_bytes)
             tma.load(tma_k, tma.gmem_tile(mK_h, (t0, 0), (C, DK)), t["sKk"][None, None, sa], bar, Int32(0), 1)
             tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (C, DK)), t["sQ"][None, None, sa], bar, Int32(0), 1)
-            sb = i % VT_SLOTS
-            _wait_free(bars, Bar.VT_EMPTY, VT_SLOTS, i)
-            bar = bars + Bar.VT_FULL + sb
+            ks.advance()
+            sb = vs.index
+            vt.producer_acquire(vs)
+            bar = vt.producer_get_barrier(vs)
             with cute.arch.elect_one():
                 cute.arch.mbarrier_arrive_and_expect_tx(bar, self.v_bytes)
             for wg in cutlass.range_constexpr(CHAINS):
                 tma.load(tma_v, tma.gmem_tile(mV_h, (t0, wg * VB), (C, VB)), t["sV"][None, None, sb * CHAINS + wg],
                          bar, Int32(0), 1)
+            vs.advance()
 
     @cute.jit
-    def norms(self, bars, gates, storage, t, g, beta, scale: Float32, use_qk_l2norm: Int32, bos: Int32, eos: Int32,
+    def norms(self, kq, vt, gates, storage, t, g, beta, scale: Float32, use_qk_l2norm: Int32, bos: Int32, eos: Int32,
               nch: Int32, hv: Int32, ntid: Int32):
         """The two norm warps, chunk by chunk: rk (warp 13), rq (warp 14) of the chunk's rows (1
         without l2norm; lane l: rows l, l + 32, each a sum in order) and, on the first warp, the
@@ -322,23 +328,25 @@ class FusedPrefill:
         sGr, sBr, sRr, sQr = self._gate_ring(storage)
         sTab, sBt = self._tables(storage)
         lane = ntid % 32
-        kq = ntid // 32                       # warp 13: the K rows (rk), warp 14: the q rows (rq)
+        rows_q = ntid // 32                   # warp 13: the K rows (rk), warp 14: the q rows (rq)
         # lane l: rows l and l + 32 of its tile, 16 vectors of 8 each, summed in order in one
         # register per row (few registers: the I/O warpgroup's budget)
         cp = cute.make_tiled_copy_tv(
             cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128),
             cute.make_layout((32, 1), stride=(1, 0)), cute.make_layout((1, 8)))
         th = cp.get_slice(lane)
+        ks = _state(KQ_SLOTS, False)
+        vs = _state(VT_SLOTS, True)
         for i in cutlass.range(nch, unroll=1):
             t0 = bos + i * C
             L = cutlass.min(eos - t0, C)
-            sa = i % KQ_SLOTS
-            cute.arch.mbarrier_wait(bars + Bar.KQ_FULL + sa, (i // KQ_SLOTS) % 2)
+            sa = ks.index
+            kq.consumer_wait(ks)
             r0 = Float32(1.0)
             r1 = Float32(1.0)
             if use_qk_l2norm != 0:
                 tile = t["sKk"][None, None, sa]
-                if kq == 1:
+                if rows_q == 1:
                     tile = t["sQ"][None, None, sa]
                 t_s = th.partition_S(tile)                       # (8 values, 2 row blocks, 16 vectors)
                 a0 = Float32(0.0)
@@ -354,9 +362,10 @@ class FusedPrefill:
                     a1 = a1 + bf16_sumsq.sumsq_bf16x8(yw[0], yw[1], yw[2], yw[3])
                 r0 = cute.math.rsqrt(a0 + intra_chunk.L2_EPS)
                 r1 = cute.math.rsqrt(a1 + intra_chunk.L2_EPS)
-            cute.arch.mbarrier_arrive(bars + Bar.KQ_EMPTY + sa)
+            kq.consumer_release(ks)
+            ks.advance()
             gh = gprod.acquire_and_advance()
-            if kq == 0:
+            if rows_q == 0:
                 sRr[lane, gh.index] = r0
                 sRr[lane + 32, gh.index] = r1
             else:
@@ -371,8 +380,8 @@ class FusedPrefill:
             cute.arch.barrier(barrier_id=Barrier.NORMS, number_of_threads=self.NORM_THREADS)
             gh.commit()
             # the chains' table of chunk i, in VT slot sb once chunk i - VT_SLOTS has left it
-            sb = i % VT_SLOTS
-            _wait_free(bars, Bar.VT_EMPTY, VT_SLOTS, i)
+            sb = vs.index
+            vt.producer_acquire(vs)
             r = ntid
             gl = sGr[L - 1, gh.index]
             gr = sGr[r, gh.index]
@@ -391,11 +400,12 @@ class FusedPrefill:
                 sTab[rs.TAB_GL, sb] = cute.math.exp(gl)
             sBt[0, r, sb] = ar
             sBt[1, r, sb] = sBr[r, gh.index]          # 0 past L (gate_scan)
-            cute.arch.mbarrier_arrive(bars + Bar.VT_FULL + sb)
+            vt.producer_commit(vs)
+            vs.advance()
         gprod.tail()
 
     @cute.jit
-    def stores(self, bars, t, tma_o, mO, out: cute.Tensor, bos: Int32, eos: Int32, nch: Int32, hv: Int32):
+    def stores(self, vt, bars, t, tma_o, mO, out: cute.Tensor, bos: Int32, eos: Int32, nch: Int32, hv: Int32):
         """Chunk c's output of chain wg, staged in the V region of its own VT slot c % VT_SLOTS (once
         its four warps have arrived on OSTAGED[(c % VT_SLOTS) CHAINS + wg]) -> rows t0 .. t0 + L,
         columns 64 wg .. of out by one TMA store; once the stores have read the slot, its arrival
@@ -404,23 +414,25 @@ class FusedPrefill:
         not hold the row addresses of its thread stores."""
         lane = cute.arch.lane_idx()
         mO_h = mO[None, None, hv]
+        vs = _state(VT_SLOTS, False)
         for c in cutlass.range(nch, unroll=1):
             t0 = bos + c * C
             L = cutlass.min(eos - t0, C)
-            s = c % VT_SLOTS
+            s = vs.index
             for wg in cutlass.range_constexpr(CHAINS):
-                cute.arch.mbarrier_wait(bars + Bar.OSTAGED + s * CHAINS + wg, (c // VT_SLOTS) % 2)
+                cute.arch.mbarrier_wait(bars + Bar.OSTAGED + s * CHAINS + wg, vs.phase)
                 if L >= C:      # a partial (last) chunk's rows the chains have stored (epilogue)
                     tma.store(tma_o, t["sV"][None, None, s * CHAINS + wg], tma.gmem_tile(mO_h, (t0, wg * VB), (C, VB)))
             cute.arch.cp_async_bulk_wait_group(0, read=True)
             cute.arch.sync_warp()
             if lane == 0:
-                cute.arch.mbarrier_arrive(bars + Bar.VT_EMPTY + s)
+                vt.consumer_release(vs)
+            vs.advance()
         cute.arch.cp_async_bulk_wait_group(0)
 
     # ------------------------------------------------------------------ the role
     @cute.jit
-    def intra_role(self, bars, gates, storage, t, scale: Float32, nch: Int32, ltid: Int32):
+    def intra_role(self, kq, vt, gates, storage, t, scale: Float32, nch: Int32, ltid: Int32):
         """intra_chunk's phases over the chunks: K K^T, Q K^T on the tensor cores (then the KQ
         slot is the role's no longer), the folds with the gate ring's rows (A in fp32, P into KQ
         slot i % KQ_SLOTS), the inverse, Tu into VT slot i % VT_SLOTS once the chains have left
@@ -438,13 +450,16 @@ class FusedPrefill:
         # P -> its K-major, swizzled tile (the chains' B of G4) by stmatrix, as the chains stage S^T
         st_p = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16),
                                       mma).get_slice(ltid)
+        ks = _state(KQ_SLOTS, False)
+        vs = _state(VT_SLOTS, True)
         for i in cutlass.range(nch, unroll=1):
-            sa = i % KQ_SLOTS
-            sb = i % VT_SLOTS
-            cute.arch.mbarrier_wait(bars + Bar.KQ_FULL + sa, (i // KQ_SLOTS) % 2)
+            sa = ks.index
+            sb = vs.index
+            kq.consumer_wait(ks)
             self.intra.issue_products(mma, thr, accG, accQ, t["sKk"][None, None, sa], t["sQ"][None, None, sa])
             warpgroup.wait_group(0)
-            cute.arch.mbarrier_arrive(bars + Bar.KQ_EMPTY + sa)
+            kq.consumer_release(ks)
+            ks.advance()
             gh = gcons.wait_and_advance()
             self.intra.folds(thr, accG, accQ, sA2, sGr[None, gh.index], sBr[None, gh.index],
                              sRr[None, gh.index], sQr[None, gh.index], scale, rP)
@@ -452,10 +467,11 @@ class FusedPrefill:
             cute.arch.barrier(barrier_id=Barrier.INTRA, number_of_threads=128)
             gh.release()
             self.intra.inverse(sA, sX, ltid, sEye)
-            _wait_free(bars, Bar.VT_EMPTY, VT_SLOTS, i)
+            vt.producer_acquire(vs)
             self.stage_tu(sA, t["sT"][None, None, sb], ltid)
             cute.arch.fence_proxy("async.shared", space="cta")
-            cute.arch.mbarrier_arrive(bars + Bar.VT_FULL + sb)
+            vt.producer_commit(vs)
+            vs.advance()
             # the next chunk's folds overwrite sA
             cute.arch.barrier(barrier_id=Barrier.INTRA, number_of_threads=128)
 
@@ -497,7 +513,7 @@ class FusedPrefill:
         cute.arch.barrier_arrive(barrier_id=Barrier.ORDER + 1 - wg, number_of_threads=2 * 128)
 
     @cute.jit
-    def chain(self, bars, storage, t, ltid: Int32, wg: Int32, n: Int32, hv: Int32, slot: Int32, bos: Int32,
+    def chain(self, kq, vt, bars, storage, t, ltid: Int32, wg: Int32, n: Int32, hv: Int32, slot: Int32, bos: Int32,
               eos: Int32, nch: Int32, state: cute.Tensor, has_state: Int32, checkpoints: cute.Tensor,
               checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32, out: cute.Tensor):
         """Chain warpgroup wg: S^T of state columns 64 wg .. 64 wg + 63 through the sequence and their
@@ -546,15 +562,17 @@ class FusedPrefill:
         if wg == 1:
             self._pass(wg)              # chain 0 issues first
         seg = state_pool.segment_chunks(nch, checkpoint_chunks)
+        ks = _state(KQ_SLOTS, False)
+        vs = _state(VT_SLOTS, False)
         for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
             i_end = cutlass.min((sg + 1) * seg, nch)
             for i in cutlass.range(sg * seg, i_end, unroll=1):
-                sa = i % KQ_SLOTS
-                sb = i % VT_SLOTS
+                sa = ks.index
+                sb = vs.index
                 t0 = bos + i * C
                 L = cutlass.min(eos - t0, C)
-                cute.arch.mbarrier_wait(bars + Bar.KQ_FULL + sa, (i // KQ_SLOTS) % 2)
-                cute.arch.mbarrier_wait(bars + Bar.VT_FULL + sb, (i // VT_SLOTS) % 2)
+                kq.consumer_wait(ks)
+                vt.consumer_wait(vs)
                 if L < C:
                     chain.zero_tail(t["sK"], sV_vj, L, ltid, wg, CHAINS, sa, CHAINS, Barrier.CHAINS, vs=sb)
                 # G1, G2 on rS = bf16(S^T); then S^T's decay (rS is a copy)
@@ -587,8 +605,10 @@ class FusedPrefill:
                 warpgroup.wait_group(0)           # G3
                 # this thread is done with KQ slot sa (K, q, P) and VT slot sb (V, Tu, the table; its
                 # output staged there is the store warp's to release)
-                cute.arch.mbarrier_arrive(bars + Bar.KQ_EMPTY + sa)
-                cute.arch.mbarrier_arrive(bars + Bar.VT_EMPTY + sb)
+                kq.consumer_release(ks)
+                vt.consumer_release(vs)
+                ks.advance()
+                vs.advance()
             ck = state_pool.checkpoint_slot_after(i_end - 1, nch, n, checkpoints, checkpoint_chunks)
             if ck >= 0:
                 state_pool.store(accSt, tScS, chain.transposed_block(state, ck, hv, col0))
@@ -616,7 +636,7 @@ class FusedPrefill:
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_warp()
         if ltid % 32 == 0:
-            cute.arch.mbarrier_arrive(bars + Bar.OSTAGED + (c % VT_SLOTS) * CHAINS + wg)
+            cute.arch.mbarrier_arrive(bars + Bar.OSTAGED + sb * CHAINS + wg)
 
 
 # --------------------------------------------------------------------------- the build's interface
