@@ -29,7 +29,8 @@ of 128 per thread to the chains (192 / 104 / 24):
   ring and write the chains' table.
 - STORE (warp 15): the output's TMA stores of full chunks.
 
-Two rings (cutlass.pipeline PipelineAsync, as the gate ring), because K and q live longer than the rest:
+Two rings (cutlass.pipeline PipelineAsync, as the gate ring), because K and q live longer than
+the rest:
 - KQ (KQ_SLOTS): K, q (TMA) and P (the role) of chunk i.  The role reads K, q in chunk i, the
   chains K, q, P in theirs.  full: the TMA bytes; empty: the role, the norm warps, the chains
   (at the end of their chunk i).
