@@ -7,9 +7,9 @@ Per kind of gdn_prefill.hard_inputs (one sequence, a dense initial state, 4,096 
 pure_delta_long; --T overrides every kind's length) and per installed implementation: the relative
 Frobenius error of o and of the final state against the oracle (reference.chunked in float64 on the
 GPU), the count of non-finite outputs, whether five runs give the same bits, and each error over
-FLA's on the same inputs.  The contract: ours <= 1.05 x FLA's.  FlashInfer ignores
-use_qk_l2norm_in_kernel, so for tiny_keys_l2norm it gets q and k normalised as the kernels
-normalise them (x rsqrt(|x|^2 + 1e-6)).  Needs a Hopper GPU; without one it says so and exits 0.
+FLA's on the same inputs.  The contract: ours <= 1.05 x FLA's.  For tiny_keys_l2norm FlashInfer
+gets q and k normalised beforehand (x rsqrt(|x|^2 + 1e-6), rounded to bf16: what its own
+normalisation pass does in 0.7.2).  Needs a Hopper GPU; without one it says so and exits 0.
 """
 from __future__ import annotations
 

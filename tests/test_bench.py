@@ -243,7 +243,7 @@ def test_orchestration_with_stub_gpu(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(bench, "_meta", lambda args, cases: dict(card="stub", date="today", peak_tflops=args.peak_tflops,
                                                                  peak_tbps=args.peak_tbps, l2_bytes=None))
     stub_set = types.SimpleNamespace(q=None, k=None, v=None, g=None, beta=None, state=None, out=None)
-    monkeypatch.setattr(bench, "_make_set", lambda case, seed, normed: stub_set)
+    monkeypatch.setattr(bench, "_make_set", lambda case, seed, normed, pool=False: stub_set)
     monkeypatch.setattr(bench, "_cu", lambda case: dict(cu32=None, cu64=None, cu64_cpu=None))
     seen = []
 
@@ -443,3 +443,39 @@ def test_shapes_take_counts_with_suffixes():
     for bad in ("8xq", "0x4", "4", "x4"):
         with pytest.raises(ValueError, match="shape"):
             parse_shape(bad)
+
+
+def test_pooled_gathers_calls_and_scatters_only_the_batch_slots():
+    """--pool's peer call (bench.pooled): the sequences' slots are gathered in order, the peer's final
+    states land in exactly those slots (in the peer's layout mapped back), and every other slot of
+    the pool keeps its bits."""
+    import torch
+    n = 3
+    pool = torch.randn(bench.pool_slots(n), 2, 4, 5)
+    before = pool.clone()
+    slots = torch.tensor([5, 0, 3])
+    seen = {}
+
+    def peer(init):                       # a peer with the transposed ([N, H, V, K]) layout
+        seen["init"] = init.clone()
+        return init * 2 + 1
+    out = bench.pooled(peer, pool, slots, to_state=lambda x: x.transpose(-1, -2),
+                       from_state=lambda x: x.transpose(-1, -2))()
+    assert bench.pool_slots(n) == 2 * n + 1
+    assert torch.equal(seen["init"], before[slots].transpose(-1, -2))
+    assert torch.equal(out, before[slots].transpose(-1, -2) * 2 + 1)
+    assert torch.equal(pool[slots], before[slots] * 2 + 1)
+    others = [i for i in range(bench.pool_slots(n)) if i not in slots.tolist()]
+    assert torch.equal(pool[others], before[others])
+
+
+def test_pool_flag_reaches_the_report():
+    """--pool is parsed (default off), recorded in the meta, and said in the report's header."""
+    from gdn_prefill.bench import report
+    assert not bench.build_parser().parse_args([]).pool
+    assert bench.build_parser().parse_args(["--pool"]).pool
+    meta = dict(card="H200", date="today", use_qk_l2norm=True, methodology="m")
+    plain = report.markdown_report(dict(meta=meta, rows=[], host_overhead=[], skipped=[]))
+    pooled = report.markdown_report(dict(meta=dict(meta, state_pool=True), rows=[], host_overhead=[], skipped=[]))
+    assert "slot indices" not in plain
+    assert "the state a pool updated through slot indices" in pooled

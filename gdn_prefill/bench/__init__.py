@@ -22,9 +22,11 @@ where its rule applies)), ``fla`` (fla.ops.gated_delta_rule.chunk_gated_delta_ru
 not import).  Inputs are bf16 q/k/v, fp32 g (log decay) and beta, a dense fp32 initial
 state that every implementation reads and whose final value it writes, K = V = 128,
 scale K^-1/2.  By default q and k are unit-normed when generated and
-``use_qk_l2norm`` is False everywhere (FlashInfer ignores the flag, so this is the
-setting under which all three compute the same function); ``--qk-l2norm`` turns the
-in-kernel normalisation on for gdn and FLA (FlashInfer then gets pre-normed copies).
+``use_qk_l2norm`` is False everywhere (the kernels alone); ``--qk-l2norm`` turns the
+normalisation on for all three, as engines call them (FlashInfer 0.7.2 runs it as a separate
+kernel before its chunk kernel; a FlashInfer without the flag gets pre-normed copies).
+``--pool``: the state is a pool of 2N + 1 slots updated through slot indices (gdn and
+FlashInfer in place; FLA, which takes no indices, gathered and scattered around its call).
 
 Each implementation gets everything it needs prepared outside the timed region:
 gdn gets packed [T, H, D] tensors, int32 cu_seqlens, out, state and workspace
@@ -210,7 +212,7 @@ def _meta(args, cases) -> dict:
         gdn_prefill=_version("gdn-prefill", "gdn_prefill"), fla=_version("fla-core", "fla"),
         flashinfer=_version("flashinfer-python", "flashinfer"), compiled_variants=variants,
         peak_tflops=args.peak_tflops, peak_tbps=args.peak_tbps, use_qk_l2norm=args.qk_l2norm,
-        quick=args.quick, modes=args.modes, warm_s=getattr(args, "warm_s", None), cases=[dict(name=c.name, lens=list(c.lens) if c.N <= 32 else None,
+        state_pool=getattr(args, "pool", False), quick=args.quick, modes=args.modes, warm_s=getattr(args, "warm_s", None), cases=[dict(name=c.name, lens=list(c.lens) if c.N <= 32 else None,
                                                         T=c.T, N=c.N, Hk=c.Hk, Hv=c.Hv) for c in cases],
         varlen_lengths=varlen_lengths(), methodology=METHODOLOGY,
         flop_formula="FLOP/token = Hv*(6*K*V + 2*C*(3*K + 2*V) + C^2/3), C = 64",
@@ -231,10 +233,11 @@ class _Set:
     extra: dict = field(default_factory=dict)
 
 
-def _make_set(case: Case, seed: int, *, normed: bool):
+def _make_set(case: Case, seed: int, *, normed: bool, pool: bool = False):
     """One buffer set on the GPU, drawn like reference.make_inputs (but on the device, for speed):
     q, k randn (unit-normed if `normed`), v randn, g = logsigmoid(3 + 1.5 randn), beta = sigmoid(randn),
-    state randn * K^-1/2 [N, Hv, K, V]."""
+    state randn * K^-1/2 [N, Hv, K, V].  pool: the state is a serving engine's pool of POOL_SLOTS(N)
+    slots instead, and extra["slots"] the N distinct slots (int64, a random draw) of the sequences."""
     import torch
     import torch.nn.functional as F
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -248,10 +251,31 @@ def _make_set(case: Case, seed: int, *, normed: bool):
         q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
     s = _Set(q=q.to(torch.bfloat16), k=k.to(torch.bfloat16), v=rn(T, case.Hv, case.V).to(torch.bfloat16),
              g=F.logsigmoid(3.0 + 1.5 * rn(T, case.Hv)), beta=torch.sigmoid(rn(T, case.Hv)),
-             state=rn(case.N, case.Hv, case.K, case.V) * case.K ** -0.5,
+             state=rn(pool_slots(case.N) if pool else case.N, case.Hv, case.K, case.V) * case.K ** -0.5,
              out=torch.empty(T, case.Hv, case.V, dtype=torch.bfloat16, device=dev))
+    if pool:
+        s.extra["slots"] = torch.randperm(pool_slots(case.N), generator=gen, device=dev)[:case.N]
     del q, k
     return s
+
+
+def pool_slots(n: int) -> int:
+    """A pool's slots for n sequences: twice as many, plus one (an engine's pool holds requests
+    that are not in this batch)."""
+    return 2 * n + 1
+
+
+def pooled(fn, pool, slots, to_state=None, from_state=None):
+    """A peer called as a serving engine calls it with a state pool: gather the sequences' states,
+    call fn(initial_state) -> final state, scatter it back into the pool's slots (FLA and FlashInfer
+    0.7.2 take no slot indices).  to_state / from_state map a gathered pool block to the peer's
+    state layout and back (None: the same layout)."""
+    def call():
+        init = pool.index_select(0, slots)
+        final = fn(init if to_state is None else to_state(init))
+        pool.index_copy_(0, slots, final if from_state is None else from_state(final))
+        return final
+    return call
 
 
 def _cu(case: Case):
@@ -312,12 +336,14 @@ def _filter_kwargs(fn, kw: dict) -> dict:
     return {k: v for k, v in kw.items() if k in params}
 
 
-def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, split: int = 0, max_seqlen=None) -> str:
+def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, split: int = 0, max_seqlen=None,
+              state_indices=None) -> str:
     """One gdn call of `impl` ("gdn:<spine>" -> prefill(spine=<spine>); "gdn:wgmma-4k" -> the
     unfused plan with the wgmma spine, "gdn:wgmma-overlap" -> the fused plan split at chunk slot
     `split` (0: serial), "gdn:wgmma-single" -> the single plan, all through the stage hook);
     returns what ran.  max_seqlen: the longest sequence, as a serving engine passes it (the
-    planner's segmented and single plans read it)."""
+    planner's segmented and single plans read it).  state_indices: the sequences' slots of a state
+    pool (prefill() only)."""
     import gdn_prefill
     spine = impl.split(":", 1)[1]
     if spine == "wgmma-4k":
@@ -335,8 +361,11 @@ def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, split: int = 0, 
         _ext._launch_stages(("fused",), s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, spine="wgmma",
                             use_qk_l2norm=use_l2, workspace=ws, fused=2, max_seqlen=max_seqlen)
         return spine
+    if state_indices is not None and spine.startswith("wgmma-"):
+        raise ValueError(f"gdn:{spine} runs through the stage hook, which takes no state pool")
     return gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, spine=spine,
-                               use_qk_l2norm=use_l2, workspace=ws, max_seqlen=max_seqlen)
+                               use_qk_l2norm=use_l2, workspace=ws, max_seqlen=max_seqlen,
+                               state_indices=state_indices)
 
 
 def flashinfer_route(case: Case) -> str:
@@ -370,8 +399,11 @@ def _calls(impl: str, case: Case, sets: list, cu: dict, use_l2: bool) -> tuple[l
             split = _ext._overlap_split_rule(case.T, case.N, case.Hv, sms) or 0
 
         def mk(s):
+            slots = s.extra.get("slots")
+            idx = None if slots is None else slots.to(torch.int32)
+
             def call():
-                return _gdn_call(impl, s, s.out, s.state, cu["cu32"], use_l2, ws, split, max(case.lens))
+                return _gdn_call(impl, s, s.out, s.state, cu["cu32"], use_l2, ws, split, max(case.lens), idx)
             return call
         calls = [mk(s) for s in sets]
         ran = calls[0]()
@@ -405,46 +437,78 @@ class PeerCall:
 
 def peer_call(impl: str, case: Case, s, cu: dict, use_l2: bool) -> PeerCall:
     """PeerCall of impl "fla" or "flashinfer" on set `s` (FlashInfer's converted inputs are kept in
-    s.extra["fi"], made on the first call for a set and reused after)."""
+    s.extra["fi"], made on the first call for a set and reused after).  Where the set holds a state
+    pool (s.extra["slots"]), a peer that takes slot indices (FlashInfer's state_indices) updates its
+    own pool in place; one that does not (FLA) is called as engines call it: gather, call, scatter
+    (pooled)."""
     import torch
+    slots = s.extra.get("slots")
     if impl == "fla":
         from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fn
-        kw = _filter_kwargs(fn, dict(initial_state=s.state, output_final_state=True, cu_seqlens=cu["cu64"],
+        kw = _filter_kwargs(fn, dict(output_final_state=True, cu_seqlens=cu["cu64"],
                                      cu_seqlens_cpu=cu["cu64_cpu"], use_qk_l2norm_in_kernel=use_l2))
         note = "" if "cu_seqlens_cpu" in kw else "cu_seqlens_cpu not accepted by this FLA"
         q, k, v, g, b = s.q[None], s.k[None], s.v[None], s.g[None], s.beta[None]
-        return PeerCall(call=lambda: fn(q, k, v, g, b, **kw), result=lambda ret: (ret[0][0], ret[1]),
-                        prepare=lambda: None, note=note)
+        if slots is None:
+            return PeerCall(call=lambda: fn(q, k, v, g, b, initial_state=s.state, **kw),
+                            result=lambda ret: (ret[0][0], ret[1]), prepare=lambda: None, note=note)
+        last = {}
+
+        def fla_once(init):
+            last["o"], final = fn(q, k, v, g, b, initial_state=init, **kw)
+            return final
+        call = pooled(fla_once, s.state, slots)
+        return PeerCall(call=call, result=lambda ret: (last["o"][0], ret), prepare=lambda: None,
+                        note=(note + "; " if note else "") + "state pool: gather, call, scatter")
     if impl == "flashinfer":
         from flashinfer.gdn_prefill import chunk_gated_delta_rule as fn
         from ..reference import _l2norm_inv
+        honours_l2 = "use_qk_l2norm_in_kernel" in _filter_kwargs(fn, dict(use_qk_l2norm_in_kernel=use_l2))
+        in_place = slots is not None and "state_indices" in _filter_kwargs(fn, dict(state_indices=slots))
         note = f"alpha=exp(g), state [N,Hv,V,K], route: {flashinfer_route(case)}"
         if use_l2:
-            note += "; q/k pre-normed (FlashInfer ignores use_qk_l2norm_in_kernel)"
+            note += ("; q/k normalised by FlashInfer (use_qk_l2norm_in_kernel)" if honours_l2 else
+                     "; q/k pre-normed (this FlashInfer takes no use_qk_l2norm_in_kernel)")
+        if slots is not None:
+            note += "; state pool in place (state_indices)" if in_place else "; state pool: gather, call, scatter"
 
         def converted() -> dict:
             q, k = s.q, s.k
-            if use_l2:                          # the kernels' (and the oracle's) rsqrt(|x|^2 + eps)
+            if use_l2 and not honours_l2:       # the kernels' (and the oracle's) rsqrt(|x|^2 + eps)
                 q = (q.float() * _l2norm_inv(q.float())[..., None]).to(q.dtype)
                 k = (k.float() * _l2norm_inv(k.float())[..., None]).to(k.dtype)
             return dict(q=q, k=k, alpha=s.g.exp().contiguous(), state=s.state.transpose(-1, -2).contiguous())
         if "fi" not in s.extra:
-            s.extra["fi"] = dict(converted(), out=torch.empty_like(s.out), out_state=torch.empty_like(s.state))
+            c = converted()
+            per_seq = torch.empty((case.N,) + tuple(c["state"].shape[1:]), dtype=c["state"].dtype, device="cuda")
+            s.extra["fi"] = dict(c, out=torch.empty_like(s.out), out_state=c["state"] if in_place else per_seq)
         f = s.extra["fi"]
-        kw = _filter_kwargs(fn, dict(scale=None, initial_state=f["state"], output_final_state=True,
-                                     cu_seqlens=cu["cu64"], use_qk_l2norm_in_kernel=use_l2,
-                                     output=f["out"], output_state=f["out_state"]))
+        kw = _filter_kwargs(fn, dict(scale=None, output_final_state=True, cu_seqlens=cu["cu64"],
+                                     use_qk_l2norm_in_kernel=use_l2, output=f["out"], max_seqlen=max(case.lens)))
+        if in_place:
+            kw.update(initial_state=f["state"], output_state=f["state"], state_indices=slots)
+        elif slots is None:
+            kw.update(initial_state=f["state"], output_state=f["out_state"])
 
         def prepare() -> None:
             for name, t in converted().items():
                 if t is not f[name]:            # q, k are the set's own tensors unless pre-normed
                     f[name].copy_(t)
             f["out"].fill_(float("nan"))
-            f["out_state"].fill_(float("nan"))
+            if f["out_state"] is not f["state"]:
+                f["out_state"].fill_(float("nan"))
 
         def result(ret) -> tuple:
             o, st = ret if isinstance(ret, tuple) else (ret, f["out_state"])
+            if in_place:
+                st = st.index_select(0, slots)
             return o, st.transpose(-1, -2)
+        if slots is not None and not in_place:
+            def fi_once(init):
+                fn(f["q"], f["k"], s.v, f["alpha"], s.beta, initial_state=init, output_state=f["out_state"], **kw)
+                return f["out_state"]
+            call = pooled(fi_once, f["state"], slots)
+            return PeerCall(call=lambda: (f["out"], call()), result=result, prepare=prepare, note=note)
         return PeerCall(call=lambda: fn(f["q"], f["k"], s.v, f["alpha"], s.beta, **kw), result=result,
                         prepare=prepare, note=note)
     raise ValueError(f"not a peer implementation: {impl!r}")
@@ -734,7 +798,8 @@ def run_timing(cases: list[Case], args, log=print) -> dict:
             n_sets = rotation_sets(hbm_bytes(case.T, case.N, case.Hk, case.Hv), l2,
                                    memory_bytes=int(mem * SETS_MEMORY_SHARE) if mem else None)
             try:
-                sets = [_make_set(case, args.seed + i, normed=not args.qk_l2norm) for i in range(n_sets)]
+                sets = [_make_set(case, args.seed + i, normed=not args.qk_l2norm, pool=getattr(args, "pool", False))
+                        for i in range(n_sets)]
                 cu = _cu(case)
             except Exception as e:
                 for impl in impls:
@@ -904,6 +969,9 @@ def build_parser(default_out: str = os.path.join("benchmarks", "results")) -> ar
     ap.add_argument("--peak-tflops", type=float, default=PEAK_TFLOPS, help="compute peak, TFLOP/s (default %(default)s)")
     ap.add_argument("--peak-tbps", type=float, default=PEAK_TBPS, help="HBM bandwidth, TB/s (default %(default)s)")
     ap.add_argument("--qk-l2norm", action="store_true", help="use_qk_l2norm in kernel (default: pre-normed q/k)")
+    ap.add_argument("--pool", action="store_true",
+                    help="the state as a serving engine's pool (2N + 1 slots) updated through slot indices "
+                         "(gdn and FlashInfer in place; FLA: gather, call, scatter); default: a dense [N] state")
     ap.add_argument("--rep-budget-s", type=float, default=None,
                     help="seconds of repetitions per implementation and mode (default 0.3, --quick 0.1)")
     ap.add_argument("--min-reps", type=int, default=None, help="default 10 (--quick 5)")
