@@ -480,7 +480,8 @@ def peer_call(impl: str, case: Case, s, cu: dict, use_l2: bool) -> PeerCall:
             return dict(q=q, k=k, alpha=s.g.exp().contiguous(), state=s.state.transpose(-1, -2).contiguous())
         if "fi" not in s.extra:
             c = converted()
-            per_seq = torch.empty((case.N,) + tuple(c["state"].shape[1:]), dtype=c["state"].dtype, device="cuda")
+            per_seq = torch.empty((case.N,) + tuple(c["state"].shape[1:]), dtype=c["state"].dtype,
+                                  device=c["state"].device)
             s.extra["fi"] = dict(c, out=torch.empty_like(s.out), out_state=c["state"] if in_place else per_seq)
         f = s.extra["fi"]
         kw = _filter_kwargs(fn, dict(scale=None, output_final_state=True, cu_seqlens=cu["cu64"],
