@@ -356,3 +356,59 @@ def test_worker_finds_a_wrong_call_and_a_nondeterministic_peer(cpu_worker, capsy
     alone = [ln for ln in out if ln.startswith("alone deterministic ")]
     assert len(alone) == 1 and alone[0].startswith("alone deterministic no ")
     assert 0 < float(alone[0].split()[-1]) < 1e-3 and float(alone[0].split()[-2]) == 0.0
+
+
+def _fake_flashinfer_pool(seen):
+    """FlashInfer 0.7.2's pool convention: initial_state / output_state are pools read and written at
+    rows state_indices[i]; use_qk_l2norm_in_kernel and max_seqlen taken.  Records its keywords."""
+    import torch
+
+    from gdn_prefill import reference as ref
+
+    def chunk_gated_delta_rule(q, k, v, g=None, beta=None, scale=None, initial_state=None, output_final_state=False,
+                               cu_seqlens=None, use_qk_l2norm_in_kernel=False, output=None, output_state=None,
+                               state_indices=None, max_seqlen=None):
+        seen.update(q=q, k=k, use_l2=use_qk_l2norm_in_kernel, max_seqlen=max_seqlen, state_indices=state_indices,
+                    in_place=output_state is initial_state)
+        o, st = ref.chunked(q, k, v, torch.log(g), beta, cu_seqlens=cu_seqlens, state=initial_state[state_indices],
+                            state_layout="vk", use_qk_l2norm=use_qk_l2norm_in_kernel)
+        output.copy_(o)
+        output_state[state_indices] = st.to(output_state.dtype)
+        return output, output_state
+    return chunk_gated_delta_rule
+
+
+def test_peer_call_with_a_state_pool(cpu_worker):
+    """bench --pool --qk-l2norm: FlashInfer (slot indices, its own normalisation, max_seqlen) updates its
+    pool in place; FLA (no indices) is gathered and scattered around its call.  Both match the
+    reference on the sequences' slots, and every other slot keeps its bits."""
+    import torch
+
+    from gdn_prefill import bench
+    from gdn_prefill import reference as ref
+    seen: dict = {}
+    cpu_worker.install(fla=_fake_fla(), flashinfer=_fake_flashinfer_pool(seen))
+    lens = [80, 33, 100]
+    case = bench.Case("t", tuple(lens), HK, HV)
+    inp = ref.make_inputs(lens, HK, HV, seed=7, l2norm_inputs=False, state="dense")
+    pool0 = torch.randn(bench.pool_slots(len(lens)), HV, 128, 128) * 128 ** -0.5
+    slots = torch.tensor([4, 0, 6])
+    o_ref, st_ref = ref.chunked(**{k: inp[k] for k in ("q", "k", "v", "g", "beta", "cu_seqlens")},
+                                state=pool0[slots], use_qk_l2norm=True)
+    others = [i for i in range(bench.pool_slots(len(lens))) if i not in slots.tolist()]
+    for impl in ("flashinfer", "fla"):
+        s = bench._Set(q=inp["q"], k=inp["k"], v=inp["v"], g=inp["g"], beta=inp["beta"], state=pool0.clone(),
+                       out=torch.empty_like(inp["v"]), extra=dict(slots=slots))
+        pc = bench.peer_call(impl, case, s, bench._cu(case), True)
+        o, st = pc.result(pc.call())
+        assert _rel(o, o_ref) < 1e-2 and _rel(st, st_ref) < 1e-6, impl
+        if impl == "flashinfer":
+            assert seen["in_place"] and torch.equal(seen["state_indices"], slots) and seen["use_l2"]
+            assert seen["max_seqlen"] == max(lens) and seen["q"] is inp["q"] and seen["k"] is inp["k"]
+            assert "state_indices" in pc.note and "normalised by FlashInfer" in pc.note
+            pool = s.extra["fi"]["state"].transpose(-1, -2)
+        else:
+            assert "gather, call, scatter" in pc.note
+            pool = s.state
+        assert torch.equal(pool[others], pool0[others]), impl
+        assert _rel(pool[slots], st_ref) < 1e-6, impl
