@@ -6,12 +6,13 @@ issues G1, G1b, G2, G3, G4 (spine_rs's module docstring): tiled_mmas makes their
 acc_as_a_layout reads an accumulator in place as an A operand, issue issues one MMA's k-steps on
 a ring slot, y_t and vnew turn G1's and G1b's results into the next A operands with the chunk's
 coefficient table, zero_tail zeroes a partial chunk's K and V rows, transposed_block is the state
-pool's (v, k) view of the warpgroup's columns.
+pool's (v, k) view of the warpgroup's columns, thread_ring makes a ring that feeds the chain.
 """
 from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
@@ -22,6 +23,17 @@ from gdn_prefill import plan
 CHUNK = plan.CHUNK                    # 64
 DK = plan.HEAD_DIM_K                  # 128
 VB = plan.RS_SPINE_VBLOCK             # 64 state columns per warpgroup: M of every MMA
+
+
+def thread_ring(slots: int, barriers, producers: int, consumers: int):
+    """A ring's full / empty barriers (full at barriers, empty after it) as a cutlass.pipeline
+    PipelineAsync in which every arrival is one thread's (a TMA's arrive-and-expect-tx counts as
+    one producer); a producer's first round finds its slots free (PipelineState's phase rule).
+    No CTA sync here (defer_sync): the kernel fences and syncs once, after all its barriers."""
+    return pipeline.PipelineAsync.create(
+        num_stages=slots, barrier_storage=barriers, defer_sync=True,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, producers),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers))
 
 
 def can_implement(K: int, V: int, Hk: int, Hv: int, qkv_aligned16: bool) -> tuple[bool, str]:

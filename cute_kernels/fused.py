@@ -102,17 +102,6 @@ class Bar(enum.IntEnum):
     COUNT = GATES + 2 * VT_SLOTS
 
 
-def _ring(slots: int, barriers, producers: int, consumers: int):
-    """A ring's full / empty barriers (full at barriers, empty after it) as a cutlass.pipeline
-    PipelineAsync: every arrival is one thread's (the TMA's arrive-and-expect-tx counts as one
-    producer), a producer's first round finds its slots free (PipelineState's phase rule).  The
-    CTA syncs once, after the last ring (the gate ring's create)."""
-    return pipeline.PipelineAsync.create(
-        num_stages=slots, barrier_storage=barriers, defer_sync=True,
-        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, producers),
-        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers))
-
-
 def _state(slots: int, producer: bool):
     return pipeline.make_pipeline_state(
         pipeline.PipelineUserType.Producer if producer else pipeline.PipelineUserType.Consumer, slots)
@@ -249,8 +238,9 @@ class FusedPrefill:
         if tidx < 2 * intra_chunk.BLK:       # the role's identity row (IntraChunk.inverse's sEye)
             storage.eye.get_tensor(cute.make_layout(2 * intra_chunk.BLK))[tidx] = cutlass.select_(
                 tidx == intra_chunk.BLK - 1, Float32(1.0), Float32(0.0))
-        kq = _ring(KQ_SLOTS, bars + Bar.KQ_FULL, 1, self.KQ_EMPTY_ARRIVALS)
-        vt = _ring(VT_SLOTS, bars + Bar.VT_FULL, self.VT_FULL_ARRIVALS, self.VT_EMPTY_ARRIVALS)
+        # the KQ and VT rings (chain.thread_ring; the gate ring's create below fences and syncs the CTA)
+        kq = chain.thread_ring(KQ_SLOTS, bars + Bar.KQ_FULL, 1, self.KQ_EMPTY_ARRIVALS)
+        vt = chain.thread_ring(VT_SLOTS, bars + Bar.VT_FULL, self.VT_FULL_ARRIVALS, self.VT_EMPTY_ARRIVALS)
         if tidx == 0:
             for b in cutlass.range_constexpr(VT_SLOTS * CHAINS):
                 cute.arch.mbarrier_init(bars + Bar.OSTAGED + b, 4)     # the chain warpgroup's 4 warps

@@ -439,12 +439,8 @@ class SpineRS:
         if warp_idx == load_warp:
             for t in (tma_t, tma_v, tma_k, tma_o, tma_q, tma_pq):
                 cpasync.prefetch_descriptor(t)
-        ring = pipeline.PipelineAsync.create(
-            num_stages=NSLOT, barrier_storage=full_bar,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 1 + 32),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
-                                                     self.empty_arrivals(active, self.role != Role.MAPS)),
-            defer_sync=True)
+        # full: the TMA bytes' arrive + the 32 table writers; empty: empty_arrivals
+        ring = chain.thread_ring(NSLOT, full_bar, 1 + 32, self.empty_arrivals(active, self.role != Role.MAPS))
         if tidx == 0:
             for b in cutlass.range_constexpr(NSLOT * self.nwg):        # V stage s nwg + wg of slot s
                 cute.arch.mbarrier_init(ostaged_bar + b, 4)       # the four consumer warps' stmatrix
