@@ -447,8 +447,7 @@ def test_shapes_take_counts_with_suffixes():
 
 def test_pooled_gathers_calls_and_scatters_only_the_batch_slots():
     """--pool's peer call (bench.pooled): the sequences' slots are gathered in order, the peer's final
-    states land in exactly those slots (in the peer's layout mapped back), and every other slot of
-    the pool keeps its bits."""
+    states land in exactly those slots, and every other slot of the pool keeps its bits."""
     import torch
     n = 3
     pool = torch.randn(bench.pool_slots(n), 2, 4, 5)
@@ -456,14 +455,13 @@ def test_pooled_gathers_calls_and_scatters_only_the_batch_slots():
     slots = torch.tensor([5, 0, 3])
     seen = {}
 
-    def peer(init):                       # a peer with the transposed ([N, H, V, K]) layout
+    def peer(init):
         seen["init"] = init.clone()
         return init * 2 + 1
-    out = bench.pooled(peer, pool, slots, to_state=lambda x: x.transpose(-1, -2),
-                       from_state=lambda x: x.transpose(-1, -2))()
+    out = bench.pooled(peer, pool, slots)()
     assert bench.pool_slots(n) == 2 * n + 1
-    assert torch.equal(seen["init"], before[slots].transpose(-1, -2))
-    assert torch.equal(out, before[slots].transpose(-1, -2) * 2 + 1)
+    assert torch.equal(seen["init"], before[slots])
+    assert torch.equal(out, before[slots] * 2 + 1)
     assert torch.equal(pool[slots], before[slots] * 2 + 1)
     others = [i for i in range(bench.pool_slots(n)) if i not in slots.tolist()]
     assert torch.equal(pool[others], before[others])

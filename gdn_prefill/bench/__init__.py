@@ -236,7 +236,7 @@ class _Set:
 def _make_set(case: Case, seed: int, *, normed: bool, pool: bool = False):
     """One buffer set on the GPU, drawn like reference.make_inputs (but on the device, for speed):
     q, k randn (unit-normed if `normed`), v randn, g = logsigmoid(3 + 1.5 randn), beta = sigmoid(randn),
-    state randn * K^-1/2 [N, Hv, K, V].  pool: the state is a serving engine's pool of POOL_SLOTS(N)
+    state randn * K^-1/2 [N, Hv, K, V].  pool: the state is a serving engine's pool of pool_slots(N)
     slots instead, and extra["slots"] the N distinct slots (int64, a random draw) of the sequences."""
     import torch
     import torch.nn.functional as F
@@ -265,15 +265,13 @@ def pool_slots(n: int) -> int:
     return 2 * n + 1
 
 
-def pooled(fn, pool, slots, to_state=None, from_state=None):
-    """A peer called as a serving engine calls it with a state pool: gather the sequences' states,
-    call fn(initial_state) -> final state, scatter it back into the pool's slots (FLA and FlashInfer
-    0.7.2 take no slot indices).  to_state / from_state map a gathered pool block to the peer's
-    state layout and back (None: the same layout)."""
+def pooled(fn, pool, slots):
+    """A peer that takes no slot indices (FLA; a FlashInfer without state_indices) called as a
+    serving engine calls it with a state pool: gather the sequences' states, call
+    fn(initial_state) -> final state (the pool's layout), scatter it back into their slots."""
     def call():
-        init = pool.index_select(0, slots)
-        final = fn(init if to_state is None else to_state(init))
-        pool.index_copy_(0, slots, final if from_state is None else from_state(final))
+        final = fn(pool.index_select(0, slots))
+        pool.index_copy_(0, slots, final)
         return final
     return call
 
@@ -480,9 +478,9 @@ def peer_call(impl: str, case: Case, s, cu: dict, use_l2: bool) -> PeerCall:
             return dict(q=q, k=k, alpha=s.g.exp().contiguous(), state=s.state.transpose(-1, -2).contiguous())
         if "fi" not in s.extra:
             c = converted()
-            per_seq = torch.empty((case.N,) + tuple(c["state"].shape[1:]), dtype=c["state"].dtype,
-                                  device=c["state"].device)
-            s.extra["fi"] = dict(c, out=torch.empty_like(s.out), out_state=c["state"] if in_place else per_seq)
+            st = c["state"]         # in place: the pool is its own output; else one state per sequence
+            out_state = st if in_place else st.new_empty((case.N,) + tuple(st.shape[1:]))
+            s.extra["fi"] = dict(c, out=torch.empty_like(s.out), out_state=out_state)
         f = s.extra["fi"]
         kw = _filter_kwargs(fn, dict(scale=None, output_final_state=True, cu_seqlens=cu["cu64"],
                                      use_qk_l2norm_in_kernel=use_l2, output=f["out"], max_seqlen=max(case.lens)))
