@@ -94,6 +94,7 @@ import cuda.bindings.driver as cuda
 
 import cutlass
 import cutlass.cute as cute
+import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
@@ -305,8 +306,13 @@ def spine_wgmma_kernel(
     assert SharedStorage.size_in_bytes() == _smem_bytes(num_wg), (SharedStorage.size_in_bytes(), num_wg)
     smem = cutlass.utils.SmemAllocator()
     storage = smem.allocate(SharedStorage)
-    full_bar = storage.full.data_ptr()
-    empty_bar = storage.empty.data_ptr()
+    # the W/K ring (full: the TMA bytes and the latency build's row-data lanes; empty: one arrival
+    # per CTA of the cluster; without a cluster the CTA barrier A releases a stage, and the empty
+    # barriers stay unused)
+    ring = pipeline.PipelineAsync.create(
+        num_stages=_stages(num_wg), barrier_storage=storage.full.data_ptr(), defer_sync=True,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, _full_arrivals(num_wg)),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, cz))
     sW = storage.sW.get_tensor(lay_w.outer, swizzle=lay_w.inner)        # (64, 128, NS)
     sK = storage.sK.get_tensor(lay_k.outer, swizzle=lay_k.inner)        # (128, 64, NS)
     sU = storage.sU.get_tensor(lay_u.outer, swizzle=lay_u.inner)        # (64, VB, NS*WG)
@@ -329,11 +335,6 @@ def spine_wgmma_kernel(
         cpasync.prefetch_descriptor(tma_k)
         cpasync.prefetch_descriptor(tma_vn)
         cpasync.prefetch_descriptor(tma_h)
-    if tidx == 0:
-        for s in cutlass.range_constexpr(_stages(num_wg)):
-            cute.arch.mbarrier_init(full_bar + s, _full_arrivals(num_wg))
-            if cutlass.const_expr(cz > 1):
-                cute.arch.mbarrier_init(empty_bar + s, cz)
     cute.arch.mbarrier_init_fence()
     if cutlass.const_expr(cz > 1):
         # every CTA of the cluster has initialised its barriers before a peer multicasts or arrives
@@ -347,7 +348,7 @@ def spine_wgmma_kernel(
 
     if run != 0:
         _sequence(mma1, mma2, tidx, ltid, wg, warp_idx, n, hv, vb, slot,
-                  sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, sRow, sCk, full_bar, empty_bar,
+                  sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, sRow, sCk, ring,
                   tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
                   gcum, rk, cu_seqlens, state,
                   vnew, has_state, hv_per_hk, checkpoints, checkpoint_chunks, initial_state, state_in, num_wg, cz)
@@ -373,7 +374,7 @@ def _pool_slot(n: Int32, state_indices: cute.Tensor, use_state_indices: Int32):
 @cute.jit
 def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32, wg: Int32, warp_idx: Int32,
               n: Int32, hv: Int32, vb: Int32,
-              slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, sRow, sCk, full_bar, empty_bar,
+              slot: Int32, sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, sRow, sCk, ring,
               tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
               gcum, rk, cu_seqlens, state,
               vnew, has_state: Int32, hv_per_hk: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
@@ -460,7 +461,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         for p in cutlass.range_constexpr(ns - 1):
             if p < nch:
                 _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, hv, eos,
-                             full_bar, bos + p * CHUNK, cta_col0, Int32(p), rank, num_wg, cz,
+                             ring, _chunk_state(Int32(p), ns, True), bos + p * CHUNK, cta_col0, rank, num_wg, cz,
                              Int32(p), nch, n, checkpoints, checkpoint_chunks, sCk)
     # throughput build: per-row data of the NEXT chunk to run, loaded one chunk ahead (off the
     # dependency chain): g_last of the chunk, and gcum_j, rk_j of this thread's rows row_a, row_b
@@ -481,7 +482,6 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         i_end = cutlass.min((sg + 1) * seg, nch)
         for i in cutlass.range(sg * seg, i_end, unroll=1):
             stage = i % ns
-            phase = (i // ns) % 2
             t0 = bos + i * CHUNK
             L = cutlass.min(eos - t0, CHUNK)
             c = coff + i
@@ -510,7 +510,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                 if tidx == 0:
                     if i > 0:
                         for r in cutlass.range_constexpr(cz):
-                            cute.arch.mbarrier_arrive(empty_bar + (i - 1) % ns, r)
+                            cute.arch.mbarrier_arrive(ring.consumer_get_barrier(_chunk_state(i - 1, ns, False)), r)
             # Off the chain: the store warp writes h[c, hv, :, cols] = bf16(S) from sS, warp 0 refills
             # chunk i - 1's stage (free since barrier A) with chunk i + stages - 1, and in the
             # throughput build every thread loads the next chunk's row data into registers.  The
@@ -525,7 +525,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                     i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, sS_kv,
                     gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb, num_wg)
 
-            cute.arch.mbarrier_wait(full_bar + stage, phase)
+            ring.consumer_wait(_chunk_state(i, ns, False))
 
             # partial chunk: zero K rows j >= L so that NaN/Inf there cannot reach S (NaN * 0 = NaN);
             # the shared tile is split between the warpgroups by row (thread ltid = column k)
@@ -540,7 +540,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                 cute.gemm(mma1, accV, tWr[None, None, kb, stage], tSr[None, None, kb, wg], accV)
             warpgroup.commit_group()
             _refill(i, nch, bos, eos, cta_col0, rank, warp_idx, hv, tma_w, mW_h, tma_u, mU_h, tma_k, mK_h,
-                    sW, sU, sK, sRow, gcum, rk, full_bar, empty_bar, num_wg, cz, n, checkpoints, checkpoint_chunks, sCk)
+                    sW, sU, sK, sRow, gcum, rk, ring, num_wg, cz, n, checkpoints, checkpoint_chunks, sCk)
             if cutlass.const_expr(rows_smem):
                 decay, coef_a, coef_b = _coefs(*_rows_from_smem(sRow, stage, L, row_a, row_b), L, row_a, row_b)
             if cutlass.const_expr(num_wg > 1):
@@ -606,10 +606,17 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         cute.arch.cp_async_bulk_wait_group(0)
 
 
+def _chunk_state(i, ns: int, producer: bool):
+    """The ring's PipelineState of chunk i (stage i % ns): a consumer waits for phase (i // ns) % 2
+    of the stage's full barrier, the producer for the release of chunk i - ns (its first round
+    passes: parity 1 of a fresh barrier)."""
+    return pipeline.PipelineState(ns, i, i % ns, (i // ns + (1 if producer else 0)) % 2)
+
+
 @cute.jit
 def _refill(i: Int32, nch: Int32, bos: Int32, eos: Int32, cta_col0: Int32, rank: Int32, warp_idx: Int32,
-            hv: Int32, tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, full_bar,
-            empty_bar, num_wg: cutlass.Constexpr, cz: cutlass.Constexpr, n: Int32, checkpoints: cute.Tensor,
+            hv: Int32, tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, ring,
+            num_wg: cutlass.Constexpr, cz: cutlass.Constexpr, n: Int32, checkpoints: cute.Tensor,
             checkpoint_chunks: Int32, sCk):
     """Warp 0: the TMA loads (and the latency build's row data) of chunk i + stages - 1 into chunk
     i - 1's stage (called after barrier A of chunk i; with a cluster, once every CTA has released
@@ -618,11 +625,12 @@ def _refill(i: Int32, nch: Int32, bos: Int32, eos: Int32, cta_col0: Int32, rank:
     if warp_idx == 0:
         nxt = i + (ns - 1)
         if nxt < nch:
+            st = _chunk_state(nxt, ns, True)
             if cutlass.const_expr(cz > 1):
                 if nxt >= ns:     # the stage's previous chunk released by every CTA
-                    cute.arch.mbarrier_wait(empty_bar + nxt % ns, (nxt // ns + 1) % 2)
+                    ring.producer_acquire(st)
             _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, hv, eos,
-                         full_bar, bos + nxt * CHUNK, cta_col0, nxt % ns, rank, num_wg, cz,
+                         ring, st, bos + nxt * CHUNK, cta_col0, rank, num_wg, cz,
                          nxt, nch, n, checkpoints, checkpoint_chunks, sCk)
 
 
@@ -681,7 +689,7 @@ def _coefs(g_last: Float32, ga: Float32, ra: Float32, gb: Float32, rb: Float32, 
 
 @cute.jit
 def _issue_rows(gcum: cute.Tensor, rk: cute.Tensor, sRow: cute.Tensor, hv: Int32, t0: Int32, eos: Int32,
-                stage: Int32, full_bar):
+                stage: Int32, bar):
     """Warp 0 (latency build): the row data of the chunk at t0 into the stage's row tile, 4-byte
     cp.async per row j < L (lane j and j + 32; rows >= L are not read), then each lane arrives on
     the stage's full mbarrier once its copies have landed (noinc: counted in _full_arrivals)."""
@@ -695,7 +703,7 @@ def _issue_rows(gcum: cute.Tensor, rk: cute.Tensor, sRow: cute.Tensor, hv: Int32
         if j < L:
             cute.copy(atom, cute.local_tile(gG, (1,), (t0 + j,)), cute.local_tile(sRow[None, 0, stage], (1,), (j,)))
             cute.copy(atom, cute.local_tile(gR, (1,), (t0 + j,)), cute.local_tile(sRow[None, 1, stage], (1,), (j,)))
-    cute.arch.cp_async_mbarrier_arrive_noinc(full_bar + stage)
+    cute.arch.cp_async_mbarrier_arrive_noinc(bar)
 
 
 @cute.jit
@@ -725,7 +733,7 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, hv: Int32, t0: Int32, eos: Int
 
 @cute.jit
 def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, hv: Int32, eos: Int32,
-                 full_bar, t0: Int32, cta_col0: Int32, stage: Int32, rank: Int32, num_wg: cutlass.Constexpr,
+                 ring, st, t0: Int32, cta_col0: Int32, rank: Int32, num_wg: cutlass.Constexpr,
                  cz: cutlass.Constexpr, ci: Int32, nch: Int32, n: Int32, checkpoints: cute.Tensor,
                  checkpoint_chunks: Int32, sCk):
     """Everything that fills a stage with the chunk at t0.  Called by one whole (converged) warp:
@@ -735,7 +743,8 @@ def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, 
     The latency build also copies the chunk's row data (_issue_rows) and the slot of a checkpoint
     after it (chunk ci of the sequence's nch, state_pool.copy_checkpoint_slot_after: its loop issues no
     LDG)."""
-    bar = full_bar + stage
+    stage = st.index
+    bar = ring.producer_get_barrier(st)
     with cute.arch.elect_one():
         cute.arch.mbarrier_arrive_and_expect_tx(bar, _tma_bytes_per_stage(num_wg))
     tma.load(tma_w, tma.gmem_tile(mW_h, (t0, 0), (CHUNK, DK)), sW[None, None, stage], bar, rank, cz)
@@ -747,7 +756,7 @@ def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, 
         if cute.arch.lane_idx() == 0:
             state_pool.copy_checkpoint_slot_after(ci, nch, n, checkpoints, checkpoint_chunks,
                                        cute.local_tile(sCk, (1,), (stage,)))
-        _issue_rows(gcum, rk, sRow, hv, t0, eos, stage, full_bar)
+        _issue_rows(gcum, rk, sRow, hv, t0, eos, stage, bar)
 
 
 # --------------------------------------------------------------------------- launch
