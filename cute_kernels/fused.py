@@ -11,6 +11,10 @@ the output and the states comes out (docs/DESIGN.md, section 1, for the math).  
                           Vnew^T = bf16(Y'^T) Tu^T;  S^T = g S^T + bf16(Vnew^T coef) K;
                           O^T = c_i (bf16(S^T) Q^T) + bf16(Vnew^T) P^T
 
+Grid (Hv, N): block row r runs the sequence of rank r, longest first (rank_longest_first, up to
+plan.SINGLE_RANK_MAX_SEQS sequences; index order beyond), so that a batch's long sequences start
+in the first wave whatever their place in it.
+
 Warp roles (Role), 512 threads, one CTA per SM; setmaxnreg moves registers from a launch bound
 of 128 per thread to the chains (192 / 104 / 24):
 - CHAIN (warpgroups 0, 1, CHAIN_REGS): state columns 0-63 and 64-127.  Every MMA takes its A
@@ -117,6 +121,7 @@ class FusedPrefill:
     IO_REGS = 24                # loads, row norms one row per lane, the scan and the table, stores
     LAUNCH_REGS = 64 * 1024 // THREADS
     NORM_THREADS = 64
+    RANK_MAX_SEQS = plan.SINGLE_RANK_MAX_SEQS   # rank_longest_first: one warp, a lane per sequence
     # arrivals on each barrier (module docstring)
     KQ_EMPTY_ARRIVALS = 128 + NORM_THREADS + CHAINS * 128
     VT_FULL_ARRIVALS = 1 + 128 + NORM_THREADS
@@ -147,7 +152,7 @@ class FusedPrefill:
         return {"a": (C * intra_chunk.AS * 4, 16), "x": (intra_chunk.HALF * intra_chunk.XS * 4, 16),
                 "tab": (VT_SLOTS * rs.TAB * 4, 16), "btab": (VT_SLOTS * C * 2 * 4, 16),
                 "gc": (f, 16), "be": (f, 16), "rk": (f, 16), "rq": (f, 16), "eye": (4 * 2 * intra_chunk.BLK, 16),
-                "bars": (8 * Bar.COUNT, 8)}
+                "order": (16, 16), "bars": (8 * Bar.COUNT, 8)}
 
     def smem_bytes(self) -> int:
         """_storage's size, field by field (the kernel asserts the two agree)."""
@@ -163,7 +168,7 @@ class FusedPrefill:
     def _storage(self):
         fields = {name: cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024] for name, n in self._tiles().items()}
         for name, (size, align) in self._small().items():
-            t = cutlass.Int64 if name == "bars" else Float32
+            t = {"bars": cutlass.Int64, "order": Int32}.get(name, Float32)
             fields[name] = cute.struct.Align[cute.struct.MemRange[t, size // (t.width // 8)], align]
         return cute.struct(type("FusedStorage", (), {"__annotations__": fields}))
 
@@ -218,7 +223,7 @@ class FusedPrefill:
                group: Int32):
         pdl.enter()
         tidx, _, _ = cute.arch.thread_idx()
-        hv, n, _ = cute.arch.block_idx()
+        hv, r, _ = cute.arch.block_idx()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         Storage = self._storage()
         assert Storage.size_in_bytes() == self.smem_bytes(), (Storage.size_in_bytes(), self.smem_bytes())
@@ -244,13 +249,19 @@ class FusedPrefill:
         if tidx == 0:
             for b in cutlass.range_constexpr(VT_SLOTS * CHAINS):
                 cute.arch.mbarrier_init(bars + Bar.OSTAGED + b, 4)     # the chain warpgroup's 4 warps
-        # the gate ring (its create() initialises its barriers, fences and syncs the CTA)
+        sOrder = storage.order.get_tensor(cute.make_layout(4))
+        self.rank_longest_first(r, cu_seqlens, sOrder, tidx)
+        # the gate ring (its create() initialises its barriers, fences and syncs the CTA: sOrder is then
+        # written)
         gates = pipeline.PipelineAsync.create(
             num_stages=VT_SLOTS,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Warp, self.NORM_THREADS // 32),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Warp, 4),
             barrier_storage=bars + Bar.GATES)
 
+        n = r
+        if cu_seqlens.shape[0] - 1 <= self.RANK_MAX_SEQS:
+            n = cute.arch.make_warp_uniform(sOrder[0])
         run, slot = sw._pool_slot(n, state_indices, use_state_indices)    # padding entries skip
         bos = cu_seqlens[n]
         eos = cu_seqlens[n + 1]
@@ -275,6 +286,29 @@ class FusedPrefill:
             if run != 0:
                 self.chain(kq, vt, bars, storage, t, tidx % 128, tidx // 128, n, hv, slot, bos, eos, nch, state,
                            has_state, checkpoints, checkpoint_chunks, initial_state, state_in, out)
+
+    @cute.jit
+    def rank_longest_first(self, r: Int32, cu_seqlens: cute.Tensor, sOrder: cute.Tensor, tidx: Int32):
+        """Block row r runs the sequence of rank r, longest first (equal lengths by index, as stage
+        1 ranks them for the serial plan): blocks start in index order, so a long sequence late in
+        the batch would otherwise start in the last wave and end the call alone.  Warp 0, lane s
+        holding sequence s's key, counts the sequences ahead of it by 32 shuffles; the lane with
+        r ahead writes s to sOrder[0] (read after the CTA's first barrier).  Beyond RANK_MAX_SEQS
+        sequences, index order."""
+        N = cu_seqlens.shape[0] - 1
+        if N <= self.RANK_MAX_SEQS:
+            if tidx < 32:
+                # a unique key per sequence: its length (clamped to 2^26 - 1 tokens), then its index
+                key = Int32(-1)                 # past N: ahead of no sequence
+                if tidx < N:
+                    length = cutlass.min(cu_seqlens[tidx + 1] - cu_seqlens[tidx], Int32((1 << 26) - 1))
+                    key = (length << 5) | (31 - tidx)
+                ahead = Int32(0)
+                for m in cutlass.range_constexpr(32):
+                    ahead = ahead + cutlass.select_(cute.arch.shuffle_sync(key, m) > key, Int32(1), Int32(0))
+                if tidx < N:
+                    if ahead == r:
+                        sOrder[0] = tidx
 
     # ------------------------------------------------------------------ I/O warps
     @cute.jit

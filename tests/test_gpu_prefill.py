@@ -786,3 +786,17 @@ def test_prefill_takes_the_single_plan_by_its_rule():
         runs[name] = (out, st)
     assert torch.equal(runs["rule"][0], runs["forced"][0]) and torch.equal(runs["rule"][1], runs["forced"][1])
     assert not torch.equal(runs["rule"][0], runs["two-launch"][0])     # another kernel did run
+
+
+@pytest.mark.skipif(not plan_built("single"), reason="the single plan's kernel is not built")
+@pytest.mark.parametrize("lengths", [
+    [0, 3, 64, 64, 65, 130, 200, 333],                  # ascending, ties and an empty sequence: ranked
+    [5, 70] * 16 + [400],                               # 33 sequences, the longest last: index order
+    ], ids=["ranked", "beyond-rank-cap"])
+def test_single_plan_runs_each_sequence_once_in_any_order(lengths):
+    """The single plan's blocks take their sequences longest first (fused.py rank_longest_first)
+    up to RANK_MAX_SEQS sequences, in index order beyond: either way every live sequence's output
+    and pool slot are written once and correctly, padding rows and unused slots stay untouched."""
+    assert (len(lengths) <= plan.SINGLE_RANK_MAX_SEQS) == (len(lengths) == 8)
+    inp = ref.make_inputs(lengths, 2, 4, seed=23, device="cuda", state="pool", pad_every=5, l2norm_inputs=True)
+    check(f"single order {len(lengths)}", inp, "single")
