@@ -1,7 +1,12 @@
 """One prefill for a profiler to look at (Hk/Hv = 16/32 unless given, wgmma spine), run twice:
-    ncu -k regex:... python tools/profile_one.py [BxT] [fused|unfused|rule] [Hk/Hv]   (default 1x8192, the rule's plan)
-("unfused" runs spine_wgmma + fwd_o, the spine of issue 4's microbenchmark; "fused" the fused
-plan serially with the spine_rs_o build the prefill runs at that shape: pair at B=1, dual at B=8)"""
+    ncu -k regex:... python tools/profile_one.py [BxT] [rule|fused|unfused|single|flashinfer] [Hk/Hv]
+(default 1x8192, the rule's plan; "unfused" runs spine_wgmma + fwd_o, the spine of issue 4's
+microbenchmark; "fused" the fused plan serially with the spine_rs_o build the prefill runs at that
+shape: pair at B=1, dual at B=8; "single" the single plan's one kernel, forced; "flashinfer"
+FlashInfer's chunk_gated_delta_rule on the same inputs, as the benchmarks call it: alpha = exp(g),
+its [N, Hv, V, K] state).  q and k are unit-normed and no norm runs in a kernel.  The second call
+runs between cudaProfilerStart and cudaProfilerStop, so `ncu --profile-from-start off` sees it
+alone (FlashInfer's own JIT and caches are warm by then)."""
 import sys
 
 import torch
@@ -11,19 +16,43 @@ from gdn_prefill import _ext
 from gdn_prefill import reference as ref
 
 b, t = (int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "1x8192").split("x"))
-fused = {"fused": 1, "unfused": 0}.get(sys.argv[2] if len(sys.argv) > 2 else "", -1)
+mode = sys.argv[2] if len(sys.argv) > 2 else "rule"
+if mode not in ("rule", "fused", "unfused", "single", "flashinfer"):
+    sys.exit(f"profile_one: unknown plan {mode!r} (rule, fused, unfused, single or flashinfer)")
 hk, hv = (int(x) for x in (sys.argv[3] if len(sys.argv) > 3 else "16/32").split("/"))
 inp = ref.make_inputs([t] * b, hk, hv, seed=0, device="cuda", state="dense", l2norm_inputs=True)
 out = torch.empty_like(inp["v"])
 args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, inp["state"])
-ws = None if fused < 0 else torch.empty(gdn_prefill.workspace_bytes(b * t, b, hv), dtype=torch.uint8, device="cuda")
-for _ in range(2):
-    if fused < 0:
+ws = torch.empty(gdn_prefill.workspace_bytes(b * t, b, hv), dtype=torch.uint8, device="cuda")
+if mode == "flashinfer":
+    from flashinfer.gdn_prefill import chunk_gated_delta_rule as fi
+    alpha = inp["g"].exp()
+    state = inp["state"].transpose(-1, -2).contiguous()
+    final = torch.empty_like(state)
+    cu64 = inp["cu_seqlens"].long()
+
+
+def call():
+    if mode == "rule":
         gdn_prefill.prefill(*args, cu_seqlens=inp["cu_seqlens"], spine="wgmma")
+    elif mode == "single":
+        _ext._launch_stages(("fused",), *args, cu_seqlens=inp["cu_seqlens"], spine="wgmma", workspace=ws,
+                            fused=2, max_seqlen=t)
+    elif mode == "flashinfer":
+        fi(inp["q"], inp["k"], inp["v"], alpha, inp["beta"], scale=None, initial_state=state,
+           output_final_state=True, cu_seqlens=cu64, output=out, output_state=final)
     else:   # the stage hook (bench_spine's): one plan forced; the fused one serial (stage 1 wholly
         # first: ncu runs kernels one at a time, and the overlap plan's spine waits for stage 1's flags)
-        _ext._launch_stages(("recompute_wu", "spine") + (() if fused else ("fwd_o",)), *args, cu_seqlens=inp["cu_seqlens"],
-                            spine="wgmma", workspace=ws, fused=fused, overlap_split=0 if fused else -1,
-                            rs_build=-1)   # the rule's build (its overlap plan's at B=1: pair)
+        fused = mode == "fused"
+        _ext._launch_stages(("recompute_wu", "spine") + (() if fused else ("fwd_o",)), *args,
+                            cu_seqlens=inp["cu_seqlens"], spine="wgmma", workspace=ws, fused=int(fused),
+                            overlap_split=0 if fused else -1, rs_build=-1)   # the rule's build (B=1: pair)
+
+
+call()
 torch.cuda.synchronize()
+torch.cuda.cudart().cudaProfilerStart()
+call()
+torch.cuda.synchronize()
+torch.cuda.cudart().cudaProfilerStop()
 print("done")
