@@ -252,7 +252,8 @@ def cpu_worker(soak, monkeypatch):
         cpu64 = torch.tensor([0] + list(__import__("itertools").accumulate(case.lens)), dtype=torch.int64)
         return dict(cu32=cpu64.to(torch.int32), cu64=cpu64.clone(), cu64_cpu=cpu64)
     monkeypatch.setattr(soak.bench, "_cu", cu_cpu)
-    monkeypatch.setattr(soak.bench, "flashinfer_route", lambda case: "fused")
+    for where in (soak.bench, soak.bench.peers):          # the soak's route column; peer_call's notes
+        monkeypatch.setattr(where, "flashinfer_route", lambda case: "fused")
 
     def prefill(q, k, v, g, beta, out, state, *, cu_seqlens, stream=None, max_seqlen=None):
         # the soak passes the longest length, as an engine does (the planner's single plan reads it)
