@@ -465,14 +465,14 @@ class SpineRS:
             if run != 0:
                 bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
                 if warp_idx == load_warp:
-                    self.loads(nch, bos, eos, hv, hv // hv_per_hk, col0, full_bar, empty_bar, sTab, sBt, gcum, rk, rq,
+                    self.loads(nch, bos, eos, hv, hv // hv_per_hk, col0, empty_bar, sTab, sBt, gcum, rk, rq,
                                beta32, scale,
                                tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
                                ready, ready_from, plan.first_slot(cu_seqlens[n], n) + seg.j * seg_chunks, active,
                                seg.map_, ring)
                 elif warp_idx == store_warp:
                     if cutlass.const_expr(self.role != Role.MAPS):
-                        self.stores(nch, bos, eos, hv, col0, empty_bar, ostaged_bar, sV, tma_o, mO, out, active, ring)
+                        self.stores(nch, bos, eos, hv, col0, ostaged_bar, sV, tma_o, mO, out, active, ring)
         else:
             if cutlass.const_expr(self.nwg > 1):
                 cute.arch.setmaxregister_increase(DUAL_CHAIN_REGS)
@@ -482,10 +482,10 @@ class SpineRS:
                     bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
                     if cutlass.const_expr(self.role == Role.MAPS):
                         self.map_chain(tidx % 128, wg, hv, slot, bos, eos, nch, wg * VB, sT, sK, sKk, sV_vj, sTab, sBt,
-                                       full_bar, empty_bar, state, initial_state, state_in, maps, seg_state, seg, ring)
+                                       state, initial_state, state_in, maps, seg_state, seg, ring)
                     else:
                         self.chain(tidx % 128, wg, n, hv, slot, bos, eos, nch, col0 + wg * VB, sT, sK, sKk, sV_vj, sQ,
-                                   sPq, sTab, sBt, full_bar, empty_bar, ostaged_bar, state, has_state,
+                                   sPq, sTab, sBt, ostaged_bar, state, has_state,
                                    checkpoints, checkpoint_chunks, initial_state, state_in, active,
                                    seg_state, seg, seg_chunks, ring)
         if cutlass.const_expr(self.cz > 1):
@@ -495,7 +495,7 @@ class SpineRS:
 
     # ------------------------------------------------------------------ the load warp
     @cute.jit
-    def loads(self, nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32, full_bar, empty_bar,
+    def loads(self, nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32, empty_bar,
               sTab, sBt, gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.Tensor, scale: Float32,
               tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
               ready: cute.Tensor, ready_from: Int32, slot0: Int32, active, map_: Int32, ring):
@@ -603,7 +603,7 @@ class SpineRS:
 
     # ------------------------------------------------------------------ the store warp
     @cute.jit
-    def stores(self, nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, empty_bar, ostaged_bar, sV,
+    def stores(self, nch: Int32, bos: Int32, eos: Int32, hv: Int32, col0: Int32, ostaged_bar, sV,
                tma_o, mO, out: cute.Tensor, active, ring):
         """The store warp: chunk c's output of consumer warpgroup wg, staged in the V region of chunk
         c + 1's slot (stage s nwg + wg, s = (c + 1) % NSLOT; once its four warps have arrived on
@@ -642,7 +642,7 @@ class SpineRS:
     # ------------------------------------------------------------------ the consumers
     @cute.jit
     def chain(self, ltid: Int32, wg, n: Int32, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32,
-              col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sTab, sBt, full_bar, empty_bar, ostaged_bar,
+              col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sTab, sBt, ostaged_bar,
               state: cute.Tensor, has_state: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
               initial_state: cute.Tensor, state_in: Int32, active,
               seg_state: cute.Tensor, seg: _Segment, seg_chunks: Int32, ring):
@@ -780,7 +780,7 @@ class SpineRS:
 
     @cute.jit
     def map_chain(self, ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32, col0: Int32,
-                  sT, sK, sKk, sV_vj, sTab, sBt, full_bar, empty_bar, state: cute.Tensor, initial_state: cute.Tensor,
+                  sT, sK, sKk, sV_vj, sTab, sBt, state: cute.Tensor, initial_state: cute.Tensor,
                   state_in: Int32, maps: cute.Tensor, seg_state: cute.Tensor, seg: _Segment, ring):
         """A MAPS consumer warpgroup: columns col0 .. col0 + 64 of its segment's map (seg.map_), the
         chain without the output (no G2, G4, epilogue): A from S = I with V = 0, B from
