@@ -59,7 +59,7 @@ import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
-from cutlass import BFloat16, Float32, Int32
+from cutlass import BFloat16, Boolean, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
@@ -121,7 +121,7 @@ class FusedPrefill:
     IO_REGS = 24                # loads, row norms one row per lane, the scan and the table, stores
     LAUNCH_REGS = 64 * 1024 // THREADS
     NORM_THREADS = 64
-    RANK_MAX_SEQS = plan.SINGLE_RANK_MAX_SEQS   # rank_longest_first: one warp, a lane per sequence
+    RANK_MAX_SEQS = plan.SINGLE_RANK_MAX_SEQS   # rank_longest_first: one warp, two keys per lane
     # arrivals on each barrier (module docstring)
     KQ_EMPTY_ARRIVALS = 128 + NORM_THREADS + CHAINS * 128
     VT_FULL_ARRIVALS = 1 + 128 + NORM_THREADS
@@ -261,7 +261,8 @@ class FusedPrefill:
 
         n = r
         if cu_seqlens.shape[0] - 1 <= self.RANK_MAX_SEQS:
-            n = cute.arch.make_warp_uniform(sOrder[0])
+            # clamped into [0, N) (defence: a permutation needs no clamp)
+            n = cute.arch.make_warp_uniform(cutlass.min(cutlass.max(sOrder[0], Int32(0)), cu_seqlens.shape[0] - 2))
         run, slot = sw._pool_slot(n, state_indices, use_state_indices)    # padding entries skip
         bos = cu_seqlens[n]
         eos = cu_seqlens[n + 1]
@@ -291,24 +292,56 @@ class FusedPrefill:
     def rank_longest_first(self, r: Int32, cu_seqlens: cute.Tensor, sOrder: cute.Tensor, tidx: Int32):
         """Block row r runs the sequence of rank r, longest first (equal lengths by index, as stage
         1 ranks them for the serial plan): blocks start in index order, so a long sequence late in
-        the batch would otherwise start in the last wave and end the call alone.  Warp 0, lane s
-        holding sequence s's key, counts the sequences ahead of it by 32 shuffles; the lane with
-        r ahead writes s to sOrder[0] (read after the CTA's first barrier).  Beyond RANK_MAX_SEQS
-        sequences, index order."""
+        the batch would otherwise start in the last wave and end the call alone.  Warp 0, lane l
+        holding the keys of sequences l, l + 32, .., counts the sequences ahead of each by 32
+        shuffles per 32 sequences; the lane with r ahead of one of its sequences writes it to
+        sOrder[0] (read after the CTA's first barrier).  Up to 32 sequences one key per lane,
+        beyond (up to RANK_MAX_SEQS) two; beyond RANK_MAX_SEQS sequences, index order.  Equal
+        lengths keep index order by one vote, without the shuffles."""
         N = cu_seqlens.shape[0] - 1
-        if N <= self.RANK_MAX_SEQS:
-            if tidx < 32:
-                # a unique key per sequence: its length (clamped to 2^26 - 1 tokens), then its index
-                key = Int32(-1)                 # past N: ahead of no sequence
-                if tidx < N:
-                    length = cutlass.min(cu_seqlens[tidx + 1] - cu_seqlens[tidx], Int32((1 << 26) - 1))
-                    key = (length << 5) | (31 - tidx)
-                ahead = Int32(0)
+        if tidx < 32:
+            if N <= 32:
+                self._rank_keys(1, r, N, cu_seqlens, sOrder, tidx)
+            elif N <= self.RANK_MAX_SEQS:
+                self._rank_keys(self.RANK_MAX_SEQS // 32, r, N, cu_seqlens, sOrder, tidx)
+
+    @cute.jit
+    def _rank_keys(self, groups: cutlass.Constexpr, r: Int32, N: Int32, cu_seqlens: cute.Tensor, sOrder: cute.Tensor,
+                   tidx: Int32):
+        """rank_longest_first over N <= 32 groups sequences: a unique key per sequence, its length
+        (clamped to fit) then its index, -1 past N (ahead of no sequence); straight-line code (the
+        key lists are Python's, unrolled)."""
+        ib = (32 * groups - 1).bit_length()          # index bits of the key
+        keys, lengths = [], []
+        for g in cutlass.range_constexpr(groups):
+            s = tidx + 32 * g
+            sc = cutlass.min(s, N - 1)
+            # clamped to [0, 2^(31 - ib)): keys stay unique and >= 0, so the ranks are a permutation
+            # of [0, N) even where cu_seqlens decreases (a device value the contract trusts)
+            length = cutlass.max(cutlass.min(cu_seqlens[sc + 1] - cu_seqlens[sc], Int32((1 << (31 - ib)) - 1)),
+                                 Int32(0))
+            keys.append(cutlass.select_(s < N, (length << ib) | (32 * groups - 1 - s), Int32(-1)))
+            lengths.append(length)
+        # equal lengths rank in index order: one vote instead of the shuffles (a batch of equal
+        # prompts pays no ranking)
+        first = cute.arch.shuffle_sync(lengths[0], 0)
+        same = Boolean(True)
+        for g in cutlass.range_constexpr(groups):
+            same = same & ((tidx + 32 * g >= N) | (lengths[g] == first))
+        if cute.arch.vote_all_sync(same):
+            if tidx == 0:
+                sOrder[0] = r
+        else:
+            ahead = [Int32(0)] * groups
+            for h in cutlass.range_constexpr(groups):
                 for m in cutlass.range_constexpr(32):
-                    ahead = ahead + cutlass.select_(cute.arch.shuffle_sync(key, m) > key, Int32(1), Int32(0))
-                if tidx < N:
-                    if ahead == r:
-                        sOrder[0] = tidx
+                    other = cute.arch.shuffle_sync(keys[h], m)
+                    for g in cutlass.range_constexpr(groups):
+                        ahead[g] = ahead[g] + cutlass.select_(other > keys[g], Int32(1), Int32(0))
+            for g in cutlass.range_constexpr(groups):
+                if tidx + 32 * g < N:
+                    if ahead[g] == r:
+                        sOrder[0] = tidx + 32 * g
 
     # ------------------------------------------------------------------ I/O warps
     @cute.jit

@@ -45,7 +45,7 @@ WGMMA_SPINE_WG1_MAX_CTAS = _C["GDN_WGMMA_WG1_MAX_CTAS"]
 
 MAX_SEQUENCES = _C["GDN_MAX_SEQUENCES"]
 ORDER_MAX_SEQS = _C["GDN_ORDER_MAX_SEQS"]   # the fused plan's ranked sequence order (workspace `order`)
-SINGLE_RANK_MAX_SEQS = 32              # the single plan ranks its sequences itself up to this many (one warp)
+SINGLE_RANK_MAX_SEQS = 64              # the single plan ranks its sequences itself up to this many (one warp)
 SLOT_SEARCH_ROUNDS = 4                 # 32 candidates per round (cute_kernels/slots.py)
 assert 32 ** SLOT_SEARCH_ROUNDS == MAX_SEQUENCES
 

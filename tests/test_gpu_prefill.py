@@ -791,12 +791,14 @@ def test_prefill_takes_the_single_plan_by_its_rule():
 @pytest.mark.skipif(not plan_built("single"), reason="the single plan's kernel is not built")
 @pytest.mark.parametrize("lengths", [
     [0, 3, 64, 64, 65, 130, 200, 333],                  # ascending, ties and an empty sequence: ranked
-    [5, 70] * 16 + [400],                               # 33 sequences, the longest last: index order
-    ], ids=["ranked", "beyond-rank-cap"])
+    [5, 70] * 20 + [400],                               # 41 sequences: ranked, two keys per lane
+    [130] * 40,                                         # 40 equal lengths: index order by one vote
+    [5, 70] * 32 + [400],                               # 65 sequences, the longest last: index order
+    ], ids=["ranked", "ranked-two-keys", "equal-lengths", "beyond-rank-cap"])
 def test_single_plan_runs_each_sequence_once_in_any_order(lengths):
     """The single plan's blocks take their sequences longest first (fused.py rank_longest_first)
     up to RANK_MAX_SEQS sequences, in index order beyond: either way every live sequence's output
     and pool slot are written once and correctly, padding rows and unused slots stay untouched."""
-    assert (len(lengths) <= plan.SINGLE_RANK_MAX_SEQS) == (len(lengths) == 8)
+    assert (len(lengths) <= plan.SINGLE_RANK_MAX_SEQS) == (len(lengths) < 65)
     inp = ref.make_inputs(lengths, 2, 4, seed=23, device="cuda", state="pool", pad_every=5, l2norm_inputs=True)
     check(f"single order {len(lengths)}", inp, "single")
