@@ -2,7 +2,8 @@
 kernel (cute_kernels/fused.py, whose chain warpgroups run the same loop on two rings).
 
 One consumer warpgroup carries S^T for 64 state columns (VB) in its accumulators; per chunk it
-issues G1, G1b, G2, G3, G4 (spine_rs's module docstring): tiled_mmas makes their MMAs,
+issues G1, G1b, G2, G3, G4 (spine_rs's module docstring): tiled_mmas makes their MMAs, Fragments
+their operands and accumulators (both kernels' chains and spine_rs's map chain form them there),
 acc_as_a_layout reads an accumulator in place as an A operand, issue issues one MMA's k-steps on
 a ring slot, y_t and vnew turn G1's and G1b's results into the next A operands with the chunk's
 coefficient table, zero_tail zeroes a partial chunk's K and V rows, transposed_block is the state
@@ -64,6 +65,58 @@ def tiled_mmas():
     assert str(mma_n64.tv_layout_A) == "((4,8,4),(2,2,2)):((128,1,16),(64,8,512))", str(mma_n64.tv_layout_A)
     assert str(mma_s.tv_layout_A) == str(mma_n64.tv_layout_A)
     return mma_n64, mma_s
+
+
+class Fragments:
+    """A chain warpgroup's MMAs (tiled_mmas), their B fragments on the ring's tiles, its accumulators
+    and the register A operands read from them in place, formed once for both kernels' chains (and
+    spine_rs's map chain, which has no output: no sQ / sP tiles, no G2 / G4 fragments):
+      accSt  S^T (64 v x 128 k, fp32)       rS = bf16(S^T): the A of G1, G2 (tSa)
+      accX   Z, then Vnew^T (64 x 64)       rP: the A of G1b and G3 (tPa)
+      accY   Q S, then O^T (64 x 64)        rV: the A of G4 (tVa)
+    tKkb, tQb, tTb, tPqb, tKb: the B fragments of G1, G2, G1b, G4, G3; tScS, tXc: the (v, k) and
+    (v, j) coordinates of accSt's and accX's values; ld_v reads V^T by transposing ldmatrix (rVt,
+    rVt_cv), st_o writes O^T by transposing stmatrix (accY_cv, rO)."""
+
+    def __init__(self, ltid, sKk, sT, sK, sQ=None, sP=None):
+        output = sQ is not None
+        self.mma_n64, self.mma_s = tiled_mmas()
+        thr_n = self.mma_n64.get_slice(ltid)
+        thr_s = self.mma_s.get_slice(ltid)
+        self.tKkb = thr_n.make_fragment_B(thr_n.partition_B(sKk))        # (MMA, 1, 8, slot)
+        if output:
+            self.tQb = thr_n.make_fragment_B(thr_n.partition_B(sQ))      # (MMA, 1, 8, slot)
+        self.tTb = thr_n.make_fragment_B(thr_n.partition_B(sT))          # (MMA, 1, 4, slot)
+        if output:
+            self.tPqb = thr_n.make_fragment_B(thr_n.partition_B(sP))     # (MMA, 1, 4, slot)
+        self.tKb = thr_s.make_fragment_B(thr_s.partition_B(sK))          # (MMA, 1, 4, slot)
+        self.accSt = cute.make_rmem_tensor(thr_s.partition_shape_C((VB, DK)), Float32)
+        self.accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)
+        if output:
+            self.accY = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)
+        assert str(self.accSt.layout) == "((2,2,16),1,1):((1,2,4),0,0)", str(self.accSt.layout)
+        assert str(self.accX.layout) == "((2,2,8),1,1):((1,2,4),0,0)", str(self.accX.layout)
+        self.rS = cute.make_rmem_tensor_like(self.accSt, BFloat16)
+        self.rP = cute.make_rmem_tensor_like(self.accX, BFloat16)
+        if output:
+            self.rV = cute.make_rmem_tensor_like(self.accX, BFloat16)
+        self.tSa = cute.make_tensor(self.rS.iterator, acc_as_a_layout(self.accSt.layout, DK // 16))
+        self.tPa = cute.make_tensor(self.rP.iterator, acc_as_a_layout(self.accX.layout, CHUNK // 16))
+        if output:
+            self.tVa = cute.make_tensor(self.rV.iterator, acc_as_a_layout(self.accX.layout, CHUNK // 16))
+        self.tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))
+        self.tXc = thr_n.partition_C(cute.make_identity_tensor((VB, CHUNK)))
+        self.ld_v = cute.make_tiled_copy_C(
+            cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16), self.mma_n64).get_slice(ltid)
+        if output:
+            self.st_o = cute.make_tiled_copy_C(
+                cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(True, 4), BFloat16), self.mma_n64
+            ).get_slice(ltid)
+        self.rVt = cute.make_rmem_tensor_like(self.accX, BFloat16)       # V^T (64 v, 64 m)
+        self.rVt_cv = self.ld_v.retile(self.rVt)
+        if output:
+            self.accY_cv = self.st_o.retile(self.accY)
+            self.rO = cute.make_rmem_tensor_like(self.accY_cv, BFloat16)
 
 
 def acc_as_a_layout(acc_layout, n_kb: int):

@@ -60,7 +60,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Boolean, Float32, Int32
-from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
+from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import bf16_sumsq, chain, intra_chunk, pdl, spine_rs as rs, spine_wgmma as sw, state_pool, tma
@@ -585,33 +585,11 @@ class FusedPrefill:
         than two 64 x 64 accumulators and rS are live beside S^T (CHAIN_REGS)."""
         col0 = wg * VB
         sTab, sBt = self._tables(storage)
-        mma_n64, mma_s = chain.tiled_mmas()
-        thr_n = mma_n64.get_slice(ltid)
-        thr_s = mma_s.get_slice(ltid)
-        tKkb = thr_n.make_fragment_B(thr_n.partition_B(t["sKk"]))
-        tQb = thr_n.make_fragment_B(thr_n.partition_B(t["sQ"]))
-        tTb = thr_n.make_fragment_B(thr_n.partition_B(t["sT"]))
-        tPqb = thr_n.make_fragment_B(thr_n.partition_B(t["sP"]))
-        tKb = thr_s.make_fragment_B(thr_s.partition_B(t["sK"]))
-        accSt = cute.make_rmem_tensor(thr_s.partition_shape_C((VB, DK)), Float32)
-        accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, C)), Float32)
-        accY = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, C)), Float32)
-        rS = cute.make_rmem_tensor_like(accSt, BFloat16)
-        rP = cute.make_rmem_tensor_like(accX, BFloat16)
-        rV = cute.make_rmem_tensor_like(accX, BFloat16)
-        tSa = cute.make_tensor(rS.iterator, chain.acc_as_a_layout(accSt.layout, DK // 16))
-        tPa = cute.make_tensor(rP.iterator, chain.acc_as_a_layout(accX.layout, C // 16))
-        tVa = cute.make_tensor(rV.iterator, chain.acc_as_a_layout(accX.layout, C // 16))
-        tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))
-        tXc = thr_n.partition_C(cute.make_identity_tensor((VB, C)))
-        ld_v = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16),
-                                      mma_n64).get_slice(ltid)
-        st_o = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(True, 4), BFloat16),
-                                      mma_n64).get_slice(ltid)
-        rVt = cute.make_rmem_tensor_like(accX, BFloat16)
-        rVt_cv = ld_v.retile(rVt)
-        accY_cv = st_o.retile(accY)
-        rO = cute.make_rmem_tensor_like(accY_cv, BFloat16)
+        f = chain.Fragments(ltid, t["sKk"], t["sT"], t["sK"], t["sQ"], t["sP"])
+        mma_n64, mma_s, tKkb, tQb, tTb, tPqb, tKb = f.mma_n64, f.mma_s, f.tKkb, f.tQb, f.tTb, f.tPqb, f.tKb
+        accSt, accX, accY, rS, rP, rV = f.accSt, f.accX, f.accY, f.rS, f.rP, f.rV
+        tSa, tPa, tVa, tScS, tXc = f.tSa, f.tPa, f.tVa, f.tScS, f.tXc
+        ld_v, st_o, rVt, rVt_cv, accY_cv, rO = f.ld_v, f.st_o, f.rVt, f.rVt_cv, f.accY_cv, f.rO
         sV_vj = t["sV_vj"]
 
         gSt = chain.transposed_block(state, slot, hv, col0)

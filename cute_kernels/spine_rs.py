@@ -649,38 +649,11 @@ class SpineRS:
         """Consumer warpgroup wg (of the `active` ones that share the tiles): S^T[col0 .. col0 + 64)
         through the sequence (SEGMENT: through its segment seg) and the output of those columns for
         every chunk (module docstring)."""
-        mma_n64, mma_s = chain.tiled_mmas()
-
-        thr_n = mma_n64.get_slice(ltid)
-        thr_s = mma_s.get_slice(ltid)
-        tKkb = thr_n.make_fragment_B(thr_n.partition_B(sKk))        # (MMA, 1, 8, NSLOT)
-        tQb = thr_n.make_fragment_B(thr_n.partition_B(sQ))          # (MMA, 1, 8, NSLOT)
-        tTb = thr_n.make_fragment_B(thr_n.partition_B(sT))          # (MMA, 1, 4, NSLOT)
-        tPqb = thr_n.make_fragment_B(thr_n.partition_B(sPq))        # (MMA, 1, 4, NSLOT)
-        tKb = thr_s.make_fragment_B(thr_s.partition_B(sK))          # (MMA, 1, 4, NSLOT)
-        accSt = cute.make_rmem_tensor(thr_s.partition_shape_C((VB, DK)), Float32)      # S^T[v, k]
-        accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # Z, then Vnew^T
-        accY = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # Q S, then O^T
-        assert str(accSt.layout) == "((2,2,16),1,1):((1,2,4),0,0)", str(accSt.layout)
-        assert str(accX.layout) == "((2,2,8),1,1):((1,2,4),0,0)", str(accX.layout)
-        rS = cute.make_rmem_tensor_like(accSt, BFloat16)            # A of G1, G2
-        rP = cute.make_rmem_tensor_like(accX, BFloat16)             # A of G3: bf16(Vnew^T coef_j)
-        rV = cute.make_rmem_tensor_like(accX, BFloat16)             # A of G1b: bf16(Y^T); of G4: bf16(Vnew^T)
-        tSa = cute.make_tensor(rS.iterator, chain.acc_as_a_layout(accSt.layout, DK // 16))
-        tPa = cute.make_tensor(rP.iterator, chain.acc_as_a_layout(accX.layout, CHUNK // 16))
-        tVa = cute.make_tensor(rV.iterator, chain.acc_as_a_layout(accX.layout, CHUNK // 16))
-        tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))     # (v, k) of accSt[e]
-        tXc = thr_n.partition_C(cute.make_identity_tensor((VB, CHUNK)))    # (v, j) of accX[e], accY[e]
-
-        # V^T by transposing ldmatrix from the (j, v) tile; O^T by transposing stmatrix into (i, v)
-        ld_v = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16),
-                                      mma_n64).get_slice(ltid)
-        st_o = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(True, 4), BFloat16),
-                                      mma_n64).get_slice(ltid)
-        rVt = cute.make_rmem_tensor_like(accX, BFloat16)           # V^T (64 v, 64 m)
-        rVt_cv = ld_v.retile(rVt)
-        accY_cv = st_o.retile(accY)
-        rO = cute.make_rmem_tensor_like(accY_cv, BFloat16)
+        f = chain.Fragments(ltid, sKk, sT, sK, sQ, sPq)
+        mma_n64, mma_s, tKkb, tQb, tTb, tPqb, tKb = f.mma_n64, f.mma_s, f.tKkb, f.tQb, f.tTb, f.tPqb, f.tKb
+        accSt, accX, accY, rS, rP, rV = f.accSt, f.accX, f.accY, f.rS, f.rP, f.rV
+        tSa, tPa, tVa, tScS, tXc = f.tSa, f.tPa, f.tVa, f.tScS, f.tXc
+        ld_v, st_o, rVt, rVt_cv, accY_cv, rO = f.ld_v, f.st_o, f.rVt, f.rVt_cv, f.accY_cv, f.rO
 
         # S^T[v, k] = S[k, col0 + v]: spine_wgmma's state load / store through the transposed view
         gSt = chain.transposed_block(state, slot, hv, col0)                   # (v, k) -> S[k, col0 + v]
@@ -786,24 +759,10 @@ class SpineRS:
         chain without the output (no G2, G4, epilogue): A from S = I with V = 0, B from
         S = 0, or, for segment 0's B, from the sequence's initial state (which it also copies into
         seg_state for the SEGMENT pass).  Ends in maps[2 seg.slot + seg.map_]."""
-        mma_n64, mma_s = chain.tiled_mmas()
-        thr_n = mma_n64.get_slice(ltid)
-        thr_s = mma_s.get_slice(ltid)
-        tKkb = thr_n.make_fragment_B(thr_n.partition_B(sKk))        # (MMA, 1, 8, NSLOT)
-        tTb = thr_n.make_fragment_B(thr_n.partition_B(sT))          # (MMA, 1, 4, NSLOT)
-        tKb = thr_s.make_fragment_B(thr_s.partition_B(sK))          # (MMA, 1, 4, NSLOT)
-        accSt = cute.make_rmem_tensor(thr_s.partition_shape_C((VB, DK)), Float32)      # S^T[v, k]
-        accX = cute.make_rmem_tensor(thr_n.partition_shape_C((VB, CHUNK)), Float32)    # Z, then Vnew^T
-        rS = cute.make_rmem_tensor_like(accSt, BFloat16)
-        rP = cute.make_rmem_tensor_like(accX, BFloat16)
-        tSa = cute.make_tensor(rS.iterator, chain.acc_as_a_layout(accSt.layout, DK // 16))
-        tPa = cute.make_tensor(rP.iterator, chain.acc_as_a_layout(accX.layout, CHUNK // 16))
-        tScS = thr_s.partition_C(cute.make_identity_tensor((VB, DK)))
-        tXc = thr_n.partition_C(cute.make_identity_tensor((VB, CHUNK)))
-        ld_v = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), BFloat16),
-                                      mma_n64).get_slice(ltid)
-        rVt = cute.make_rmem_tensor_like(accX, BFloat16)           # V^T (64 v, 64 m); A: stays 0
-        rVt_cv = ld_v.retile(rVt)
+        f = chain.Fragments(ltid, sKk, sT, sK)
+        mma_n64, mma_s, tKkb, tTb, tKb = f.mma_n64, f.mma_s, f.tKkb, f.tTb, f.tKb
+        accSt, accX, rS, rP, tSa, tPa, tScS, tXc = f.accSt, f.accX, f.rS, f.rP, f.tSa, f.tPa, f.tScS, f.tXc
+        ld_v, rVt, rVt_cv = f.ld_v, f.rVt, f.rVt_cv      # V^T; A: stays 0
         rVt.fill(0.0)
         with_v = seg.map_ == Map.B
         if seg.map_ == Map.A:
