@@ -7,7 +7,8 @@ their operands and accumulators (both kernels' chains and spine_rs's map chain f
 acc_as_a_layout reads an accumulator in place as an A operand, issue issues one MMA's k-steps on
 a ring slot, y_t and vnew turn G1's and G1b's results into the next A operands with the chunk's
 coefficient table, zero_tail zeroes a partial chunk's K and V rows, transposed_block is the state
-pool's (v, k) view of the warpgroup's columns, thread_ring makes a ring that feeds the chain.
+pool's (v, k) view of the warpgroup's columns, thread_ring makes a ring that feeds the chain, and
+staged_init / staged_signal / staged_wait hand each chunk's staged output to the store warp.
 """
 from __future__ import annotations
 
@@ -35,6 +36,33 @@ def thread_ring(slots: int, barriers, producers: int, consumers: int):
         num_stages=slots, barrier_storage=barriers, defer_sync=True,
         producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, producers),
         consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers))
+
+
+STAGED_ARRIVALS = 4                   # a chain warpgroup's four warps
+
+
+def staged_init(barriers, count: int):
+    """One thread: the `count` staged-output signals at `barriers` (staged_signal, staged_wait)."""
+    for b in range(count):
+        cute.arch.mbarrier_init(barriers + b, STAGED_ARRIVALS)
+
+
+@cute.jit
+def staged_signal(barriers, stage: Int32, lane: Int32):
+    """A chain warp hands its rows of an output tile staged in shared memory (stmatrix) to the store
+    warp: it fences its writes for the async proxy (the TMA store reads them), then its lane 0
+    arrives on signal `stage`.  A one-way signal: the buffer is a ring slot's, whose empty barrier
+    the store warp arrives on once its TMA store has read the tile."""
+    cute.arch.fence_proxy("async.shared", space="cta")
+    cute.arch.sync_warp()
+    if lane == 0:
+        cute.arch.mbarrier_arrive(barriers + stage)
+
+
+def staged_wait(barriers, stage: Int32, phase: Int32):
+    """The store warp: the four chain warps of signal `stage` have staged their rows (its `phase`:
+    the slot's pass over the ring, mod 2)."""
+    cute.arch.mbarrier_wait(barriers + stage, phase)
 
 
 def can_implement(K: int, V: int, Hk: int, Hv: int, qkv_aligned16: bool) -> tuple[bool, str]:

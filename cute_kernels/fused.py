@@ -247,8 +247,7 @@ class FusedPrefill:
         kq = chain.thread_ring(KQ_SLOTS, bars + Bar.KQ_FULL, 1, self.KQ_EMPTY_ARRIVALS)
         vt = chain.thread_ring(VT_SLOTS, bars + Bar.VT_FULL, self.VT_FULL_ARRIVALS, self.VT_EMPTY_ARRIVALS)
         if tidx == 0:
-            for b in cutlass.range_constexpr(VT_SLOTS * CHAINS):
-                cute.arch.mbarrier_init(bars + Bar.OSTAGED + b, 4)     # the chain warpgroup's 4 warps
+            chain.staged_init(bars + Bar.OSTAGED, VT_SLOTS * CHAINS)
         sOrder = storage.order.get_tensor(cute.make_layout(4))
         self.rank_longest_first(r, cu_seqlens, sOrder, tidx)
         # the gate ring (its create() initialises its barriers, fences and syncs the CTA: sOrder is then
@@ -478,7 +477,7 @@ class FusedPrefill:
             L = cutlass.min(eos - t0, C)
             s = vs.index
             for wg in cutlass.range_constexpr(CHAINS):
-                cute.arch.mbarrier_wait(bars + Bar.OSTAGED + s * CHAINS + wg, vs.phase)
+                chain.staged_wait(bars + Bar.OSTAGED + s * CHAINS, wg, vs.phase)
                 if L >= C:      # a partial (last) chunk's rows the chains have stored (epilogue)
                     tma.store(tma_o, t["sV"][None, None, s * CHAINS + wg], tma.gmem_tile(mO_h, (t0, wg * VB), (C, VB)))
             cute.arch.cp_async_bulk_wait_group(0, read=True)
@@ -669,10 +668,7 @@ class FusedPrefill:
             thr = cp.get_slice(ltid)
             tma.store_partial_rows(L, out, cp, thr, thr.partition_S(sV[None, None, sb * CHAINS + wg]),
                                    thr.partition_S(cute.make_identity_tensor((C, VB))), t0, hv, wg * VB, VB)
-        cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.sync_warp()
-        if ltid % 32 == 0:
-            cute.arch.mbarrier_arrive(bars + Bar.OSTAGED + sb * CHAINS + wg)
+        chain.staged_signal(bars + Bar.OSTAGED + sb * CHAINS, wg, ltid % 32)
 
 
 # --------------------------------------------------------------------------- the build's interface

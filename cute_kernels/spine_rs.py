@@ -442,8 +442,7 @@ class SpineRS:
         # full: the TMA bytes' arrive + the 32 table writers; empty: empty_arrivals
         ring = chain.thread_ring(NSLOT, full_bar, 1 + 32, self.empty_arrivals(active, self.role != Role.MAPS))
         if tidx == 0:
-            for b in cutlass.range_constexpr(NSLOT * self.nwg):        # V stage s nwg + wg of slot s
-                cute.arch.mbarrier_init(ostaged_bar + b, 4)       # the four consumer warps' stmatrix
+            chain.staged_init(ostaged_bar, NSLOT * self.nwg)         # V stage s nwg + wg of slot s
         cute.arch.mbarrier_init_fence()
         if cutlass.const_expr(self.cz > 1):
             # every CTA of the cluster has initialised its barriers before a peer multicasts or arrives
@@ -629,7 +628,7 @@ class SpineRS:
                     vs = s * self.nwg + wg
                     # chunks c = 0, 1, 2 stage into slots 1, 2, 0: each slot's u-th output is chunk
                     # c with u = c // NSLOT (not (c + 1) // NSLOT: slot 0's first is chunk NSLOT - 1)
-                    cute.arch.mbarrier_wait(ostaged_bar + vs, (c // NSLOT) % 2)
+                    chain.staged_wait(ostaged_bar, vs, (c // NSLOT) % 2)
                     tma.store_rows(L, True, tma_o, sV, mO_h, out, cp_v, thr_v, thr_v.partition_S(sV[None, None, vs]),
                                    tOC, t0, hv, col0 + wg * VB, vs, VB)
             cute.arch.cp_async_bulk_wait_group(0, read=True)
@@ -826,10 +825,7 @@ class SpineRS:
                 for r in cutlass.range_constexpr(1, self.cz):
                     cute.arch.mbarrier_arrive(ring.consumer_get_barrier(rel), (rank + r) % self.cz)
         cute.copy(st_o, rO, st_o.partition_D(sV_vj[None, None, vstage]))
-        cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.sync_warp()
-        if lane == 0:
-            cute.arch.mbarrier_arrive(ostaged_bar + vstage)
+        chain.staged_signal(ostaged_bar, vstage, lane)
 
 
 assert SpineRS().smem_bytes() <= MAX_SMEM and SpineRS(dual=True).smem_bytes() <= MAX_SMEM, \
