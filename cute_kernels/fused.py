@@ -64,7 +64,7 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import bf16_sumsq, chain, intra_chunk, pdl, spine_rs as rs, spine_wgmma as sw, state_pool, tma
-from cute_kernels.recompute_wu import gate_scan
+from cute_kernels.recompute_wu import gate_cumsum, gate_rows
 from gdn_prefill import plan
 
 C = plan.CHUNK                  # 64
@@ -377,8 +377,9 @@ class FusedPrefill:
               nch: Int32, hv: Int32, ntid: Int32):
         """The two norm warps, chunk by chunk: rk (warp 13), rq (warp 14) of the chunk's rows (1
         without l2norm; lane l: rows l, l + 32, each a sum in order) and, on the first warp, the
-        scan of g and beta (gate_scan) into gate stage i % VT_SLOTS for the role; then, once the
-        chains have left VT slot i % VT_SLOTS,
+        scan of g and beta into gate stage i % VT_SLOTS for the role (loaded by both warps before
+        the wait for the tiles, gate_rows: the latency runs under the wait and the norms; scanned
+        after, gate_cumsum); then, once the chains have left VT slot i % VT_SLOTS,
         thread r writes row r of the chains' table there (spine_rs's: coef_r = exp(g_last -
         gcum_r) rk_r, c_r = scale rq_r exp(gcum_r), a_r = exp(gcum_r) rk_r, beta_r; 0 past L)."""
         gprod = gates.make_producer()
@@ -398,6 +399,7 @@ class FusedPrefill:
             t0 = bos + i * C
             L = cutlass.min(eos - t0, C)
             sa = ks.index
+            g0, g1, b0, b1 = gate_rows(g, beta, t0, L, hv, lane)
             kq.consumer_wait(ks)
             r0 = Float32(1.0)
             r1 = Float32(1.0)
@@ -429,11 +431,11 @@ class FusedPrefill:
                 sQr[lane, gh.index] = r0
                 sQr[lane + 32, gh.index] = r1
             if ntid < 32:
-                c0, c1, b0, b1 = gate_scan(g, beta, t0, L, hv, ntid)
+                c0, c1, e0, e1 = gate_cumsum(g0, g1, b0, b1, L, ntid)
                 sGr[2 * ntid, gh.index] = c0
                 sGr[2 * ntid + 1, gh.index] = c1
-                sBr[2 * ntid, gh.index] = b0
-                sBr[2 * ntid + 1, gh.index] = b1
+                sBr[2 * ntid, gh.index] = e0
+                sBr[2 * ntid + 1, gh.index] = e1
             cute.arch.barrier(barrier_id=Barrier.NORMS, number_of_threads=self.NORM_THREADS)
             gh.commit()
             # the chains' table of chunk i, in VT slot sb once chunk i - VT_SLOTS has left it
@@ -456,7 +458,7 @@ class FusedPrefill:
             if r == 0:
                 sTab[rs.TAB_GL, sb] = cute.math.exp(gl)
             sBt[0, r, sb] = ar
-            sBt[1, r, sb] = sBr[r, gh.index]          # 0 past L (gate_scan)
+            sBt[1, r, sb] = sBr[r, gh.index]          # 0 past L (gate_cumsum)
             vt.producer_commit(vs)
             vs.advance()
         gprod.tail()
