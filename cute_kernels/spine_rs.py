@@ -823,7 +823,7 @@ class SpineRS:
             if lane == 0:
                 rank = cute.arch.block_idx_in_cluster()
                 for r in cutlass.range_constexpr(1, self.cz):
-                    cute.arch.mbarrier_arrive(ring.consumer_get_barrier(rel), (rank + r) % self.cz)
+                    ring.sync_object_empty.arrive(rel.index, (rank + r) % self.cz)
         cute.copy(st_o, rO, st_o.partition_D(sV_vj[None, None, vstage]))
         chain.staged_signal(ostaged_bar, vstage, lane)
 

@@ -510,7 +510,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                 if tidx == 0:
                     if i > 0:
                         for r in cutlass.range_constexpr(cz):
-                            cute.arch.mbarrier_arrive(ring.consumer_get_barrier(_chunk_state(i - 1, ns, False)), r)
+                            ring.sync_object_empty.arrive(_chunk_state(i - 1, ns, False).index, r)
             # Off the chain: the store warp writes h[c, hv, :, cols] = bf16(S) from sS, warp 0 refills
             # chunk i - 1's stage (free since barrier A) with chunk i + stages - 1, and in the
             # throughput build every thread loads the next chunk's row data into registers.  The
