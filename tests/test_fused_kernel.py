@@ -6,7 +6,8 @@ case); here, what every fused build is made of: each warpgroup's setmaxnreg at t
 merge mma.syncs; the chains' 24 k-steps of 64 x 64 and 4 of 64 x 128, every A operand in
 registers), the shared-memory staging (the role's P by stmatrix, the output transposed, V by
 ldmatrix; no S^T staged), the waits (the role's one, the chains' four: ptxas keeps each MMA's
-k-steps in flight, it waits only where the kernel does), the chains' turns, and no local memory.
+k-steps in flight, it waits only where the kernel does), the chains' turns, no local memory, and
+the norm warps' gate loads issued ahead of their wait for the tiles.
 """
 from __future__ import annotations
 
@@ -54,3 +55,41 @@ def test_fused_objects(build):
     assert ops["BAR.ARV"] == 4, ops
     assert sass.resources(cubin)[0]["stack_frame"] == 0
     assert not any(op.startswith(("LDL", "STL")) for op in ops), ops
+
+
+def _gate_loads_before_tile_wait(cubin, io: int, role: int) -> list[str]:
+    """The LDGs of the block that ends in the norm warps' wait for a chunk's K / q tiles (the
+    last mbarrier wait before their first RSQ), in the I/O warpgroup's code (between its
+    setmaxnreg and the role's)."""
+    ins = sass.instructions(cubin)
+    marks = [i for i, x in enumerate(ins) if "USETMAXREG" in x["text"]]
+    texts = [int(ins[i]["text"].split()[-1], 16) for i in marks]
+    region = ins[marks[texts.index(io)]:marks[texts.index(role)]]
+    rsq = next(i for i, x in enumerate(region) if "MUFU.RSQ" in x["text"])
+    wait = max(i for i, x in enumerate(region[:rsq]) if "TRYWAIT" in x["text"])
+    start = wait
+    while start > 0:
+        prev = region[start - 1]["text"]
+        if re.search(r"\b(BRA|BSSY|BSYNC|EXIT)\b", prev):
+            break
+        start -= 1
+        if region[start]["label"]:
+            break
+    return [x["text"] for x in region[start:wait] if "LDG" in x["text"]]
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("build", ["fused_prefill_betabf16_kv", "fused_prefill_betaf32_vk",
+                                   "fused_prefill_betabf16_vk_sf8e4m3"])
+def test_norm_warps_load_the_gates_before_the_tile_wait(build):
+    """The norm warps issue a chunk's g and beta loads (recompute_wu.gate_rows) back to back in the
+    block that ends in their wait for its tiles: no branch and no conversion between a load and
+    the wait, which would wait for each load in turn (the first form, loads under `if row < L`
+    with bf16 beta converted there, cost 23 %; loads after the norms cost 3-7 %)."""
+    if build not in gdn_prefill.compiled_variants():
+        pytest.skip(f"{build} not in this build")
+    (cubin,) = _manifest.cubins(build)
+    loads = _gate_loads_before_tile_wait(cubin, io=24, role=104)     # FusedPrefill's IO_REGS, INTRA_REGS
+    widths = sorted(t.split()[0] for t in loads)
+    beta = "LDG.E.U16" if "betabf16" in build else "LDG.E"
+    assert widths == sorted(["LDG.E", "LDG.E", beta, beta]), loads     # g (fp32) twice, beta twice
