@@ -17,6 +17,10 @@ are taken as exact, so the model isolates the bf16 placements.  Models:
             W = bf16(Tw K), U = bf16(Tu bf16(diag(beta) V)), h = bf16(S), Vnew = U - W h, vnew = bf16(Vnew),
             S = e^g_last S + K^T bf16(Vnew e^(g_last - gcum) rk), o = c (q h) + bf16(P) vnew
   unfused_tu  the unfused plan with beta in Tu: U = bf16(bf16(Tm diag(beta)) V), beta rounded in Tu
+  f16inv    fold (today's placement) with Tm formed as FlashInfer forms it: A in fp16, the 8 x 8 diagonal blocks of
+            (I + A)^-1 rounded to fp16, then doubling 8 -> 16 -> 32 -> 64 (T21 = -T22 A21 T11, each
+            product's operands fp16, accumulated exactly, rounded to fp16); with --f16-stats the
+            largest fp16 operand and the share of nonzero ones below fp16's normal range
   fla       FLA 0.6.0's chunk path: Tm = bf16((I + A)^-1), w = bf16(Tm bf16(beta e^g k)),
             u = bf16(Tm bf16(beta v)), h = bf16(S), vnew = bf16(u - w h), S = e^g_last S +
             k^T bf16(vnew e^(g_last - g)), o = bf16(q h) scale e^g + bf16(A_qk) vnew
@@ -44,7 +48,7 @@ def b16(x: torch.Tensor) -> torch.Tensor:
 
 
 def _chunk_common(k, g, beta, rk):
-    """gcum [H, L], the strictly lower A and Tm = (I + A)^-1 (exact), per head."""
+    """gcum [H, L], Tm = (I + A)^-1 (exact) and the strictly lower A, per head."""
     gcum = g.cumsum(-1)
     kk = (k * rk[..., None]) @ (k * rk[..., None]).transpose(-1, -2)
     L = g.shape[-1]
@@ -52,7 +56,42 @@ def _chunk_common(k, g, beta, rk):
     dec = (gcum[..., :, None] - gcum[..., None, :]).masked_fill(~low, float("-inf")).exp()
     A = beta[..., :, None] * kk * dec
     Tm = torch.linalg.inv(torch.eye(L, dtype=F64) + A)
-    return gcum, Tm
+    return gcum, Tm, A
+
+
+F16_STATS = {"max": 0.0, "subnormal": 0, "nonzero": 0}
+
+
+def f16(x: torch.Tensor) -> torch.Tensor:
+    """x rounded to fp16 (inf past 65504), its magnitudes recorded in F16_STATS."""
+    ax = x.abs()
+    F16_STATS["max"] = max(F16_STATS["max"], float(ax.max()))
+    nz = ax > 0
+    F16_STATS["nonzero"] += int(nz.sum())
+    F16_STATS["subnormal"] += int((nz & (ax < 2.0 ** -14)).sum())
+    return x.to(torch.float16).to(F64)
+
+
+def inverse_f16(A: torch.Tensor) -> torch.Tensor:
+    """(I + A)^-1 for strictly lower A [..., L, L] by FlashInfer's scheme: fp16 A, the 8 x 8
+    diagonal blocks inverted and rounded to fp16, then doubling with fp16 operands."""
+    L = A.shape[-1]
+    Ah = f16(A)
+    T = torch.zeros_like(A)
+    eye8 = torch.eye(8, dtype=F64)
+    for b in range(0, L, 8):
+        e = min(b + 8, L)
+        T[..., b:e, b:e] = f16(torch.linalg.inv(eye8[:e - b, :e - b] + Ah[..., b:e, b:e]))
+    s = 8
+    while s < L:
+        for b in range(0, L, 2 * s):
+            m, e = b + s, min(b + 2 * s, L)
+            if m >= L:
+                continue
+            X = f16(f16(T[..., m:e, m:e]) @ Ah[..., m:e, b:m])
+            T[..., m:e, b:m] = -f16(X @ f16(T[..., b:m, b:m]))
+        s *= 2
+    return T
 
 
 def run(model: str, inp: dict, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -76,11 +115,13 @@ def run(model: str, inp: dict, scale: float) -> tuple[torch.Tensor, torch.Tensor
         qc, kc, vc = (x[t0:t1].transpose(0, 1) for x in (q, k, v))    # [Hv, L, D]
         gc, bc = g[t0:t1].T, beta[t0:t1].T                           # [Hv, L]
         rqc, rkc = rq[t0:t1].T, rk[t0:t1].T
-        gcum, Tm = _chunk_common(kc, gc, bc, rkc)
+        gcum, Tm, A = _chunk_common(kc, gc, bc, rkc)
+        if model == "f16inv":
+            Tm = inverse_f16(A)
         gl = gcum[:, -1:]
         incl = torch.tril(torch.ones(L, L, dtype=torch.bool))
         dec = (gcum[:, :, None] - gcum[:, None, :]).masked_fill(~incl, float("-inf")).exp()
-        if model in ("ours", "fold"):
+        if model in ("ours", "fold", "f16inv"):
             a = gcum.exp() * rkc                                      # [Hv, L]
             coef = (gl - gcum).exp() * rkc
             c = scale * rqc * gcum.exp()
@@ -132,6 +173,7 @@ def main(argv=None) -> int:
     ap.add_argument("--heads", default="2/4")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--models", default="ours,fold,fla")
+    ap.add_argument("--f16-stats", action="store_true", help="f16inv: the largest fp16 operand, the share below 2^-14")
     a = ap.parse_args(argv)
     hk, hv = (int(x) for x in a.heads.split("/"))
     models = a.models.split(",")
@@ -144,7 +186,11 @@ def main(argv=None) -> int:
                                    state=inp["state"], use_qk_l2norm=inp["use_qk_l2norm"])
         errs = {}
         for m in models:
+            F16_STATS.update(max=0.0, subnormal=0, nonzero=0)
             o, s = run(m, inp, scale)
+            if m == "f16inv" and a.f16_stats:
+                print(f"<!-- {kind}: largest fp16 operand {F16_STATS['max']:.4g}, "
+                      f"{F16_STATS['subnormal'] / max(F16_STATS['nonzero'], 1):.2e} of nonzero ones below 2^-14 -->")
             errs[m] = (ref.rel_err(o, o_ref), ref.rel_err(s[None], s_ref))
         cells = [f"{errs[m][0]:.3e} / {errs[m][1]:.3e}" for m in models]
         ratios = [f"{errs[m][0] / errs['fla'][0]:.3f}, {errs[m][1] / errs['fla'][1]:.3f}"
