@@ -23,6 +23,11 @@ needs_nvdisasm = pytest.mark.skipif(sass.nvdisasm() is None,
                                     reason="nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
 
 
+# cute_kernels.fused.FusedPrefill's register split (the installed package has no DSL to import it
+# from): the same names
+CHAIN_REGS, INTRA_REGS, IO_REGS = 192, 104, 24
+
+
 def _ops(cubin):
     return collections.Counter(re.sub(r"^@!?U?P\w+\s+", "", x["text"]).split()[0] for x in sass.instructions(cubin))
 
@@ -33,13 +38,11 @@ def _ops(cubin):
 def test_fused_objects(build):
     if build not in gdn_prefill.compiled_variants():
         pytest.skip(f"{build} not in this build")
-    # cute_kernels.fused.FusedPrefill's split (the installed package has no DSL to import it from)
-    chain, role, io = 192, 104, 24
     (cubin,) = _manifest.cubins(build)
     ins = sass.instructions(cubin)
     # setmaxnreg: the I/O warpgroup's and the role's decrease, then the chains' increase
     regs = [int(x["text"].split()[-1], 16) for x in ins if "USETMAXREG" in x["text"]]
-    assert regs == [io, role, chain], regs
+    assert regs == [IO_REGS, INTRA_REGS, CHAIN_REGS], regs
     ops = _ops(cubin)
     assert ops["HGMMA.64x64x16.F32.BF16"] == 16 + 24 and ops["HGMMA.64x128x16.F32.BF16"] == 4, ops
     assert ops["HMMA.1688.F32.TF32"] == 18, ops
@@ -89,7 +92,7 @@ def test_norm_warps_load_the_gates_before_the_tile_wait(build):
     if build not in gdn_prefill.compiled_variants():
         pytest.skip(f"{build} not in this build")
     (cubin,) = _manifest.cubins(build)
-    loads = _gate_loads_before_tile_wait(cubin, io=24, role=104)     # FusedPrefill's IO_REGS, INTRA_REGS
+    loads = _gate_loads_before_tile_wait(cubin, io=IO_REGS, role=INTRA_REGS)
     widths = sorted(t.split()[0] for t in loads)
     beta = "LDG.E.U16" if "betabf16" in build else "LDG.E"
     assert widths == sorted(["LDG.E", "LDG.E", beta, beta]), loads     # g (fp32) twice, beta twice
