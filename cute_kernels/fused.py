@@ -6,7 +6,8 @@ chains consume them a chunk later, so that nothing but q, k, v, g, beta goes in 
 the output and the states comes out (docs/DESIGN.md, section 1, for the math).  Per chunk i:
 
     role (intra_chunk's): gcum, rk, rq -> A, P = the masked, decayed K K^T and Q K^T;
-                          Tu = bf16((I + A)^-1)
+                          Tu = bf16((I + A)^-1), in fp16 (inverse_f16) where the norm warps
+                          found the chunk in its range, else in fp32
     chains (spine_rs's):  Y'^T = (V^T - Z diag(a)) diag(beta), Z = bf16(S^T) K^T;
                           Vnew^T = bf16(Y'^T) Tu^T;  S^T = g S^T + bf16(Vnew^T coef) K;
                           O^T = c_i (bf16(S^T) Q^T) + bf16(Vnew^T) P^T
@@ -29,8 +30,9 @@ of 128 per thread to the chains (192 / 104 / 24):
   the chains.
 - LOAD (warp 12): the TMA loads of K and q (KQ ring) and of V (VT ring).
 - NORMS (warps 13, 14): rk, rq of each chunk's rows from its landed tiles (a row per lane and
-  register), the scan of g, beta; they hand gcum, beta, rk, rq to the role through the gate
-  ring and write the chains' table.
+  register), the scan of g, beta, and inverse_f16's range check (warp 13: the key rows' norms,
+  with or without l2norm); they hand gcum, beta, rk, rq and the check to the role through the
+  gate ring and write the chains' table.
 - STORE (warp 15): the output's TMA stores of full chunks.
 
 Two rings (cutlass.pipeline PipelineAsync, as the gate ring), because K and q live longer than
@@ -63,7 +65,8 @@ from cutlass import BFloat16, Boolean, Float32, Int32
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-from cute_kernels import bf16_sumsq, chain, intra_chunk, pdl, spine_rs as rs, spine_wgmma as sw, state_pool, tma
+from cute_kernels import bf16_sumsq, chain, intra_chunk, inverse_f16, pdl, state_pool, tma
+from cute_kernels import spine_rs as rs, spine_wgmma as sw
 from cute_kernels.recompute_wu import gate_cumsum, gate_rows
 from gdn_prefill import plan
 
@@ -151,7 +154,8 @@ class FusedPrefill:
         f = VT_SLOTS * C * 4
         return {"a": (C * intra_chunk.AS * 4, 16), "x": (intra_chunk.HALF * intra_chunk.XS * 4, 16),
                 "tab": (VT_SLOTS * rs.TAB * 4, 16), "btab": (VT_SLOTS * C * 2 * 4, 16),
-                "gc": (f, 16), "be": (f, 16), "rk": (f, 16), "rq": (f, 16), "eye": (4 * 2 * intra_chunk.BLK, 16),
+                "gc": (f, 16), "be": (f, 16), "rk": (f, 16), "rq": (f, 16), "f16": (2 * 4 * VT_SLOTS, 16),
+                "eye": (4 * 2 * intra_chunk.BLK, 16),
                 "order": (16, 16), "bars": (8 * Bar.COUNT, 8)}
 
     def smem_bytes(self) -> int:
@@ -168,7 +172,7 @@ class FusedPrefill:
     def _storage(self):
         fields = {name: cute.struct.Align[cute.struct.MemRange[BFloat16, n], 1024] for name, n in self._tiles().items()}
         for name, (size, align) in self._small().items():
-            t = {"bars": cutlass.Int64, "order": Int32}.get(name, Float32)
+            t = {"bars": cutlass.Int64, "order": Int32, "f16": Int32}.get(name, Float32)
             fields[name] = cute.struct.Align[cute.struct.MemRange[t, size // (t.width // 8)], align]
         return cute.struct(type("FusedStorage", (), {"__annotations__": fields}))
 
@@ -377,13 +381,15 @@ class FusedPrefill:
               nch: Int32, hv: Int32, ntid: Int32):
         """The two norm warps, chunk by chunk: rk (warp 13), rq (warp 14) of the chunk's rows (1
         without l2norm; lane l: rows l, l + 32, each a sum in order) and, on the first warp, the
-        scan of g and beta into gate stage i % VT_SLOTS for the role (loaded by both warps before
+        scan of g and beta and inverse_f16.in_range's check into gate stage i % VT_SLOTS for the
+        role (g and beta loaded by both warps before
         the wait for the tiles, gate_rows: the latency runs under the wait and the norms; scanned
         after, gate_cumsum); then, once the chains have left VT slot i % VT_SLOTS,
         thread r writes row r of the chains' table there (spine_rs's: coef_r = exp(g_last -
         gcum_r) rk_r, c_r = scale rq_r exp(gcum_r), a_r = exp(gcum_r) rk_r, beta_r; 0 past L)."""
         gprod = gates.make_producer()
         sGr, sBr, sRr, sQr = self._gate_ring(storage)
+        sF16 = storage.f16.get_tensor(cute.make_layout((2, VT_SLOTS)))
         sTab, sBt = self._tables(storage)
         lane = ntid % 32
         rows_q = ntid // 32                   # warp 13: the K rows (rk), warp 14: the q rows (rq)
@@ -403,7 +409,9 @@ class FusedPrefill:
             kq.consumer_wait(ks)
             r0 = Float32(1.0)
             r1 = Float32(1.0)
-            if use_qk_l2norm != 0:
+            keys_ok = Boolean(True)
+            # the key rows' sums also serve the range check, with or without l2norm
+            if cutlass.select_(rows_q == 0, Int32(1), use_qk_l2norm) != 0:
                 tile = t["sKk"][None, None, sa]
                 if rows_q == 1:
                     tile = t["sQ"][None, None, sa]
@@ -419,17 +427,25 @@ class FusedPrefill:
                     cute.autovec_copy(t_s[(None, 1, c)], y)
                     yw = cute.recast_tensor(y, Int32)
                     a1 = a1 + bf16_sumsq.sumsq_bf16x8(yw[0], yw[1], yw[2], yw[3])
-                r0 = cute.math.rsqrt(a0 + intra_chunk.L2_EPS)
-                r1 = cute.math.rsqrt(a1 + intra_chunk.L2_EPS)
+                if use_qk_l2norm != 0:
+                    r0 = cute.math.rsqrt(a0 + intra_chunk.L2_EPS)
+                    r1 = cute.math.rsqrt(a1 + intra_chunk.L2_EPS)
+                keys_ok = inverse_f16.keys_in_range(a0 * r0 * r0, a1 * r1 * r1, lane, L)
             kq.consumer_release(ks)
             ks.advance()
             gh = gprod.acquire_and_advance()
+            # the range check's two parts, one a warp: the keys (warp 13), the gates (warp 14)
+            ok = Int32(0)
             if rows_q == 0:
                 sRr[lane, gh.index] = r0
                 sRr[lane + 32, gh.index] = r1
+                ok = Int32(cute.arch.vote_all_sync(keys_ok))
             else:
                 sQr[lane, gh.index] = r0
                 sQr[lane + 32, gh.index] = r1
+                ok = Int32(cute.arch.vote_all_sync(inverse_f16.gates_in_range(g0, g1, b0.to(Float32), b1.to(Float32))))
+            if lane == 0:
+                sF16[rows_q, gh.index] = ok
             if ntid < 32:
                 c0, c1, e0, e1 = gate_cumsum(g0, g1, b0, b1, L, ntid)
                 sGr[2 * ntid, gh.index] = c0
@@ -493,14 +509,17 @@ class FusedPrefill:
     @cute.jit
     def intra_role(self, kq, vt, gates, storage, t, scale: Float32, nch: Int32, ltid: Int32):
         """intra_chunk's phases over the chunks: K K^T, Q K^T on the tensor cores (then the KQ
-        slot is the role's no longer), the folds with the gate ring's rows (A in fp32, P into KQ
-        slot i % KQ_SLOTS), the inverse, Tu into VT slot i % VT_SLOTS once the chains have left
+        slot is the role's no longer), the folds with the gate ring's rows (A in fp16 where the
+        gate ring's range check allows, else fp32; P into KQ slot i % KQ_SLOTS), the inverse
+        (inverse_f16's or IntraChunk's), Tu into VT slot i % VT_SLOTS once the chains have left
         it; each thread fences its P and Tu writes for the chains' wgmma and arrives on VT_FULL."""
 
         gcons = gates.make_consumer()
         sA, sA2, sX = self.intra.scratch(storage)
+        base, sAw, sH = self.intra.scratch16(storage)
         sEye = storage.eye.get_tensor(cute.make_layout(2 * intra_chunk.BLK))
         sGr, sBr, sRr, sQr = self._gate_ring(storage)
+        sF16 = storage.f16.get_tensor(cute.make_layout((2, VT_SLOTS)))
         mma = self.intra._mma()
         thr = mma.get_slice(ltid)
         accG = cute.make_rmem_tensor(thr.partition_shape_C((C, C)), Float32)
@@ -520,14 +539,24 @@ class FusedPrefill:
             kq.consumer_release(ks)
             ks.advance()
             gh = gcons.wait_and_advance()
-            self.intra.folds(thr, accG, accQ, sA2, sGr[None, gh.index], sBr[None, gh.index],
-                             sRr[None, gh.index], sQr[None, gh.index], scale, rP)
+            f16 = sF16[0, gh.index] * sF16[1, gh.index]      # the norm warps' two parts of the range check
+            gate = (sGr[None, gh.index], sBr[None, gh.index], sRr[None, gh.index], sQr[None, gh.index])
+            if f16 != 0:
+                self.intra.folds(thr, accG, accQ, sAw, True, *gate, scale, rP)
+            else:
+                self.intra.folds(thr, accG, accQ, sA2, False, *gate, scale, rP)
             cute.copy(st_p, st_p.retile(rP), st_p.partition_D(t["sP"][None, None, sa]))
             cute.arch.barrier(barrier_id=Barrier.INTRA, number_of_threads=128)
             gh.release()
-            self.intra.inverse(sA, sX, ltid, sEye)
+            if f16 != 0:
+                inverse_f16.invert(base, sAw, ltid, Barrier.INTRA)
+            else:
+                self.intra.inverse(sA, sX, inverse_f16.opaque(ltid), sEye)
             vt.producer_acquire(vs)
-            self.stage_tu(sA, t["sT"][None, None, sb], ltid)
+            if f16 != 0:
+                self.stage_tu(sH, t["sT"][None, None, sb], ltid)
+            else:
+                self.stage_tu(sA, t["sT"][None, None, sb], ltid)
             cute.arch.fence_proxy("async.shared", space="cta")
             vt.producer_commit(vs)
             vs.advance()
@@ -545,7 +574,7 @@ class FusedPrefill:
             x = cute.make_rmem_tensor_like(tD[None, m, None], BFloat16)
             for e in cutlass.range_constexpr(cute.size(x)):
                 r, c = tC[e, m, 0]
-                x[e] = BFloat16(sA[r, c])
+                x[e] = BFloat16(Float32(sA[r, c]))
             cute.autovec_copy(x, tD[None, m, None])
 
     def _gate_ring(self, storage):

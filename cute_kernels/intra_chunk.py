@@ -5,9 +5,10 @@ consume Tu and P from shared memory.  Per chunk of 64 tokens (docs/DESIGN.md, se
 gcum, rk, rq and beta from the I/O warps:
 
     A_ij = beta_i rk_i rk_j (k_i . k_j) exp(gcum_i - gcum_j)   (i > j, else 0)
-    Tm   = (I + A)^-1                         (fp32: 16 x 16 diagonal blocks by forward
-                                               substitution, merges in one TF32 pass: FLA's
-                                               precision, the numerics contract's)
+    Tm   = (I + A)^-1                         (fp16 by doubling on mma.sync where the chunk is
+                                               in inverse_f16's range; else exact, fp32: 16 x 16
+                                               diagonal blocks by forward substitution, merges in
+                                               one TF32 pass, FLA's precision)
     P_ij = scale rq_i rk_j (q_i . k_j) exp(gcum_i - gcum_j)   (j <= i, else 0), bf16
 
 K K^T and Q K^T run on warpgroup MMA; every step after them is a dependent chain inside the
@@ -28,7 +29,7 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
-from cute_kernels import fastexp, mma_tf32, wgmma_acc
+from cute_kernels import fastexp, inverse_f16, mma_tf32, wgmma_acc
 from gdn_prefill import plan
 
 C = plan.CHUNK                    # 64 tokens per chunk
@@ -45,8 +46,9 @@ class Barrier(enum.IntEnum):
 
 
 class IntraChunk:
-    """The role's phases, in order per chunk: issue_products, folds, inverse (see the module
-    docstring); the caller owns the shared memory (scratch() views its fields a and x)."""
+    """The role's phases, in order per chunk: issue_products, folds, then inverse (fp32) or
+    inverse_f16.invert (see the module docstring); the caller owns the shared memory (scratch()
+    views its fields a and x, scratch16() field a as fp16)."""
 
     INTRA_THREADS = 128
 
@@ -66,6 +68,18 @@ class IntraChunk:
         sX = cute.make_tensor(storage.x.data_ptr(), cute.make_layout((HALF, HALF), stride=(XS, 1)))
         return sA, sA2, sX
 
+    @staticmethod
+    def scratch16(storage):
+        """A / Tm in fp16 over field a (inverse_f16's layout): its shared address, its 32-bit word
+        view (C, HS / 2) and its fp16 view (C, C)."""
+        hs = inverse_f16.HS
+        base = storage.a.data_ptr().toint()
+        sw = cute.make_tensor(cute.recast_ptr(storage.a.data_ptr(), dtype=Int32),
+                              cute.make_layout((C, hs // 2), stride=(hs // 2, 1)))
+        sH = cute.make_tensor(cute.recast_ptr(storage.a.data_ptr(), dtype=cutlass.Float16),
+                              cute.make_layout((C, C), stride=(hs, 1)))
+        return base, sw, sH
+
     @cute.jit
     def issue_products(self, mma, thr, accG, accQ, sK1, sQ1):
         """G = K K^T and QK = Q K^T issued on warpgroup MMA (the first k-step overwrites the
@@ -83,8 +97,9 @@ class IntraChunk:
         warpgroup.commit_group()
 
     @cute.jit
-    def folds(self, thr, accG, accQ, sA2, sG, sB, sR, sRq, scale: Float32, rP):
-        """A = select(i > j, beta_i rk_i rk_j G_ij exp(gcum_i - gcum_j), 0) -> smem (fp32);
+    def folds(self, thr, accG, accQ, sAst, f16: cutlass.Constexpr, sG, sB, sR, sRq, scale: Float32, rP):
+        """A = select(i > j, beta_i rk_i rk_j G_ij exp(gcum_i - gcum_j), 0) -> smem: fp32 into sAst =
+        scratch()'s sA2, or with f16 fp16 pairs into sAst = scratch16()'s word view;
         P = select(j <= i, scale rq_i rk_j QK_ij exp(...), 0) -> bf16 -> rP (the exp shared).
         A thread's 32 values lie on 2 rows and 16 columns (wgmma_acc); columns j, j + 1 of a row
         of A leave as one 8-byte store.  rP (a bf16 tensor of accQ's layout) stays in registers
@@ -112,7 +127,10 @@ class IntraChunk:
             pair[e % 2] = Float32(cutlass.select_(i > j, accG[e] * br_row[hh] * rx, Float32(0.0)))
             rP[e] = BFloat16(cutlass.select_(i >= j, accQ[e] * q_row[hh] * rx, Float32(0.0)))
             if cutlass.const_expr(e % 2 == 1):
-                sA2[i, j // 2, None].store(pair.load())
+                if cutlass.const_expr(f16):
+                    sAst[i, j // 2] = inverse_f16.pack(pair[0], pair[1])
+                else:
+                    sAst[i, j // 2, None].store(pair.load())
 
     @cute.jit
     def inverse(self, sA, sX, tidx: Int32, sEye):

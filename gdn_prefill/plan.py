@@ -48,6 +48,12 @@ ORDER_MAX_SEQS = _C["GDN_ORDER_MAX_SEQS"]   # the fused plan's ranked sequence o
 SINGLE_RANK_MAX_SEQS = 64              # the single plan ranks its sequences itself up to this many (one warp)
 SLOT_SEARCH_ROUNDS = 4                 # 32 candidates per round (cute_kernels/slots.py)
 assert 32 ** SLOT_SEARCH_ROUNDS == MAX_SEQUENCES
+# The single plan's fp16 inverse (cute_kernels/inverse_f16.py, its range check): a chunk takes it
+# only if every row m < L has 0 <= beta_m <= F16_INVERSE_BETA_MAX, g_m <= 0 and ||k_m||^2 <=
+# F16_INVERSE_KNORM2_MAX (the key as the kernel uses it); then no fp16 value exceeds 1000
+# (docs/DESIGN.md, the fp16 inverse).  Any other chunk is inverted in fp32.
+F16_INVERSE_BETA_MAX = 2.0
+F16_INVERSE_KNORM2_MAX = 1.0 + 2.0 ** -6      # bf16 keys normalised outside: within ~2^-8 of 1
 
 
 def first_slot(bos, n):

@@ -2,10 +2,11 @@
 
 The GPU rows are the suite's plan "single" (test_gpu_prefill, test_numerics_hard, the sanitizer
 case); here, what every fused build is made of: each warpgroup's setmaxnreg at the class's split
-(I/O, role, chains), the MMAs of a chunk (the role's 16 k-steps of K K^T and Q K^T, its 18 TF32
-merge mma.syncs; the chains' 24 k-steps of 64 x 64 and 4 of 64 x 128, every A operand in
-registers), the shared-memory staging (the role's P by stmatrix, the output transposed, V by
-ldmatrix; no S^T staged), the waits (the role's one, the chains' four: ptxas keeps each MMA's
+(I/O, role, chains), the MMAs of a chunk (the role's 16 k-steps of K K^T and Q K^T; its inverse
+twice: in fp16, 2 m16n8k8 and 15 m16n8k16 mma.syncs with operands by ldmatrix, and the fp32
+fallback's 18 TF32 merge mma.syncs; the chains' 24 k-steps of 64 x 64 and 4 of 64 x 128, every A
+operand in registers), the shared-memory staging (the role's P by stmatrix, the output
+transposed, V by ldmatrix; no S^T staged), the waits (the role's one, the chains' four: ptxas keeps each MMA's
 k-steps in flight, it waits only where the kernel does), the chains' turns, no local memory, and
 the norm warps' gate loads issued ahead of their wait for the tiles.
 """
@@ -45,12 +46,14 @@ def test_fused_objects(build):
     assert regs == [IO_REGS, INTRA_REGS, CHAIN_REGS], regs
     ops = _ops(cubin)
     assert ops["HGMMA.64x64x16.F32.BF16"] == 16 + 24 and ops["HGMMA.64x128x16.F32.BF16"] == 4, ops
-    assert ops["HMMA.1688.F32.TF32"] == 18, ops
+    assert ops["HMMA.1688.F32"] == 2 and ops["HMMA.16816.F32"] == 15 and ops["HMMA.1688.F32.TF32"] == 18, ops
     # every chain MMA reads its A operand from registers: only the role's products read two tiles
     hg = [x["text"] for x in ins if x["text"].lstrip().startswith("HGMMA")]
     assert sum("gdesc" in t.split(",")[1] for t in hg) == 16, hg
-    # P (4) by stmatrix; the output (4) transposed; V by ldmatrix (4)
-    assert ops["STSM.16.M88.4"] == 4 and ops["STSM.16.MT88.4"] == 4 and ops["LDSM.16.MT88.4"] == 4, ops
+    # P (4) by stmatrix; the output (4) transposed; V by ldmatrix (4); the fp16 inverse's operands:
+    # T22 by rows (3 .x4, 1 .x2), A21 and T11 transposed (7 .x4, 1 .x2, 2 .x1)
+    assert ops["STSM.16.M88.4"] == 4 and ops["STSM.16.MT88.4"] == 4 and ops["LDSM.16.MT88.4"] == 4 + 7, ops
+    assert (ops["LDSM.16.M88.4"], ops["LDSM.16.M88.2"], ops["LDSM.16.MT88.2"], ops["LDSM.16.MT88"]) == (3, 1, 1, 2), ops
     waits = collections.Counter(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass.disassemble(cubin)))
     # the role's products (one wait), then the chains' G1 + G2, G1b, G4 (depth 1: G3 stays in flight), G3
     assert waits == {"0x0": 4, "0x1": 1}, waits

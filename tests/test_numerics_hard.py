@@ -188,3 +188,84 @@ def test_rounding_model_of_an_fp16_inverse(repo_script):
             e[m] = (ref.rel_err(o, o_ref), ref.rel_err(s[None], s_ref))
         for i in (0, 1):
             assert e["f16inv"][i] <= 1.05 * e["fold"][i] and e["f16inv"][i] <= 1.05 * e["fla"][i], (kind, e)
+
+
+def _f16_case(rm, k, beta, g):
+    """(in range, exact Tm, fp16 Tm, largest fp16 value) of one 64-token chunk [H, 64, ...]."""
+    rk = torch.ones_like(beta)
+    _, Tm, A = rm._chunk_common(k, g, beta, rk)
+    rm.F16_STATS.update(max=0.0, subnormal=0, nonzero=0)
+    Th = rm.inverse_f16(A)
+    return rm.f16_in_range(k, g, beta, rk), Tm, Th, rm.F16_STATS["max"]
+
+
+def test_fp16_inverse_range_check_bounds_every_fp16_value(repo_script):
+    """inverse_f16's range check (docs/DESIGN.md, the fp16 inverse): where it passes, |Tm| < 14 and
+    no fp16 value of the doubling exceeds 1000; the bound is nearly reached (one key repeated at
+    the largest norm allowed, beta = 2: Tm's entries alternate and grow by 1.03 a row; fp16 then
+    within 2 % of the exact inverse, against 0.1 % on the random chunks below), and just
+    past the check the same chunk overflows fp16.  Every hard input passes it on every chunk, so
+    the single plan's timings are the fp16 inverse's."""
+    from gdn_prefill import plan
+    rm = repo_script("tools/rounding_model.py")
+    F64 = torch.float64
+    gen = torch.Generator().manual_seed(5)
+    kmax = plan.F16_INVERSE_KNORM2_MAX
+    one = torch.nn.functional.normalize(torch.randn(1, 1, 128, generator=gen, dtype=F64), dim=-1)
+    k = (one * kmax ** 0.5).expand(1, 64, 128)
+    ok, Tm, Th, big = _f16_case(rm, k, torch.full((1, 64), 2.0, dtype=F64), torch.zeros(1, 64, dtype=F64))
+    assert ok.all() and 10 < Tm.abs().max() < 14 and big < 1000, (Tm.abs().max(), big)
+    assert (Th - Tm).abs().max() / Tm.abs().max() < 2e-2        # the growth amplifies fp16's roundings too
+    # random chunks in range: keys up to the norm allowed, some near-parallel, beta in [0, 2], g <= 0
+    for trial in range(6):
+        kk = torch.randn(8, 64, 128, generator=gen, dtype=F64)
+        if trial % 2:
+            kk = torch.randn(8, 1, 128, generator=gen, dtype=F64) + 0.05 * kk
+        kk = torch.nn.functional.normalize(kk, dim=-1) * (kmax * torch.rand(8, 64, 1, generator=gen, dtype=F64)) ** 0.5
+        beta = 2.0 * torch.rand(8, 64, generator=gen, dtype=F64)
+        g = -torch.rand(8, 64, generator=gen, dtype=F64) * (0.0 if trial < 2 else 0.5)
+        ok, Tm, Th, big = _f16_case(rm, kk, beta, g)
+        assert ok.all() and Tm.abs().max() < 14 and big < 1000 and torch.isfinite(Th).all(), (trial, big)
+        assert (Th - Tm).abs().max() / Tm.abs().max() < 2e-3, trial
+    # past the check: beta 2.25 on the repeated key overflows fp16; a rising gate, a longer key fail it
+    ok, Tm, Th, big = _f16_case(rm, k, torch.full((1, 64), 2.25, dtype=F64), torch.zeros(1, 64, dtype=F64))
+    assert not ok.any() and Tm.abs().max() > 65504 and not torch.isfinite(Th).all()
+    b1 = torch.full((1, 64), 0.5, dtype=F64)
+    assert not rm.f16_in_range(k, torch.full((1, 64), 0.01, dtype=F64), b1, torch.ones(1, 64, dtype=F64)).any()
+    assert not rm.f16_in_range(1.02 * k, torch.zeros(1, 64, dtype=F64), b1, torch.ones(1, 64, dtype=F64)).any()
+    for kind in KINDS:
+        inp = hard_inputs(kind, 256, 1, 2, seed=3)
+        kx = inp["k"].to(F64).repeat_interleave(2, 1)
+        rk = ref._l2norm_inv(kx) if inp["use_qk_l2norm"] else torch.ones(256, 2, dtype=F64)
+        for t0 in range(0, 256, 64):
+            s = slice(t0, t0 + 64)
+            assert rm.f16_in_range(kx[s].transpose(0, 1), inp["g"][s].T.to(F64), inp["beta"][s].T.to(F64),
+                                   rk[s].T).all(), (kind, t0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["rising_gate", "beta_above_two", "long_keys"])
+def test_single_plan_inverts_in_fp32_outside_the_fp16_range(case):
+    """Chunk 1 of 4 outside inverse_f16's range (docs/DESIGN.md, the fp16 inverse), the others in
+    it: the single plan inverts that chunk in fp32, and its outputs stay finite, within the suite's
+    bound of the oracle and bitwise deterministic.  With the rising gate (g = +0.3 a token) the
+    chunk's A reaches ~1e7, past fp16's 65504: the fp16 inverse alone gives inf there."""
+    inp = hard_inputs("pure_delta_long", 256, 1, 2, seed=11, device="cuda")
+    s = slice(64, 128)
+    if case == "rising_gate":
+        inp["g"][s] = 0.3
+    elif case == "beta_above_two":
+        inp["beta"][s] = 2.5
+    else:
+        inp["k"][s] = (1.5 * inp["k"][s].float()).to(torch.bfloat16)
+        inp["beta"][s] = 0.3
+    with torch.device("cuda"):
+        o_ref, s_ref = ref.chunked(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], cu_seqlens=inp["cu_seqlens"],
+                                   state=inp["state"], use_qk_l2norm=inp["use_qk_l2norm"])
+    o1, s1 = _ours(inp, case, "single")
+    o2, s2 = _ours(inp, case, "single")
+    torch.cuda.synchronize()
+    assert torch.isfinite(o1).all() and torch.isfinite(s1).all(), case
+    e_o, e_s = ref.rel_err(o1.double(), o_ref), ref.rel_err(s1.double(), s_ref)
+    assert e_o <= BOUND and e_s <= BOUND, (case, e_o, e_s)
+    assert torch.equal(o1.view(torch.int16), o2.view(torch.int16)) and torch.equal(s1, s2), case

@@ -17,9 +17,11 @@ are taken as exact, so the model isolates the bf16 placements.  Models:
             W = bf16(Tw K), U = bf16(Tu bf16(diag(beta) V)), h = bf16(S), Vnew = U - W h, vnew = bf16(Vnew),
             S = e^g_last S + K^T bf16(Vnew e^(g_last - gcum) rk), o = c (q h) + bf16(P) vnew
   unfused_tu  the unfused plan with beta in Tu: U = bf16(bf16(Tm diag(beta)) V), beta rounded in Tu
-  f16inv    fold (today's placement) with Tm formed as FlashInfer forms it: A in fp16, the 8 x 8 diagonal blocks of
+  f16inv    fold (today's placement) with Tm formed as the single plan forms it (cute_kernels/
+            inverse_f16.py, FlashInfer's scheme): A in fp16, the 8 x 8 diagonal blocks of
             (I + A)^-1 rounded to fp16, then doubling 8 -> 16 -> 32 -> 64 (T21 = -T22 A21 T11, each
-            product's operands fp16, accumulated exactly, rounded to fp16); with --f16-stats the
+            product's operands fp16, accumulated exactly, rounded to fp16), on the chunks that pass
+            the kernel's range check (f16_in_range), the exact Tm elsewhere; with --f16-stats the
             largest fp16 operand and the share of nonzero ones below fp16's normal range
   fla       FLA 0.6.0's chunk path: Tm = bf16((I + A)^-1), w = bf16(Tm bf16(beta e^g k)),
             u = bf16(Tm bf16(beta v)), h = bf16(S), vnew = bf16(u - w h), S = e^g_last S +
@@ -36,6 +38,7 @@ import sys
 
 import torch
 
+from gdn_prefill import plan
 from gdn_prefill import reference as ref
 from gdn_prefill.hard_inputs import KINDS, hard_inputs
 
@@ -70,6 +73,14 @@ def f16(x: torch.Tensor) -> torch.Tensor:
     F16_STATS["nonzero"] += int(nz.sum())
     F16_STATS["subnormal"] += int((nz & (ax < 2.0 ** -14)).sum())
     return x.to(torch.float16).to(F64)
+
+
+def f16_in_range(k: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, rk: torch.Tensor) -> torch.Tensor:
+    """The single plan's range check (inverse_f16.in_range) per head of one chunk [H, L, ...]: every
+    row has 0 <= beta <= F16_INVERSE_BETA_MAX, g <= 0 and |k rk|^2 <= F16_INVERSE_KNORM2_MAX."""
+    n2 = ((k * rk[..., None]) ** 2).sum(-1)
+    ok = (beta >= 0) & (beta <= plan.F16_INVERSE_BETA_MAX) & (g <= 0) & (n2 <= plan.F16_INVERSE_KNORM2_MAX)
+    return ok.all(-1)
 
 
 def inverse_f16(A: torch.Tensor) -> torch.Tensor:
@@ -117,7 +128,10 @@ def run(model: str, inp: dict, scale: float) -> tuple[torch.Tensor, torch.Tensor
         rqc, rkc = rq[t0:t1].T, rk[t0:t1].T
         gcum, Tm, A = _chunk_common(kc, gc, bc, rkc)
         if model == "f16inv":
-            Tm = inverse_f16(A)
+            fast = f16_in_range(kc, gc, bc, rkc)
+            if fast.any():
+                Tm = Tm.clone()
+                Tm[fast] = inverse_f16(A[fast])
         gl = gcum[:, -1:]
         incl = torch.tril(torch.ones(L, L, dtype=torch.bool))
         dec = (gcum[:, :, None] - gcum[:, None, :]).masked_fill(~incl, float("-inf")).exp()
