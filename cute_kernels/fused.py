@@ -380,11 +380,12 @@ class FusedPrefill:
     def norms(self, kq, vt, gates, storage, t, g, beta, scale: Float32, use_qk_l2norm: Int32, bos: Int32, eos: Int32,
               nch: Int32, hv: Int32, ntid: Int32):
         """The two norm warps, chunk by chunk: rk (warp 13), rq (warp 14) of the chunk's rows (1
-        without l2norm; lane l: rows l, l + 32, each a sum in order) and, on the first warp, the
-        scan of g and beta and inverse_f16.in_range's check into gate stage i % VT_SLOTS for the
-        role (g and beta loaded by both warps before
-        the wait for the tiles, gate_rows: the latency runs under the wait and the norms; scanned
-        after, gate_cumsum); then, once the chains have left VT slot i % VT_SLOTS,
+        without l2norm; lane l: rows l, l + 32, each a sum in order), the fp16 inverse's range
+        check voted per warp (warp 13 inverse_f16.keys_in_range on the key rows' sums, with or
+        without l2norm; warp 14 gates_in_range) and, on the first warp, the scan of g and beta, all
+        into gate stage i % VT_SLOTS for the role (g and beta loaded by both warps before the wait
+        for the tiles, gate_rows: the latency runs under the wait and the norms; scanned after,
+        gate_cumsum); then, once the chains have left VT slot i % VT_SLOTS,
         thread r writes row r of the chains' table there (spine_rs's: coef_r = exp(g_last -
         gcum_r) rk_r, c_r = scale rq_r exp(gcum_r), a_r = exp(gcum_r) rk_r, beta_r; 0 past L)."""
         gprod = gates.make_producer()

@@ -14,8 +14,8 @@ fp16 once stored; -(T22 A21) goes from the accumulators straight into the next M
 tools/rounding_model.py's f16inv models exactly these roundings: errors at or below FLA's on every
 hard input, every fp16 operand within [-1.8, 1.8] for beta < 1.9.
 
-The range check (keys_in_range and gates_in_range, the caller's per-chunk choice; docs/DESIGN.md, the fp16 inverse): if
-every row m < L of the chunk has 0 <= beta_m <= 2, g_m <= 0 and ||k_m||^2 <= 1 + 2^-6 (the key as
+The range check (keys_in_range and gates_in_range, voted by the caller's norm warps per chunk;
+docs/DESIGN.md, the fp16 inverse): if every row m < L of the chunk has 0 <= beta_m <= 2, g_m <= 0 and ||k_m||^2 <= 1 + 2^-6 (the key as
 the kernel uses it: after the in-kernel l2norm, or as given; gdn_prefill.plan's F16_INVERSE_*),
 then Tm = D T0 D^-1 with D = diag(exp(gcum)) and T0 the inverse without decay, whose entries are
 T0_ij = -beta_i k_i . (F_{i-1} ... F_{j+1}) k_j, F_m = I - beta_m k_m k_m^T of norm <= 1 + 2^-5.
@@ -106,16 +106,16 @@ def opaque(x: Int32, *, loc=None, ip=None) -> Int32:
 
 @cute.jit
 def keys_in_range(n0: Float32, n1: Float32, lane: Int32, L: Int32):
-    """in_range's key part for lane l: the squared norms n0, n1 of key rows l, l + 32 (rows >= L
-    ignored) within F16_INVERSE_KNORM2_MAX.  The caller votes over its warp."""
+    """The range check's key part for lane l: the squared norms n0, n1 of key rows l, l + 32 (rows
+    >= L ignored) within F16_INVERSE_KNORM2_MAX.  The caller votes over its warp."""
     kmax = Float32(plan.F16_INVERSE_KNORM2_MAX)
     return ((lane >= L) | (n0 <= kmax)) & ((lane + 32 >= L) | (n1 <= kmax))
 
 
 @cute.jit
 def gates_in_range(g0: Float32, g1: Float32, b0: Float32, b1: Float32):
-    """in_range's gate part for lane l: rows 2 l, 2 l + 1's g <= 0 and 0 <= beta <= F16_INVERSE_BETA_MAX
-    (rows clamped to L - 1: all real rows).  A comparison with NaN fails: fp32.  The caller votes
+    """The range check's gate part for lane l: rows 2 l, 2 l + 1's g <= 0 and 0 <= beta <=
+    F16_INVERSE_BETA_MAX (rows clamped to L - 1: all real rows).  A comparison with NaN fails: fp32.  The caller votes
     over its warp; the chunk takes the fp16 inverse if both parts hold on every lane."""
     bmax = Float32(plan.F16_INVERSE_BETA_MAX)
     ok = (b0 >= Float32(0.0)) & (b0 <= bmax) & (b1 >= Float32(0.0)) & (b1 <= bmax)
@@ -124,9 +124,9 @@ def gates_in_range(g0: Float32, g1: Float32, b0: Float32, b1: Float32):
 
 @cute.jit
 def _neg_a(x: list):
-    """-X as an m16n8k16 A fragment, X's two 16 x 8 C tiles (columns 0-7, 8-15) side by side."""
-    return [pack(-x[0][0], -x[0][1]), pack(-x[0][2], -x[0][3]), pack(-x[1][0], -x[1][1]),
-            pack(-x[1][2], -x[1][3])]
+    """-X as an A fragment, X's 16 x 8 C tiles side by side (columns 0-7, 8-15, ...): one tile an
+    m16n8k8 A, two an m16n8k16 A (a tile's rows g, g + 8 are the fragment's words 2 t, 2 t + 1)."""
+    return [pack(-c[2 * h], -c[2 * h + 1]) for c in x for h in range(2)]
 
 
 @cute.jit
@@ -176,7 +176,7 @@ def invert(base: Int32, sw: cute.Tensor, ltid: Int32, bar_id: cutlass.Constexpr)
     a21 = ldsm(at(o + 8 + l8, o), 1, True)
     xacc = mma16816([t22[0], t22[1]], [a21[0]], zero)
     t11 = ldsm(at(o + l8, o), 1, True)
-    y = mma16816([pack(-xacc[0], -xacc[1]), pack(-xacc[2], -xacc[3])], [t11[0]], zero)
+    y = mma16816(_neg_a([xacc]), [t11[0]], zero)
     cute.arch.sync_warp()                                          # every lane has read A21
     _store(sw, y, o + 8, o, lane, 8)
     cute.arch.barrier(barrier_id=bar_id, number_of_threads=128)

@@ -249,8 +249,8 @@ def test_single_plan_inverts_in_fp32_outside_the_fp16_range(case):
     """Chunk 1 of 4 outside inverse_f16's range (docs/DESIGN.md, the fp16 inverse), the others in
     it: the single plan inverts that chunk in fp32, and its outputs stay finite, within the suite's
     bound of the oracle and bitwise deterministic.  With the rising gate (g = +0.3 a token) the
-    chunk's A reaches ~1e7, and with the long parallel keys (only the role's key check refuses
-    them) Tm reaches ~6e8: past fp16's 65504, where the fp16 inverse alone gives inf."""
+    chunk's A reaches ~1e7, and with the long parallel keys (only the key check refuses them)
+    Tm reaches ~6e8: past fp16's 65504, where the fp16 inverse alone gives inf."""
     inp = hard_inputs("pure_delta_long", 256, 1, 2, seed=11, device="cuda")
     s = slice(64, 128)
     if case == "rising_gate":
