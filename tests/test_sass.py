@@ -42,6 +42,22 @@ def test_cubin_is_sm90_and_does_not_spill(variant):
     assert res["stack_frame"] == 0, f"{variant}: {res['stack_frame']}-byte stack frame"
 
 
+# Hopper's shared memory a CTA may have (cudaDevAttrMaxSharedMemoryPerBlockOptin on H100 / H200):
+# the launch's dynamic bytes plus the kernel's static ones
+SMEM_PER_CTA = 227 * 1024
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_shared_memory_fits_a_cta(variant):
+    """The dynamic shared memory a variant launches with, plus the static bytes its cubin declares
+    (ptxas gives every kernel here a 1 KB .nv.shared section), within what a CTA may have: else
+    the launch fails at run time, which no CPU test would see."""
+    (cubin,) = _manifest.cubins(variant)
+    (res,) = sass.resources(cubin)
+    dynamic = _manifest.variant(variant)["smem_bytes"]
+    assert dynamic + res["static_smem"] <= SMEM_PER_CTA, (variant, dynamic, res["static_smem"])
+
+
 @needs_nvdisasm
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_no_local_memory_traffic(variant):
