@@ -32,6 +32,7 @@ from cutlass import Float32, Int32
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 
+from cute_kernels import mma_tf32
 from gdn_prefill import plan
 
 C = plan.CHUNK
@@ -57,22 +58,11 @@ def ldsm(addr: Int32, n: cutlass.Constexpr, trans: cutlass.Constexpr, *, loc=Non
     return [Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(n)]
 
 
-@dsl_user_op
-def mma16816(a: list, b: list, c: list, *, loc=None, ip=None):
+def mma16816(a: list, b: list, c: list):
     """d = A B + c, one m16n8k16 (fp16 operands, fp32 sums); a 4, b 2 Int32 fragments, c 4 Float32;
     with len(a) == 2 and len(b) == 1 an m16n8k8."""
     shape = "m16n8k16" if len(a) == 4 else "m16n8k8"
-    na, nb = len(a), len(b)
-    ops = [_i32(v, loc, ip) for v in (*a, *b)] + [Float32(v).ir_value(loc=loc, ip=ip) for v in c]
-    ar = ",".join(f"${4 + i}" for i in range(na))
-    br = ",".join(f"${4 + na + i}" for i in range(nb))
-    cr = ",".join(f"${4 + na + nb + i}" for i in range(4))
-    res = llvm.inline_asm(
-        llvm.StructType.get_literal([T.f32()] * 4), ops,
-        f"mma.sync.aligned.{shape}.row.col.f32.f16.f16.f32 {{$0,$1,$2,$3}}, {{{ar}}}, {{{br}}}, {{{cr}}};",
-        "=f,=f,=f,=f," + ",".join(["r"] * (na + nb)) + ",f,f,f,f", has_side_effects=False,
-        is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
-    return [Float32(llvm.extractvalue(T.f32(), res, [i], loc=loc, ip=ip)) for i in range(4)]
+    return mma_tf32.mma_sync(f"{shape}.row.col.f32.f16.f16.f32", a, b, c)
 
 
 @dsl_user_op

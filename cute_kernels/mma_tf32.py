@@ -79,17 +79,28 @@ def round_tf32(x: Float32, *, loc=None, ip=None):
 
 
 @dsl_user_op
-def mma_1xtf32(a, b, c, *, loc=None, ip=None):
-    """d = A B + c for one m16n8k8 tile in one TF32 pass; a: 4 Int32 TF32 patterns, b: 2, c: 4
-    Float32.  Returns the 4 Float32 of d."""
+def mma_sync(kind: str, a, b, c, *, loc=None, ip=None):
+    """d = A B + c, one warp-level mma.sync of `kind` (shape, layouts and types, e.g.
+    "m16n8k8.row.col.f32.tf32.tf32.f32"); a, b: the lane's Int32 fragments, c: 4 Float32.  Returns
+    the 4 Float32 of d.  Every mma.sync the kernels issue one at a time goes through here
+    (mma_1xtf32; inverse_f16's fp16 doubling)."""
+    na, nb = len(a), len(b)
     ops = [Int32(v).ir_value(loc=loc, ip=ip) for v in (*a, *b)] + [Float32(v).ir_value(loc=loc, ip=ip) for v in c]
-    mma = "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"
+    ar = ",".join(f"${4 + i}" for i in range(na))
+    br = ",".join(f"${4 + na + i}" for i in range(nb))
+    cr = ",".join(f"${4 + na + nb + i}" for i in range(4))
     res = llvm.inline_asm(
         llvm.StructType.get_literal([T.f32()] * 4), ops,
-        f"{mma} {{$0,$1,$2,$3}}, {{$4,$5,$6,$7}}, {{$8,$9}}, {{$10,$11,$12,$13}};",
-        "=f,=f,=f,=f," + ",".join(["r"] * 6) + ",f,f,f,f",
+        f"mma.sync.aligned.{kind} {{$0,$1,$2,$3}}, {{{ar}}}, {{{br}}}, {{{cr}}};",
+        "=f,=f,=f,=f," + ",".join(["r"] * (na + nb)) + ",f,f,f,f",
         has_side_effects=False, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
     return [Float32(llvm.extractvalue(T.f32(), res, [i], loc=loc, ip=ip)) for i in range(4)]
+
+
+def mma_1xtf32(a, b, c):
+    """d = A B + c for one m16n8k8 tile in one TF32 pass; a: 4 Int32 TF32 patterns, b: 2, c: 4
+    Float32.  Returns the 4 Float32 of d."""
+    return mma_sync("m16n8k8.row.col.f32.tf32.tf32.f32", a, b, c)
 
 
 @cute.jit
