@@ -6,7 +6,7 @@ issues G1, G1b, G2, G3, G4 (spine_rs's module docstring): tiled_mmas makes their
 their operands and accumulators (both kernels' chains and spine_rs's map chain form them there),
 acc_as_a_layout reads an accumulator in place as an A operand, issue issues one MMA's k-steps on
 a ring slot, y_t and vnew turn G1's and G1b's results into the next A operands with the chunk's
-coefficient table, zero_tail zeroes a partial chunk's K and V rows, transposed_block is the state
+coefficient table (table_row: one row of it), zero_tail zeroes a partial chunk's K and V rows, transposed_block is the state
 pool's (v, k) view of the warpgroup's columns, thread_ring makes a ring that feeds the chain, and
 staged_init / staged_signal / staged_wait hand each chunk's staged output to the store warp.
 """
@@ -179,6 +179,22 @@ def y_t(rP, rVt, accX, sTab, sBt, tXc, s: Int32, bs: Int32):
     b_col = [sBt[1, tXc[wgmma_acc.first_of_col(c)][1], bs] for c in range(cute.size(accX) // 2)]
     for e in cutlass.range_constexpr(cute.size(accX)):
         rP[e] = BFloat16((Float32(rVt[e]) - accX[e] * a_col[wgmma_acc.col(e)]) * b_col[wgmma_acc.col(e)])
+
+
+@cute.jit
+def table_row(gl: Float32, g: Float32, rk: Float32, rq, scale: Float32, live):
+    """One row of the chunk's coefficient table from its gate data (gl: the chunk's last gcum; g,
+    rk of the row; rq(): its rq, read only where live): coef = exp(gl - g) rk (G3's P^T), c =
+    scale rq exp(g) (the output's rows) and a = exp(g) rk (y_t's); all 0 where not live (past L)."""
+    coef = Float32(0.0)
+    c = Float32(0.0)
+    a = Float32(0.0)
+    if live:
+        e = cute.math.exp(g)
+        coef = cute.math.exp(gl - g) * rk
+        c = scale * rq() * e
+        a = e * rk
+    return coef, c, a
 
 
 @cute.jit

@@ -460,16 +460,8 @@ class FusedPrefill:
             vt.producer_acquire(vs)
             r = ntid
             gl = sGr[L - 1, gh.index]
-            gr = sGr[r, gh.index]
-            kr = sRr[r, gh.index]
-            coef = Float32(0.0)
-            cr = Float32(0.0)
-            ar = Float32(0.0)
-            if r < L:
-                er = cute.math.exp(gr)
-                coef = cute.math.exp(gl - gr) * kr
-                cr = scale * sQr[r, gh.index] * er
-                ar = er * kr
+            coef, cr, ar = chain.table_row(gl, sGr[r, gh.index], sRr[r, gh.index], lambda: sQr[r, gh.index], scale,
+                                           r < L)
             sTab[r, sb] = coef
             sTab[rs.TAB_C + r, sb] = cr
             if r == 0:

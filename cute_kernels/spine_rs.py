@@ -554,22 +554,8 @@ class SpineRS:
                 tma.load(tma_pq, tma.gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, s], bar, rank, self.cz)
             # the table: coef_j = exp(g_last - gcum_j) rk_j, c_i = scale rq_i exp(gcum_i),
             # a_m = exp(gcum_m) rk_m (0 past L)
-            ca = Float32(0.0)
-            cb = Float32(0.0)
-            oa = Float32(0.0)
-            ob = Float32(0.0)
-            aa = Float32(0.0)
-            ab = Float32(0.0)
-            if lane < L:
-                ea = cute.math.exp(ga)
-                ca = cute.math.exp(gl - ga) * ka
-                oa = scale * qa * ea
-                aa = ea * ka
-            if lane + 32 < L:
-                eb = cute.math.exp(gb)
-                cb = cute.math.exp(gl - gb) * kb
-                ob = scale * qb * eb
-                ab = eb * kb
+            ca, oa, aa = chain.table_row(gl, ga, ka, lambda: qa, scale, lane < L)
+            cb, ob, ab = chain.table_row(gl, gb, kb, lambda: qb, scale, lane + 32 < L)
             sTab[lane, s] = ca
             sTab[lane + 32, s] = cb
             sTab[TAB_C + lane, s] = oa
