@@ -16,7 +16,9 @@ warpgroup, which is what a chunk of the single plan costs (docs/PERFORMANCE.md, 
 The role was first measured as a kernel of its own (docs/PERFORMANCE.md, the single plan).
 
 Rows >= L of a partial chunk: their beta and g are taken as 0 by the caller, so their rows of A
-are 0 and every column j >= L of A and P multiplies a zero (A: i > j >= L has beta_i = 0; P:
+are 0 (selected, not multiplied: their keys are the next sequence's, and a non-finite key times
+beta = 0 is NaN, which T's doubling and merges would carry into its rows < L through the exact
+zeros above its diagonal) and every column j >= L of A and P is a selected 0 (A: i > j >= L; P:
 j <= i < L).
 """
 from __future__ import annotations
@@ -98,8 +100,8 @@ class IntraChunk:
 
     @cute.jit
     def folds(self, thr, accG, accQ, sAst, f16: cutlass.Constexpr, sG, sB, sR, sRq, scale: Float32, rP):
-        """A = select(i > j, beta_i rk_i rk_j G_ij exp(gcum_i - gcum_j), 0) -> smem: fp32 into sAst =
-        scratch()'s sA2, or with f16 fp16 pairs into sAst = scratch16()'s word view;
+        """A = select(i > j and beta_i != 0, beta_i rk_i rk_j G_ij exp(gcum_i - gcum_j), 0) -> smem:
+        fp32 into sAst = scratch()'s sA2, or with f16 fp16 pairs into sAst = scratch16()'s word view;
         P = select(j <= i, scale rq_i rk_j QK_ij exp(...), 0) -> bf16 -> rP (the exp shared).
         A thread's 32 values lie on 2 rows and 16 columns (wgmma_acc); columns j, j + 1 of a row
         of A leave as one 8-byte store.  rP (a bf16 tensor of accQ's layout) stays in registers
@@ -110,6 +112,9 @@ class IntraChunk:
         cols = [tc[wgmma_acc.first_of_col(c)][1] for c in range(nc)]
         g_row = [sG[r] for r in rows]
         br_row = [sB[r] * sR[r] for r in rows]
+        # A's row i is 0 where beta_i is: by a select, not by the product, so that the rows past
+        # L (the next sequence's keys, whatever their values) carry nothing into T's rows < L
+        a_row = [cutlass.select_(sB[r] != Float32(0.0), r, Int32(-1)) for r in rows]
         q_row = [scale * sRq[r] for r in rows]
         pair = cute.make_rmem_tensor(2, Float32)
         g_col = [None] * nc
@@ -124,7 +129,7 @@ class IntraChunk:
             i = rows[hh]
             j = cols[c]
             rx = r_col[c] * fastexp.exp(g_row[hh] - g_col[c])
-            pair[e % 2] = Float32(cutlass.select_(i > j, accG[e] * br_row[hh] * rx, Float32(0.0)))
+            pair[e % 2] = Float32(cutlass.select_(a_row[hh] > j, accG[e] * br_row[hh] * rx, Float32(0.0)))
             rP[e] = BFloat16(cutlass.select_(i >= j, accQ[e] * q_row[hh] * rx, Float32(0.0)))
             if cutlass.const_expr(e % 2 == 1):
                 if cutlass.const_expr(f16):

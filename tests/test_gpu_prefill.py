@@ -802,3 +802,30 @@ def test_single_plan_runs_each_sequence_once_in_any_order(lengths):
     assert (len(lengths) <= plan.SINGLE_RANK_MAX_SEQS) == (len(lengths) < 65)
     inp = ref.make_inputs(lengths, 2, 4, seed=23, device="cuda", state="pool", pad_every=5, l2norm_inputs=True)
     check(f"single order {len(lengths)}", inp, "single")
+
+
+@pytest.mark.parametrize("poison", ["nan", "inf"])
+@pytest.mark.parametrize("use_qk_l2norm", [False, True])
+@pytest.mark.parametrize("plan_name", [pytest.param(p, marks=pytest.mark.skipif(not plan_built(p), reason="not built"))
+                                       for p in [*PLANS, *SEG_PLANS]])
+def test_a_sequence_is_isolated_from_its_neighbours_values(plan_name, use_qk_l2norm, poison):
+    """A request's output and state do not depend on another request's values in the same call.
+    Sequence 0 ends inside a chunk (100 = 64 + 36 tokens), so its last chunk's tiles hold sequence
+    1's first 28 rows; sequence 1's q, k, v, g and beta are then made non-finite.  Sequence 0's
+    output rows and pool slot must be bit for bit those of the same call with sequence 1 clean
+    (a non-finite value times an exact zero is NaN: any product that spans the rows past a
+    sequence's end must not carry them)."""
+    base = ref.make_inputs([100, 150], 2, 4, seed=29, device="cuda", state="pool", l2norm_inputs=True)
+    bad = {k: (v.clone() if torch.is_tensor(v) else v) for k, v in base.items()}
+    value = float(poison)
+    for name in ("q", "k", "v", "g", "beta"):
+        bad[name][100:] = value
+    runs = []
+    for inp in (base, bad):
+        state = inp["state"].clone()
+        out = _run_plan(plan_name, inp, state, use_qk_l2norm=use_qk_l2norm)
+        runs.append((out[:100].clone(), state[int(inp["state_indices"][0])].clone()))
+    (o0, s0), (o1, s1) = runs
+    assert torch.isfinite(o0).all() and torch.isfinite(s0).all(), plan_name
+    assert torch.equal(o0.view(torch.int16), o1.view(torch.int16)), f"{plan_name}: sequence 0's output changed"
+    assert torch.equal(s0.view(torch.int32), s1.view(torch.int32)), f"{plan_name}: sequence 0's state changed"
