@@ -6,9 +6,10 @@ issues G1, G1b, G2, G3, G4 (spine_rs's module docstring): tiled_mmas makes their
 their operands and accumulators (both kernels' chains and spine_rs's map chain form them there),
 acc_as_a_layout reads an accumulator in place as an A operand, issue issues one MMA's k-steps on
 a ring slot, y_t and vnew turn G1's and G1b's results into the next A operands with the chunk's
-coefficient table (table_row: one row of it), zero_tail zeroes a partial chunk's K and V rows, transposed_block is the state
-pool's (v, k) view of the warpgroup's columns, thread_ring makes a ring that feeds the chain, and
-staged_init / staged_signal / staged_wait hand each chunk's staged output to the store warp.
+coefficient table (table_row: one row of it), zero_tail zeroes a partial chunk's K and V rows,
+transposed_block is the state pool's (v, k) view of the warpgroup's columns, thread_ring makes a
+ring that feeds the chain, and staged_init / staged_signal / staged_wait hand each chunk's staged
+output to the store warp.
 """
 from __future__ import annotations
 

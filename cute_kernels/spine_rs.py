@@ -552,8 +552,7 @@ class SpineRS:
             if cutlass.const_expr(self.role != Role.MAPS):
                 tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (CHUNK, DK)), sQ[None, None, s], bar, rank, self.cz)
                 tma.load(tma_pq, tma.gmem_tile(mPq_h, (t0, 0), (CHUNK, CHUNK)), sPq[None, None, s], bar, rank, self.cz)
-            # the table: coef_j = exp(g_last - gcum_j) rk_j, c_i = scale rq_i exp(gcum_i),
-            # a_m = exp(gcum_m) rk_m (0 past L)
+            # the table's rows l, l + 32 (chain.table_row; 0 past L)
             ca, oa, aa = chain.table_row(gl, ga, ka, lambda: qa, scale, lane < L)
             cb, ob, ab = chain.table_row(gl, gb, kb, lambda: qb, scale, lane + 32 < L)
             sTab[lane, s] = ca
