@@ -111,10 +111,11 @@ class IntraChunk:
         rows = [tc[wgmma_acc.first_of_row(h)][0] for h in range(2)]
         cols = [tc[wgmma_acc.first_of_col(c)][1] for c in range(nc)]
         g_row = [sG[r] for r in rows]
-        br_row = [sB[r] * sR[r] for r in rows]
+        b_row = [sB[r] for r in rows]
+        br_row = [b * sR[r] for b, r in zip(b_row, rows)]
         # A's row i is 0 where beta_i is: by a select, not by the product, so that the rows past
         # L (the next sequence's keys, whatever their values) carry nothing into T's rows < L
-        a_row = [cutlass.select_(sB[r] != Float32(0.0), r, Int32(-1)) for r in rows]
+        a_row = [cutlass.select_(b != Float32(0.0), r, Int32(-1)) for b, r in zip(b_row, rows)]
         q_row = [scale * sRq[r] for r in rows]
         pair = cute.make_rmem_tensor(2, Float32)
         g_col = [None] * nc
