@@ -30,6 +30,26 @@ def sumsq_bf16x8(w0: Int32, w1: Int32, w2: Int32, w3: Int32, *, loc=None, ip=Non
     return Float32(res)
 
 
+@dsl_user_op
+def sumsq_halves_bf16x8(w0: Int32, w1: Int32, w2: Int32, w3: Int32, hi: Float32, lo: Float32, *, loc=None,
+                        ip=None) -> tuple:
+    """Running sums of squares over the 8 bf16 halves of w0..w3: (hi + the upper halves' squares,
+    lo + the lower halves'), each four fp32 FMAs in order.  Two chains of four where
+    sumsq_bf16x8 is one of eight, and no add to fold it in: a row summed vector by vector this way
+    is two chains of 4 per vector deep, not 8 + 1."""
+    outs = []
+    for acc, half in ((hi, "and.b32 x, ${i}, 0xffff0000;"), (lo, "shl.b32 x, ${i}, 16;")):
+        body = ["{", ".reg .f32 x, s;", "mov.f32 s, $5;"]
+        for i in range(4):
+            body += [half.format(i=i + 1), "fma.rn.f32 s, x, x, s;"]
+        body += ["mov.f32 $0, s;", "}"]
+        outs.append(Float32(llvm.inline_asm(
+            T.f32(), [Int32(w).ir_value(loc=loc, ip=ip) for w in (w0, w1, w2, w3)] + [Float32(acc).ir_value(loc=loc, ip=ip)],
+            "\n\t".join(body), "=f,r,r,r,r,f", has_side_effects=False, is_align_stack=False,
+            asm_dialect=llvm.AsmDialect.AD_ATT)))
+    return outs[0], outs[1]
+
+
 def reduce_scatter(ss: list, lg, widths=(8, 4, 2)) -> list:
     """Completes the partial sums ss (a Python list, the same row order in every thread) across
     the threads whose index lg within their row group differs in the bits of `widths`.  Each round

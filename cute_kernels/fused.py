@@ -6,8 +6,9 @@ chains consume them a chunk later, so that nothing but q, k, v, g, beta goes in 
 the output and the states comes out (docs/DESIGN.md, section 1, for the math).  Per chunk i:
 
     role (intra_chunk's): gcum, rk, rq -> A, P = the masked, decayed K K^T and Q K^T;
-                          Tu = bf16((I + A)^-1), in fp16 (inverse_f16) where the norm warps
-                          found the chunk in its range, else in fp32
+                          Tu = bf16((I + A)^-1), in fp16 (inverse_f16) where the chunk is in
+                          its range (the gates checked by a norm warp, the keys by the role on
+                          K K^T's diagonal), else in fp32
     chains (spine_rs's):  Y'^T = (V^T - Z diag(a)) diag(beta), Z = bf16(S^T) K^T;
                           Vnew^T = bf16(Y'^T) Tu^T;  S^T = g S^T + bf16(Vnew^T coef) K;
                           O^T = c_i (bf16(S^T) Q^T) + bf16(Vnew^T) P^T
@@ -29,9 +30,9 @@ of 128 per thread to the chains (192 / 104 / 24):
 - INTRA (warpgroup 2, INTRA_REGS): intra_chunk's phases, in order over the chunks, one ahead of
   the chains.
 - LOAD (warp 12): the TMA loads of K and q (KQ ring) and of V (VT ring).
-- NORMS (warps 13, 14): rk, rq of each chunk's rows from its landed tiles (a row per lane and
-  register), the scan of g, beta, and inverse_f16's range check (warp 13: the key rows' norms,
-  with or without l2norm); they hand gcum, beta, rk, rq and the check to the role through the
+- NORMS (warps 13, 14): with l2norm, rk, rq of each chunk's rows from its landed tiles (a row
+  per lane and register; pre-normed, no sums), the scan of g, beta, and the gate part of
+  inverse_f16's range check; they hand gcum, beta, rk, rq and the check to the role through the
   gate ring and write the chains' table.
 - STORE (warp 15): the output's TMA stores of full chunks.
 
@@ -109,9 +110,22 @@ class Bar(enum.IntEnum):
     COUNT = GATES + 2 * VT_SLOTS
 
 
+@cute.jit
+def _words(src: cute.Tensor):
+    """8 bf16 values in shared memory (one 16-byte load) as four 32-bit words."""
+    x = cute.make_rmem_tensor_like(src, BFloat16)
+    cute.autovec_copy(src, x)
+    return cute.recast_tensor(x, Int32)
+
+
 def _state(slots: int, producer: bool):
     return pipeline.make_pipeline_state(
         pipeline.PipelineUserType.Producer if producer else pipeline.PipelineUserType.Consumer, slots)
+
+
+def _state_at(slots: int, c: Int32, producer: bool):
+    """The ring state of chunk c: _state(slots, producer) advanced c times."""
+    return pipeline.PipelineState(slots, c, c % slots, ((c // slots) % 2) ^ (1 if producer else 0))
 
 
 class FusedPrefill:
@@ -154,7 +168,7 @@ class FusedPrefill:
         f = VT_SLOTS * C * 4
         return {"a": (C * intra_chunk.AS * 4, 16), "x": (intra_chunk.HALF * intra_chunk.XS * 4, 16),
                 "tab": (VT_SLOTS * rs.TAB * 4, 16), "btab": (VT_SLOTS * C * 2 * 4, 16),
-                "gc": (f, 16), "be": (f, 16), "rk": (f, 16), "rq": (f, 16), "f16": (2 * 4 * VT_SLOTS, 16),
+                "gc": (f, 16), "be": (f, 16), "rk": (f, 16), "rq": (f, 16), "f16": (4 * VT_SLOTS, 16),
                 "eye": (4 * 2 * intra_chunk.BLK, 16),
                 "order": (16, 16), "bars": (8 * Bar.COUNT, 8)}
 
@@ -379,30 +393,32 @@ class FusedPrefill:
     @cute.jit
     def norms(self, kq, vt, gates, storage, t, g, beta, scale: Float32, use_qk_l2norm: Int32, bos: Int32, eos: Int32,
               nch: Int32, hv: Int32, ntid: Int32):
-        """The two norm warps, chunk by chunk: rk (warp 13), rq (warp 14) of the chunk's rows (1
-        without l2norm; lane l: rows l, l + 32, each a sum in order), the fp16 inverse's range
-        check voted per warp (warp 13 inverse_f16.keys_in_range on the key rows' sums, with or
-        without l2norm; warp 14 gates_in_range) and, on the first warp, the scan of g and beta, all
-        into gate stage i % VT_SLOTS for the role (g and beta loaded by both warps before the wait
-        for the tiles, gate_rows: the latency runs under the wait and the norms; scanned after,
-        gate_cumsum); then, once the chains have left VT slot i % VT_SLOTS,
-        thread r writes row r of the chains' table there (spine_rs's: coef_r = exp(g_last -
-        gcum_r) rk_r, c_r = scale rq_r exp(gcum_r), a_r = exp(gcum_r) rk_r, beta_r; 0 past L)."""
+        """The two norm warps, chunk by chunk: with l2norm, rk (warp 13) and rq (warp 14) of the
+        chunk's rows (lane l: rows l, l + 32, each two running sums; pre-normed, 1 and no sums); rk
+        0 past L; the range check's gate part (warp 14, gates_in_range, voted: its key part is
+        the role's, on K K^T's diagonal) and, on the first warp, the scan of g and beta, all into
+        gate stage i % VT_SLOTS for the role (g and beta loaded by both warps before the wait for
+        the tiles, gate_rows: the latency runs under the wait and the sums; scanned after,
+        gate_cumsum); then, once the chains have left VT slot i % VT_SLOTS, thread r writes row r
+        of the chains' table there (spine_rs's: coef_r = exp(g_last - gcum_r) rk_r, c_r = scale
+        rq_r exp(gcum_r), a_r = exp(gcum_r) rk_r, beta_r; 0 past L)."""
         gprod = gates.make_producer()
         sGr, sBr, sRr, sQr = self._gate_ring(storage)
-        sF16 = storage.f16.get_tensor(cute.make_layout((2, VT_SLOTS)))
+        sF16 = storage.f16.get_tensor(cute.make_layout(VT_SLOTS))
         sTab, sBt = self._tables(storage)
-        lane = ntid % 32
-        rows_q = ntid // 32                   # warp 13: the K rows (rk), warp 14: the q rows (rq)
+        rows_q = cute.arch.make_warp_uniform(ntid // 32)      # warp 13: the K rows (rk), warp 14: the q rows (rq)
         # lane l: rows l and l + 32 of its tile, 16 vectors of 8 each, summed in order in one
         # register per row (few registers: the I/O warpgroup's budget)
         cp = cute.make_tiled_copy_tv(
             cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128),
             cute.make_layout((32, 1), stride=(1, 0)), cute.make_layout((1, 8)))
-        th = cp.get_slice(lane)
-        ks = _state(KQ_SLOTS, False)
-        vs = _state(VT_SLOTS, True)
         for i in cutlass.range(nch, unroll=1):
+            # the rings' states and the lane formed per chunk (inverse_f16.opaque): held across
+            # the loop, they spill in the fp8-pool builds' 24 registers
+            ks = _state_at(KQ_SLOTS, i, False)
+            vs = _state_at(VT_SLOTS, i, True)
+            lane = inverse_f16.opaque(ntid) % 32
+            th = cp.get_slice(lane)
             t0 = bos + i * C
             L = cutlass.min(eos - t0, C)
             sa = ks.index
@@ -410,43 +426,35 @@ class FusedPrefill:
             kq.consumer_wait(ks)
             r0 = Float32(1.0)
             r1 = Float32(1.0)
-            keys_ok = Boolean(True)
-            # the key rows' sums also serve the range check, with or without l2norm
-            if cutlass.select_(rows_q == 0, Int32(1), use_qk_l2norm) != 0:
+            if use_qk_l2norm != 0:
                 tile = t["sKk"][None, None, sa]
                 if rows_q == 1:
                     tile = t["sQ"][None, None, sa]
                 t_s = th.partition_S(tile)                       # (8 values, 2 row blocks, 16 vectors)
-                a0 = Float32(0.0)
-                a1 = Float32(0.0)
+                # four running sums (two rows, upper and lower bf16 halves apart): two chains of
+                # 4 FMAs a vector, where one sum a row was a chain of 8 and an add
+                h0 = Float32(0.0)
+                l0 = Float32(0.0)
+                h1 = Float32(0.0)
+                l1 = Float32(0.0)
                 for c in cutlass.range(cute.size(t_s, mode=[2]), unroll=2):
-                    x = cute.make_rmem_tensor_like(t_s[(None, 0, c)], BFloat16)
-                    cute.autovec_copy(t_s[(None, 0, c)], x)
-                    xw = cute.recast_tensor(x, Int32)
-                    a0 = a0 + bf16_sumsq.sumsq_bf16x8(xw[0], xw[1], xw[2], xw[3])
-                    y = cute.make_rmem_tensor_like(t_s[(None, 1, c)], BFloat16)
-                    cute.autovec_copy(t_s[(None, 1, c)], y)
-                    yw = cute.recast_tensor(y, Int32)
-                    a1 = a1 + bf16_sumsq.sumsq_bf16x8(yw[0], yw[1], yw[2], yw[3])
-                if use_qk_l2norm != 0:
-                    r0 = cute.math.rsqrt(a0 + intra_chunk.L2_EPS)
-                    r1 = cute.math.rsqrt(a1 + intra_chunk.L2_EPS)
-                keys_ok = inverse_f16.keys_in_range(a0 * r0 * r0, a1 * r1 * r1, lane, L)
+                    w0 = _words(t_s[(None, 0, c)])
+                    w1 = _words(t_s[(None, 1, c)])
+                    h0, l0 = bf16_sumsq.sumsq_halves_bf16x8(w0[0], w0[1], w0[2], w0[3], h0, l0)
+                    h1, l1 = bf16_sumsq.sumsq_halves_bf16x8(w1[0], w1[1], w1[2], w1[3], h1, l1)
+                r0 = cute.math.rsqrt((h0 + l0) + intra_chunk.L2_EPS)
+                r1 = cute.math.rsqrt((h1 + l1) + intra_chunk.L2_EPS)
             kq.consumer_release(ks)
-            ks.advance()
             gh = gprod.acquire_and_advance()
-            # the range check's two parts, one a warp: the keys (warp 13), the gates (warp 14)
-            ok = Int32(0)
-            if rows_q == 0:
-                sRr[lane, gh.index] = r0
-                sRr[lane + 32, gh.index] = r1
-                ok = Int32(cute.arch.vote_all_sync(keys_ok))
+            if rows_q == 0:         # rk past L is 0: the role's key check passes those rows
+                sRr[lane, gh.index] = cutlass.select_(lane < L, r0, Float32(0.0))
+                sRr[lane + 32, gh.index] = cutlass.select_(lane + 32 < L, r1, Float32(0.0))
             else:
                 sQr[lane, gh.index] = r0
                 sQr[lane + 32, gh.index] = r1
                 ok = Int32(cute.arch.vote_all_sync(inverse_f16.gates_in_range(g0, g1, b0.to(Float32), b1.to(Float32))))
-            if lane == 0:
-                sF16[rows_q, gh.index] = ok
+                if lane == 0:
+                    sF16[gh.index] = ok
             if ntid < 32:
                 c0, c1, e0, e1 = gate_cumsum(g0, g1, b0, b1, L, ntid)
                 sGr[2 * ntid, gh.index] = c0
@@ -469,7 +477,6 @@ class FusedPrefill:
             sBt[0, r, sb] = ar
             sBt[1, r, sb] = sBr[r, gh.index]          # 0 past L (gate_cumsum)
             vt.producer_commit(vs)
-            vs.advance()
         gprod.tail()
 
     @cute.jit
@@ -502,17 +509,18 @@ class FusedPrefill:
     @cute.jit
     def intra_role(self, kq, vt, gates, storage, t, scale: Float32, nch: Int32, ltid: Int32):
         """intra_chunk's phases over the chunks: K K^T, Q K^T on the tensor cores (then the KQ
-        slot is the role's no longer), the folds with the gate ring's rows (A in fp16 where the
-        gate ring's range check allows, else fp32; P into KQ slot i % KQ_SLOTS), the inverse
-        (inverse_f16's or IntraChunk's), Tu into VT slot i % VT_SLOTS once the chains have left
-        it; each thread fences its P and Tu writes for the chains' wgmma and arrives on VT_FULL."""
+        slot is the role's no longer), the range check (the gate ring's vote on the gates,
+        IntraChunk.keys_in_range on K K^T's diagonal), the folds with the gate ring's rows (A in
+        fp16 where the check passes, else fp32; P into its slot), the inverse (inverse_f16's or
+        IntraChunk's), Tu into VT slot i % VT_SLOTS once the chains have left it; each thread
+        fences its P and Tu writes for the chains' wgmma and arrives on VT_FULL."""
 
         gcons = gates.make_consumer()
         sA, sA2, sX = self.intra.scratch(storage)
         base, sAw, sH = self.intra.scratch16(storage)
         sEye = storage.eye.get_tensor(cute.make_layout(2 * intra_chunk.BLK))
         sGr, sBr, sRr, sQr = self._gate_ring(storage)
-        sF16 = storage.f16.get_tensor(cute.make_layout((2, VT_SLOTS)))
+        sF16 = storage.f16.get_tensor(cute.make_layout(VT_SLOTS))
         mma = self.intra._mma()
         thr = mma.get_slice(ltid)
         accG = cute.make_rmem_tensor(thr.partition_shape_C((C, C)), Float32)
@@ -532,8 +540,13 @@ class FusedPrefill:
             kq.consumer_release(ks)
             ks.advance()
             gh = gcons.wait_and_advance()
-            f16 = sF16[0, gh.index] * sF16[1, gh.index]      # the norm warps' two parts of the range check
             gate = (sGr[None, gh.index], sBr[None, gh.index], sRr[None, gh.index], sQr[None, gh.index])
+            # the range check: its gate part (a norm warp's vote) and its key part, each row's
+            # ||k_i rk_i||^2 read off the diagonal of K K^T by the thread that holds it; all 128
+            # threads agree by one bar.red.and
+            keys_ok = self.intra.keys_in_range(accG, gate[2], ltid)
+            f16 = cute.arch.make_warp_uniform(
+                inverse_f16.barrier_and(keys_ok & (sF16[gh.index] != 0), Barrier.INTRA, self.intra.INTRA_THREADS))
             if f16 != 0:
                 self.intra.folds(thr, accG, accQ, sAw, True, *gate, scale, rP)
             else:

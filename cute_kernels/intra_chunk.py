@@ -28,7 +28,7 @@ import enum
 import cutlass
 import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90_utils
-from cutlass import BFloat16, Float32, Int32
+from cutlass import BFloat16, Boolean, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
 from cute_kernels import fastexp, inverse_f16, mma_tf32, wgmma_acc
@@ -137,6 +137,32 @@ class IntraChunk:
                     sAst[i, j // 2] = inverse_f16.pack(pair[0], pair[1])
                 else:
                     sAst[i, j // 2, None].store(pair.load())
+
+    @cute.jit
+    def keys_in_range(self, accG, sR, tidx: Int32):
+        """inverse_f16's key check on this thread's values of G = K K^T (the accumulators of
+        issue_products): ||k_i rk_i||^2 = G_ii rk_i^2 within F16_INVERSE_KNORM2_MAX for each row i
+        whose diagonal it holds (inverse_f16.key_in_range); rows with rk = 0 pass (the caller's rk
+        past L: their keys are the next sequence's, which must not choose this one's inverse).
+        Row i = 16 w + 8 h + g (warp w, g = lane // 4) has G_ii in value wgmma_acc.diagonal(w, h,
+        g % 2) of the lane that holds_diagonal; w and g are known only at run time, so the value is
+        chosen by selects (no dynamic register index).  The caller agrees
+        the threads' answers."""
+        warp = tidx // 32
+        lane = tidx % 32
+        g = lane // 4
+        holds = wgmma_acc.holds_diagonal(lane)
+        ok = Boolean(True)
+        for h in cutlass.range_constexpr(2):
+            v = Float32(0.0)
+            for w in cutlass.range_constexpr(4):
+                e0, e1 = (wgmma_acc.diagonal(w, h, odd) for odd in (0, 1))
+                v = cutlass.select_(warp == w, cutlass.select_(g % 2 == 1, accG[e1], accG[e0]), v)
+            r = sR[16 * warp + 8 * h + g]
+            # rk = 0: a row past L, whose key (the next sequence's) must not choose the inverse
+            skip = (holds == False) | (r == Float32(0.0))  # noqa: E712
+            ok = ok & (skip | inverse_f16.key_in_range(v * r * r))
+        return ok
 
     @cute.jit
     def inverse(self, sA, sX, tidx: Int32, sEye):

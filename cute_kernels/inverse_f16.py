@@ -14,10 +14,11 @@ fp16 once stored; -(T22 A21) goes from the accumulators straight into the next M
 tools/rounding_model.py's f16inv models exactly these roundings: errors at or below FLA's on every
 hard input, every fp16 operand within [-1.8, 1.8] for beta < 1.9.
 
-The range check (keys_in_range and gates_in_range, voted by the caller's norm warps per chunk;
-docs/DESIGN.md, the fp16 inverse): if every row m < L of the chunk has 0 <= beta_m <= 2, g_m <= 0 and ||k_m||^2 <= 1 + 2^-6 (the key as
-the kernel uses it: after the in-kernel l2norm, or as given; gdn_prefill.plan's F16_INVERSE_*),
-then Tm = D T0 D^-1 with D = diag(exp(gcum)) and T0 the inverse without decay, whose entries are
+The range check (gates_in_range, voted by a norm warp per chunk, and key_in_range, by the role's
+threads on K K^T's diagonal, agreed by barrier_and; docs/DESIGN.md, the fp16 inverse): if every
+row m < L of the chunk has 0 <= beta_m <= 2, g_m <= 0 and ||k_m||^2 <= 1 + 2^-6 (the key as the
+kernel uses it: after the in-kernel l2norm, or as given; gdn_prefill.plan's F16_INVERSE_*), then
+Tm = D T0 D^-1 with D = diag(exp(gcum)) and T0 the inverse without decay, whose entries are
 T0_ij = -beta_i k_i . (F_{i-1} ... F_{j+1}) k_j, F_m = I - beta_m k_m k_m^T of norm <= 1 + 2^-5.
 So |Tm_ij| <= 2 (1 + 2^-6) (1 + 2^-5)^62 < 14, |A_ij| < 2.05, and each product X = T22 A21 of
 the doubling, X = -T21 (I + A11), |X| <= 14 (1 + 31 * 2.05) < 1000: every fp16 value 65x below
@@ -94,19 +95,30 @@ def opaque(x: Int32, *, loc=None, ip=None) -> Int32:
                                  is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT))
 
 
+@dsl_user_op
+def barrier_and(pred, bar_id: cutlass.Constexpr, threads: cutlass.Constexpr, *, loc=None, ip=None) -> Int32:
+    """bar.red.and over named barrier bar_id's `threads` threads: 1 where pred holds on every one of
+    them, else 0, the same on all.  A barrier as cute.arch.barrier is, with a reduction."""
+    res = llvm.inline_asm(
+        T.i32(), [Int32(pred).ir_value(loc=loc, ip=ip), _i32(bar_id, loc, ip), _i32(threads, loc, ip)],
+        "{\n\t.reg .pred p, q;\n\tsetp.ne.b32 p, $1, 0;\n\tbar.red.and.pred q, $2, $3, p;\n\t"
+        "selp.b32 $0, 1, 0, q;\n}", "=r,r,r,r", has_side_effects=True, is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT)
+    return Int32(res)
+
+
 @cute.jit
-def keys_in_range(n0: Float32, n1: Float32, lane: Int32, L: Int32):
-    """The range check's key part for lane l: the squared norms n0, n1 of key rows l, l + 32 (rows
-    >= L ignored) within F16_INVERSE_KNORM2_MAX.  The caller votes over its warp."""
-    kmax = Float32(plan.F16_INVERSE_KNORM2_MAX)
-    return ((lane >= L) | (n0 <= kmax)) & ((lane + 32 >= L) | (n1 <= kmax))
+def key_in_range(n2: Float32):
+    """The range check's key part for one row: its key's squared norm n2 (as the kernel uses the
+    key) within F16_INVERSE_KNORM2_MAX.  NaN fails."""
+    return n2 <= Float32(plan.F16_INVERSE_KNORM2_MAX)
 
 
 @cute.jit
 def gates_in_range(g0: Float32, g1: Float32, b0: Float32, b1: Float32):
     """The range check's gate part for lane l: rows 2 l, 2 l + 1's g <= 0 and 0 <= beta <=
     F16_INVERSE_BETA_MAX (rows clamped to L - 1: all real rows).  A comparison with NaN fails: fp32.  The caller votes
-    over its warp; the chunk takes the fp16 inverse if both parts hold on every lane."""
+    over its warp; the chunk takes the fp16 inverse if this and every key row's part hold."""
     bmax = Float32(plan.F16_INVERSE_BETA_MAX)
     ok = (b0 >= Float32(0.0)) & (b0 <= bmax) & (b1 >= Float32(0.0)) & (b1 <= bmax)
     return ok & (g0 <= Float32(0.0)) & (g1 <= Float32(0.0))

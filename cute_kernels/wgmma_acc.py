@@ -28,4 +28,18 @@ def first_of_col(c: int) -> int:
     return c % 2 + 4 * (c // 2)
 
 
+def holds_diagonal(lane):
+    """Whether this lane holds diagonal values of a 64 x 64 accumulator: of the 4 lanes that share
+    row group g = lane // 4, the one whose columns 2 (lane % 4) + {0, 1} hold column g.  Plain
+    arithmetic, so lane may be a Python int or a traced Int32."""
+    return lane % 4 == (lane // 4) // 2
+
+
+def diagonal(w: int, h: int, odd: int) -> int:
+    """The value on the diagonal of a 64 x 64 accumulator (K K^T, say) at row 16 w + 8 h + g, for the
+    lane of warp w with g = lane // 4 that holds_diagonal, odd = g % 2: column 8 (2 w + h) + g is
+    the thread's column 2 (2 w + h) + odd, on its row h."""
+    return first_of_col(2 * (2 * w + h) + odd) + 2 * h     # + 2 h: the same column on row h
+
+
 assert all(col(first_of_col(c)) == c for c in range(32)) and all(row(first_of_row(r)) == r for r in range(2))
