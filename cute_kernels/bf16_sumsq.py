@@ -11,9 +11,17 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32
+from cutlass import BFloat16, Float32, Int32
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
+
+
+@cute.jit
+def words(src: cute.Tensor):
+    """8 bf16 values in shared memory (one 16-byte load) as the four 32-bit words the sums take."""
+    x = cute.make_rmem_tensor_like(src, BFloat16)
+    cute.autovec_copy(src, x)
+    return cute.recast_tensor(x, Int32)
 
 
 @dsl_user_op

@@ -110,14 +110,6 @@ class Bar(enum.IntEnum):
     COUNT = GATES + 2 * VT_SLOTS
 
 
-@cute.jit
-def _words(src: cute.Tensor):
-    """8 bf16 values in shared memory (one 16-byte load) as four 32-bit words."""
-    x = cute.make_rmem_tensor_like(src, BFloat16)
-    cute.autovec_copy(src, x)
-    return cute.recast_tensor(x, Int32)
-
-
 def _state(slots: int, producer: bool):
     return pipeline.make_pipeline_state(
         pipeline.PipelineUserType.Producer if producer else pipeline.PipelineUserType.Consumer, slots)
@@ -403,8 +395,7 @@ class FusedPrefill:
         of the chains' table there (spine_rs's: coef_r = exp(g_last - gcum_r) rk_r, c_r = scale
         rq_r exp(gcum_r), a_r = exp(gcum_r) rk_r, beta_r; 0 past L)."""
         gprod = gates.make_producer()
-        sGr, sBr, sRr, sQr = self._gate_ring(storage)
-        sF16 = storage.f16.get_tensor(cute.make_layout(VT_SLOTS))
+        sGr, sBr, sRr, sQr, sF16 = self._gate_ring(storage)
         sTab, sBt = self._tables(storage)
         rows_q = cute.arch.make_warp_uniform(ntid // 32)      # warp 13: the K rows (rk), warp 14: the q rows (rq)
         # lane l: rows l and l + 32 of its tile, 16 vectors of 8 each, summed in order in one
@@ -438,8 +429,8 @@ class FusedPrefill:
                 h1 = Float32(0.0)
                 l1 = Float32(0.0)
                 for c in cutlass.range(cute.size(t_s, mode=[2]), unroll=2):
-                    w0 = _words(t_s[(None, 0, c)])
-                    w1 = _words(t_s[(None, 1, c)])
+                    w0 = bf16_sumsq.words(t_s[(None, 0, c)])
+                    w1 = bf16_sumsq.words(t_s[(None, 1, c)])
                     h0, l0 = bf16_sumsq.sumsq_halves_bf16x8(w0[0], w0[1], w0[2], w0[3], h0, l0)
                     h1, l1 = bf16_sumsq.sumsq_halves_bf16x8(w1[0], w1[1], w1[2], w1[3], h1, l1)
                 r0 = cute.math.rsqrt((h0 + l0) + intra_chunk.L2_EPS)
@@ -519,8 +510,7 @@ class FusedPrefill:
         sA, sA2, sX = self.intra.scratch(storage)
         base, sAw, sH = self.intra.scratch16(storage)
         sEye = storage.eye.get_tensor(cute.make_layout(2 * intra_chunk.BLK))
-        sGr, sBr, sRr, sQr = self._gate_ring(storage)
-        sF16 = storage.f16.get_tensor(cute.make_layout(VT_SLOTS))
+        sGr, sBr, sRr, sQr, sF16 = self._gate_ring(storage)
         mma = self.intra._mma()
         thr = mma.get_slice(ltid)
         accG = cute.make_rmem_tensor(thr.partition_shape_C((C, C)), Float32)
@@ -584,9 +574,11 @@ class FusedPrefill:
             cute.autovec_copy(x, tD[None, m, None])
 
     def _gate_ring(self, storage):
-        """gcum, beta, rk, rq of each row, per gate stage: (row, stage)."""
+        """gcum, beta, rk, rq of each row, per gate stage: (row, stage); and per stage the norm
+        warp's vote on the gates (the range check's gate part)."""
         lay = cute.make_layout((C, VT_SLOTS), stride=(1, C))
-        return tuple(f.get_tensor(lay) for f in (storage.gc, storage.be, storage.rk, storage.rq))
+        rows = tuple(f.get_tensor(lay) for f in (storage.gc, storage.be, storage.rk, storage.rq))
+        return rows + (storage.f16.get_tensor(cute.make_layout(VT_SLOTS)),)
 
     @staticmethod
     def _tables(storage):

@@ -146,8 +146,7 @@ class IntraChunk:
         past L: their keys are the next sequence's, which must not choose this one's inverse).
         Row i = 16 w + 8 h + g (warp w, g = lane // 4) has G_ii in value wgmma_acc.diagonal(w, h,
         g % 2) of the lane that holds_diagonal; w and g are known only at run time, so the value is
-        chosen by selects (no dynamic register index).  The caller agrees
-        the threads' answers."""
+        chosen by selects (no dynamic register index).  The caller agrees the threads' answers."""
         warp = tidx // 32
         lane = tidx % 32
         g = lane // 4

@@ -791,9 +791,7 @@ def _row_norms(tLk, tLq, tidx: Int32, L: Int32, t0: Int32, hv: Int32, use_qk_l2n
         ss = []
         for tl in (tLk, tLq):
             for m in cutlass.range_constexpr(cute.size(tLk, mode=[1])):
-                x = cute.make_rmem_tensor_like(tl[(None, m, 0)], BFloat16)
-                cute.autovec_copy(tl[(None, m, 0)], x)
-                xw = cute.recast_tensor(x, Int32)
+                xw = bf16_sumsq.words(tl[(None, m, 0)])
                 ss.append(bf16_sumsq.sumsq_bf16x8(xw[0], xw[1], xw[2], xw[3]))
         assert len(ss) == 8
         ss = bf16_sumsq.reduce_scatter(ss, lg, (8, 4, 2))

@@ -101,26 +101,13 @@ def test_norm_warps_load_the_gates_before_the_tile_wait(build):
     assert widths == sorted(["LDG.E", "LDG.E", beta, beta]), loads     # g (fp32) twice, beta twice
 
 
-def _wgmma_acc():
-    """cute_kernels/wgmma_acc.py by path (plain Python; the installed package has no cute_kernels)."""
-    import importlib.util
-    import os
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cute_kernels", "wgmma_acc.py")
-    if not os.path.exists(path):
-        pytest.skip("no source tree")
-    spec = importlib.util.spec_from_file_location("_wgmma_acc", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_the_role_key_check_reads_every_diagonal_value_once():
+def test_the_role_key_check_reads_every_diagonal_value_once(repo_script):
     """IntraChunk.keys_in_range reads each row's K K^T diagonal from the thread that holds it
     (wgmma_acc.holds_diagonal, wgmma_acc.diagonal).  Against the m64nNk16 C fragment's layout
     (warp w, lane l, value e = v0 + 2 v1 + 4 v2 at row 16 w + l // 4 + 8 v1, column 8 v2 +
     2 (l % 4) + v0): every one of the 64 rows is checked by exactly one of the 128 threads, on its
     own diagonal, so no row escapes the fp16 inverse's range check."""
-    acc = _wgmma_acc()
+    acc = repo_script("cute_kernels/wgmma_acc.py")
     seen = collections.Counter()
     for tid in range(128):
         w, lane = divmod(tid, 32)

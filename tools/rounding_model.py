@@ -78,8 +78,7 @@ def f16(x: torch.Tensor) -> torch.Tensor:
 def f16_in_range(k: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, rk: torch.Tensor) -> torch.Tensor:
     """The single plan's range check (inverse_f16's key_in_range, per row on the role's K K^T
     diagonal, and gates_in_range, a norm warp's vote) per head of one chunk [H, L, ...]: every
-    row has 0 <= beta <=
-    F16_INVERSE_BETA_MAX, g <= 0 and |k rk|^2 <= F16_INVERSE_KNORM2_MAX."""
+    row has 0 <= beta <= F16_INVERSE_BETA_MAX, g <= 0 and |k rk|^2 <= F16_INVERSE_KNORM2_MAX."""
     n2 = ((k * rk[..., None]) ** 2).sum(-1)
     ok = (beta >= 0) & (beta <= plan.F16_INVERSE_BETA_MAX) & (g <= 0) & (n2 <= plan.F16_INVERSE_KNORM2_MAX)
     return ok.all(-1)
