@@ -61,6 +61,13 @@ def test_fused_objects(build):
     assert ops["BAR.ARV"] == 4, ops
     assert sass.resources(cubin)[0]["stack_frame"] == 0
     assert not any(op.startswith(("LDL", "STL")) for op in ops), ops
+    # the output's bulk stores: each chunk's waited for their reads only (DEPBAR alone), and all
+    # waited for completely once, as the store warp ends (DEPBAR, CCTL.IVALL, EXIT); a complete
+    # wait elsewhere (a patch once put it in a per-chunk step) stalls every chunk's stores and
+    # leaves the last ones unwaited
+    texts = [x["text"].strip() for x in ins]
+    full = [i for i, t in enumerate(texts[:-2]) if t.startswith("DEPBAR.LE SB0, 0x0") and texts[i + 1] == "CCTL.IVALL"]
+    assert len(full) == 1 and texts[full[0] + 2] == "EXIT", [texts[i - 1:i + 3] for i in full]
 
 
 def _gate_loads_before_tile_wait(cubin, io: int, role: int) -> list[str]:
