@@ -90,6 +90,9 @@ class Role(enum.IntEnum):
     STORE = 15
 
 
+assert Role.INTRA % 4 == 0, "the role's thread index is tidx & 127 (FusedPrefill.kernel)"
+
+
 class Barrier(enum.IntEnum):
     """Named barriers (0: the CTA's)."""
     INTRA = intra_chunk.Barrier.INTRA     # the role's warpgroup (intra_chunk's phases use it)
@@ -290,7 +293,10 @@ class FusedPrefill:
         elif warp >= Role.INTRA:
             cute.arch.setmaxregister_decrease(self.INTRA_REGS)
             if run != 0:
-                self.intra_role(kq, vt, gates, storage, t, scale, nch, tidx - Role.INTRA * 32)
+                # the role's thread index as tidx & 127 (its warpgroup starts at a multiple of 128): a
+                # value LLVM knows is non-negative, so that its divisions by powers of two stay 32-bit
+                # shifts; as tidx - 256 they became 16-bit signed arithmetic with a correction each
+                self.intra_role(kq, vt, gates, storage, t, scale, nch, tidx & 127)
         else:
             cute.arch.setmaxregister_increase(self.CHAIN_REGS)
             if run != 0:
@@ -408,7 +414,7 @@ class FusedPrefill:
             # the loop, they spill in the fp8-pool builds' 24 registers
             ks = _state_at(KQ_SLOTS, i, False)
             vs = _state_at(VT_SLOTS, i, True)
-            lane = inverse_f16.opaque(ntid) % 32
+            lane = inverse_f16.opaque(ntid) & 31
             th = cp.get_slice(lane)
             t0 = bos + i * C
             L = cutlass.min(eos - t0, C)
@@ -519,6 +525,9 @@ class FusedPrefill:
         # P -> its K-major, swizzled tile (the chains' B of G4) by stmatrix, as the chains stage S^T
         st_p = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16),
                                       mma).get_slice(ltid)
+        # A -> its fp16 matrix (inverse_f16's padded rows) by stmatrix
+        st_a = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4),
+                                                         cutlass.Float16), mma).get_slice(ltid)
         ks = _state(KQ_SLOTS, False)
         vs = _state(VT_SLOTS, True)
         for i in cutlass.range(nch, unroll=1):
@@ -538,7 +547,7 @@ class FusedPrefill:
             f16 = cute.arch.make_warp_uniform(
                 inverse_f16.barrier_and(keys_ok & (sF16[gh.index] != 0), Barrier.INTRA, self.intra.INTRA_THREADS))
             if f16 != 0:
-                self.intra.folds(thr, accG, accQ, sAw, True, *gate, scale, rP)
+                self.intra.folds(thr, accG, accQ, sH, True, *gate, scale, rP, st_a)
             else:
                 self.intra.folds(thr, accG, accQ, sA2, False, *gate, scale, rP)
             cute.copy(st_p, st_p.retile(rP), st_p.partition_D(t["sP"][None, None, sa]))
@@ -547,7 +556,7 @@ class FusedPrefill:
             if f16 != 0:
                 inverse_f16.invert(base, sAw, ltid, Barrier.INTRA)
             else:
-                self.intra.inverse(sA, sX, inverse_f16.opaque(ltid), sEye)
+                self.intra.inverse(sA, sX, inverse_f16.opaque(ltid) & 127, sEye)
             vt.producer_acquire(vs)
             if f16 != 0:
                 self.stage_tu(sH, t["sT"][None, None, sb], ltid)

@@ -99,13 +99,15 @@ class IntraChunk:
         warpgroup.commit_group()
 
     @cute.jit
-    def folds(self, thr, accG, accQ, sAst, f16: cutlass.Constexpr, sG, sB, sR, sRq, scale: Float32, rP):
+    def folds(self, thr, accG, accQ, sAst, f16: cutlass.Constexpr, sG, sB, sR, sRq, scale: Float32, rP, st_a=None):
         """A = select(i > j and beta_i != 0, beta_i rk_i rk_j G_ij exp(gcum_i - gcum_j), 0) -> smem:
-        fp32 into sAst = scratch()'s sA2, or with f16 fp16 pairs into sAst = scratch16()'s word view;
-        P = select(j <= i, scale rq_i rk_j QK_ij exp(...), 0) -> bf16 -> rP (the exp shared).
-        A thread's 32 values lie on 2 rows and 16 columns (wgmma_acc); columns j, j + 1 of a row
-        of A leave as one 8-byte store.  rP (a bf16 tensor of accQ's layout) stays in registers
-        for the caller, which stores it by stmatrix into its swizzled tile."""
+        fp32 into sAst = scratch()'s sA2 (columns j, j + 1 of a row as one 8-byte store), or with
+        f16 in place in accG, then fp16 into sAst = scratch16()'s fp16 view by st_a (stmatrix: a
+        thread's 32 values in 4 instructions where they were 16 stores);
+        P = select(j <= i, scale rq_i rk_j QK_ij exp(...), 0) in place in accQ (the exp shared),
+        then bf16 into rP in pairs (one conversion for two values, no repacking).  A thread's 32
+        values lie on 2 rows and 16 columns (wgmma_acc).  rP (a bf16 tensor of accQ's layout)
+        stays in registers for the caller, which stores it by stmatrix into its swizzled tile."""
         tc = thr.partition_C(cute.make_identity_tensor((C, C)))
         nc = cute.size(accG) // 2
         rows = [tc[wgmma_acc.first_of_row(h)][0] for h in range(2)]
@@ -130,13 +132,20 @@ class IntraChunk:
             i = rows[hh]
             j = cols[c]
             rx = r_col[c] * fastexp.exp(g_row[hh] - g_col[c])
-            pair[e % 2] = Float32(cutlass.select_(a_row[hh] > j, accG[e] * br_row[hh] * rx, Float32(0.0)))
-            rP[e] = BFloat16(cutlass.select_(i >= j, accQ[e] * q_row[hh] * rx, Float32(0.0)))
-            if cutlass.const_expr(e % 2 == 1):
-                if cutlass.const_expr(f16):
-                    sAst[i, j // 2] = inverse_f16.pack(pair[0], pair[1])
-                else:
+            a = cutlass.select_(a_row[hh] > j, accG[e] * br_row[hh] * rx, Float32(0.0))
+            accQ[e] = cutlass.select_(i >= j, accQ[e] * q_row[hh] * rx, Float32(0.0))
+            if cutlass.const_expr(f16):
+                accG[e] = a
+            else:
+                pair[e % 2] = a
+                if cutlass.const_expr(e % 2 == 1):
                     sAst[i, j // 2, None].store(pair.load())
+        if cutlass.const_expr(f16):
+            # fp16 pairs, four 8 x 8 matrices a stmatrix (the rows 144 bytes apart, 16-byte aligned)
+            rA = cute.make_rmem_tensor_like(accG, cutlass.Float16)
+            rA.store(accG.load().to(cutlass.Float16))
+            cute.copy(st_a, st_a.retile(rA), st_a.partition_D(sAst))
+        rP.store(accQ.load().to(BFloat16))       # bf16 pairs: one conversion for two values
 
     @cute.jit
     def keys_in_range(self, accG, sR, tidx: Int32):

@@ -1,8 +1,8 @@
 """Tm = (I + A)^-1 of a chunk's strictly lower 64 x 64 A in fp16 on mma.sync, in place in shared
 memory (the single plan's role, one warpgroup).
 
-A is stored in fp16 by the folds (row stride HS halves: 144-byte rows, so ldmatrix's eight row
-addresses fall in distinct banks).  Four levels, each a named barrier apart:
+A is stored in fp16 by the folds, by stmatrix (row stride HS halves: 144-byte rows, so the eight
+row addresses of an ldmatrix or stmatrix fall in distinct banks).  Four levels, each a named barrier apart:
   1. the 8 x 8 diagonal blocks, a thread per row (threads 0-63): row r of the block's inverse is
      e_r - sum_{m < r} A[r, m] T[m], the rows m broadcast by shuffles in order; fp32, stored fp16;
   2. 8 -> 16, a warp per 16 x 16 diagonal block: T21 = -(T22 A21) T11 on m16n8k8 (A's rows 8-15
@@ -145,7 +145,7 @@ def _store(sw: cute.Tensor, y: list, r: Int32, c: Int32, lane: Int32, rows: cutl
 def invert(base: Int32, sw: cute.Tensor, ltid: Int32, bar_id: cutlass.Constexpr):
     """In place over the fp16 matrix at shared address base (sw: its 32-bit word view, (C, HS // 2)):
     A (strictly lower, zeros elsewhere) -> Tm = (I + A)^-1.  128 threads; bar_id: their named barrier."""
-    ltid = opaque(ltid)
+    ltid = opaque(ltid) & 127          # non-negative: 32-bit shifts and masks (fused.py, the role's index)
     warp = ltid // 32
     lane = ltid % 32
     zero = [Float32(0.0)] * 4

@@ -5,7 +5,7 @@ case); here, what every fused build is made of: each warpgroup's setmaxnreg at t
 (I/O, role, chains), the MMAs of a chunk (the role's 16 k-steps of K K^T and Q K^T; its inverse
 twice: in fp16, 2 m16n8k8 and 15 m16n8k16 mma.syncs with operands by ldmatrix, and the fp32
 fallback's 18 TF32 merge mma.syncs; the chains' 24 k-steps of 64 x 64 and 4 of 64 x 128, every A
-operand in registers), the shared-memory staging (the role's P by stmatrix, the output
+operand in registers), the shared-memory staging (the role's P and fp16 A by stmatrix, the output
 transposed, V by ldmatrix; no S^T staged), the waits (the role's one, the chains' four: ptxas keeps each MMA's
 k-steps in flight, it waits only where the kernel does), the chains' turns, no local memory, and
 the norm warps' gate loads issued ahead of their wait for the tiles.
@@ -50,9 +50,9 @@ def test_fused_objects(build):
     # every chain MMA reads its A operand from registers: only the role's products read two tiles
     hg = [x["text"] for x in ins if x["text"].lstrip().startswith("HGMMA")]
     assert sum("gdesc" in t.split(",")[1] for t in hg) == 16, hg
-    # P (4) by stmatrix; the output (4) transposed; V by ldmatrix (4); the fp16 inverse's operands:
-    # T22 by rows (3 .x4, 1 .x2), A21 and T11 transposed (7 .x4, 1 .x2, 2 .x1)
-    assert ops["STSM.16.M88.4"] == 4 and ops["STSM.16.MT88.4"] == 4 and ops["LDSM.16.MT88.4"] == 4 + 7, ops
+    # P (4) and the fp16 A (4) by stmatrix; the output (4) transposed; V by ldmatrix (4); the fp16
+    # inverse's operands: T22 by rows (3 .x4, 1 .x2), A21 and T11 transposed (7 .x4, 1 .x2, 2 .x1)
+    assert ops["STSM.16.M88.4"] == 4 + 4 and ops["STSM.16.MT88.4"] == 4 and ops["LDSM.16.MT88.4"] == 4 + 7, ops
     assert (ops["LDSM.16.M88.4"], ops["LDSM.16.M88.2"], ops["LDSM.16.MT88.2"], ops["LDSM.16.MT88"]) == (3, 1, 1, 2), ops
     waits = collections.Counter(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass.disassemble(cubin)))
     # the role's products (one wait), then the chains' G1 + G2, G1b, G4 (depth 1: G3 stays in flight), G3
@@ -68,6 +68,30 @@ def test_fused_objects(build):
     texts = [x["text"].strip() for x in ins]
     full = [i for i, t in enumerate(texts[:-2]) if t.startswith("DEPBAR.LE SB0, 0x0") and texts[i + 1] == "CCTL.IVALL"]
     assert len(full) == 1 and texts[full[0] + 2] == "EXIT", [texts[i - 1:i + 3] for i in full]
+
+
+def _region(cubin, regs: int) -> list[dict]:
+    """The instructions of the warpgroup whose setmaxnreg sets `regs`, up to the next setmaxnreg."""
+    ins = sass.instructions(cubin)
+    marks = [i for i, x in enumerate(ins) if "USETMAXREG" in x["text"]] + [len(ins)]
+    k = next(k for k, i in enumerate(marks[:-1]) if int(ins[i]["text"].split()[-1], 16) == regs)
+    return ins[marks[k]:marks[k + 1]]
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("build", ["fused_prefill_betabf16_kv", "fused_prefill_betaf32_vk_sf8e4m3"])
+def test_the_role_indexes_in_32_bits(build):
+    """The role's thread index is known non-negative (tidx & 127; opaque(x) & 127 where it is
+    formed per chunk), so its divisions and remainders by powers of two are shifts and masks.  As
+    tidx - 256 (or an opaque value) LLVM narrowed them to 16- and 8-bit signed arithmetic with a
+    rounding correction each, and ptxas sign-extended the halves back (PRMT 0x9910, 0x8880):
+    ~130 such instructions in the role, a sixth of its path through a chunk with the index math
+    around them."""
+    if build not in gdn_prefill.compiled_variants():
+        pytest.skip(f"{build} not in this build")
+    (cubin,) = _manifest.cubins(build)
+    prmt = [x["text"] for x in _region(cubin, INTRA_REGS) if re.search(r"\bPRMT\b.*0x(9910|8880|7710)\b", x["text"])]
+    assert not prmt, prmt
 
 
 def _gate_loads_before_tile_wait(cubin, io: int, role: int) -> list[str]:
