@@ -423,7 +423,6 @@ class SpineRS:
         assert SharedStorage.size_in_bytes() == self.smem_bytes(), SharedStorage.size_in_bytes()
         storage = cutlass.utils.SmemAllocator().allocate(SharedStorage)
         full_bar = storage.full.data_ptr()
-        empty_bar = storage.empty.data_ptr()
         ostaged_bar = storage.ostaged.data_ptr()
         sTab = storage.tab.get_tensor(cute.make_layout((TAB, NSLOT)))
         # (a_m, beta_m) of chunk i at [0 / 1, m, i % BSLOT], a pair per column: one 8-byte load each
@@ -464,7 +463,7 @@ class SpineRS:
             if run != 0:
                 bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
                 if warp_idx == load_warp:
-                    self.loads(nch, bos, eos, hv, hv // hv_per_hk, col0, empty_bar, sTab, sBt, gcum, rk, rq,
+                    self.loads(nch, bos, eos, hv, hv // hv_per_hk, col0, sTab, sBt, gcum, rk, rq,
                                beta32, scale,
                                tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
                                ready, ready_from, plan.first_slot(cu_seqlens[n], n) + seg.j * seg_chunks, active,
@@ -494,7 +493,7 @@ class SpineRS:
 
     # ------------------------------------------------------------------ the load warp
     @cute.jit
-    def loads(self, nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32, empty_bar,
+    def loads(self, nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32,
               sTab, sBt, gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.Tensor, scale: Float32,
               tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
               ready: cute.Tensor, ready_from: Int32, slot0: Int32, active, map_: Int32, ring):
@@ -562,10 +561,10 @@ class SpineRS:
             if lane == 0:
                 sTab[TAB_GL, s] = cute.math.exp(gl)
             # the (a, beta) ring (BSLOT deep): chunk i - BSLOT's consumers are done with the entry once they
-            # have released that chunk's slot (they form its Y' before)
+            # have released that chunk's slot (they form its Y' before): its empty barrier, observed
             if i >= BSLOT:
                 j = i - BSLOT
-                cute.arch.mbarrier_wait(empty_bar + j % NSLOT, (j // NSLOT) % 2)
+                ring.sync_object_empty.wait(j % NSLOT, (j // NSLOT) % 2)
             sBt[0, lane, i % BSLOT] = aa
             sBt[1, lane, i % BSLOT] = cutlass.select_(lane < L, ba, Float32(0.0))
             sBt[0, lane + 32, i % BSLOT] = ab
