@@ -94,14 +94,11 @@ def test_the_role_indexes_in_32_bits(build):
     assert not prmt, prmt
 
 
-def _gate_loads_before_tile_wait(cubin, io: int, role: int) -> list[str]:
+def _gate_loads_before_tile_wait(cubin, io: int) -> list[str]:
     """The LDGs of the block that ends in the norm warps' wait for a chunk's K / q tiles (the
     last mbarrier wait before their first RSQ), in the I/O warpgroup's code (between its
     setmaxnreg and the role's)."""
-    ins = sass.instructions(cubin)
-    marks = [i for i, x in enumerate(ins) if "USETMAXREG" in x["text"]]
-    texts = [int(ins[i]["text"].split()[-1], 16) for i in marks]
-    region = ins[marks[texts.index(io)]:marks[texts.index(role)]]
+    region = _region(cubin, io)
     rsq = next(i for i, x in enumerate(region) if "MUFU.RSQ" in x["text"])
     wait = max(i for i, x in enumerate(region[:rsq]) if "TRYWAIT" in x["text"])
     start = wait
@@ -126,7 +123,7 @@ def test_norm_warps_load_the_gates_before_the_tile_wait(build):
     if build not in gdn_prefill.compiled_variants():
         pytest.skip(f"{build} not in this build")
     (cubin,) = _manifest.cubins(build)
-    loads = _gate_loads_before_tile_wait(cubin, io=IO_REGS, role=INTRA_REGS)
+    loads = _gate_loads_before_tile_wait(cubin, io=IO_REGS)
     widths = sorted(t.split()[0] for t in loads)
     beta = "LDG.E.U16" if "betabf16" in build else "LDG.E"
     assert widths == sorted(["LDG.E", "LDG.E", beta, beta]), loads     # g (fp32) twice, beta twice
