@@ -1,5 +1,6 @@
-"""Row norms' building blocks: the sum of squares of eight bf16 values packed in four 32-bit
-words (fp32), and the reduce-scatter that completes a row group's partial sums.
+"""bf16 words' building blocks: the sum of squares of eight bf16 values packed in four 32-bit
+words (fp32), a word's two values widened (the chains' V), and the reduce-scatter that completes
+a row group's partial sums.
 
 A bf16 value is the high half of the fp32 with the same value, so a packed pair (lo, hi) widens
 with two integer instructions: hi = w & 0xffff0000, lo = w << 16.  The DSL's element-wise
@@ -56,6 +57,19 @@ def sumsq_halves_bf16x8(w0: Int32, w1: Int32, w2: Int32, w3: Int32, hi: Float32,
             "\n\t".join(body), "=f,r,r,r,r,f", has_side_effects=False, is_align_stack=False,
             asm_dialect=llvm.AsmDialect.AD_ATT)))
     return outs[0], outs[1]
+
+
+@dsl_user_op
+def widen_bf16x2(w: Int32, *, loc=None, ip=None) -> tuple:
+    """One word of two bf16 (lo, hi) -> the same values in fp32, exactly: w << 16 and
+    w & 0xffff0000, one integer instruction each (the conversion of a high half takes two)."""
+    res = llvm.inline_asm(
+        llvm.StructType.get_literal([T.f32(), T.f32()]), [Int32(w).ir_value(loc=loc, ip=ip)],
+        "{\n\t.reg .b32 l, h;\n\tshl.b32 l, $2, 16;\n\tand.b32 h, $2, 0xffff0000;\n\t"
+        "mov.b32 $0, l;\n\tmov.b32 $1, h;\n}", "=f,=f,r", has_side_effects=False, is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT)
+    return (Float32(llvm.extractvalue(T.f32(), res, [0], loc=loc, ip=ip)),
+            Float32(llvm.extractvalue(T.f32(), res, [1], loc=loc, ip=ip)))
 
 
 def reduce_scatter(ss: list, lg, widths=(8, 4, 2)) -> list:

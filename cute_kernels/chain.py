@@ -20,7 +20,7 @@ import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
-from cute_kernels import wgmma_acc
+from cute_kernels import bf16_sumsq, wgmma_acc
 from gdn_prefill import plan
 
 CHUNK = plan.CHUNK                    # 64
@@ -178,8 +178,11 @@ def y_t(rP, rVt, accX, sTab, sBt, tXc, s: Int32, bs: Int32):
     predicated code with a conversion of its own (32 F2FP and 16 PRMT where 16 F2FP pack the pairs)."""
     a_col = [sBt[0, tXc[wgmma_acc.first_of_col(c)][1], bs] for c in range(cute.size(accX) // 2)]
     b_col = [sBt[1, tXc[wgmma_acc.first_of_col(c)][1], bs] for c in range(cute.size(accX) // 2)]
+    # V^T's values widened a word (two adjacent columns) at a time: a shift and a mask, exactly
+    words = cute.recast_tensor(rVt, Int32)
     for e in cutlass.range_constexpr(cute.size(accX)):
-        rP[e] = BFloat16((Float32(rVt[e]) - accX[e] * a_col[wgmma_acc.col(e)]) * b_col[wgmma_acc.col(e)])
+        v = bf16_sumsq.widen_bf16x2(words[e // 2])[e % 2]
+        rP[e] = BFloat16((v - accX[e] * a_col[wgmma_acc.col(e)]) * b_col[wgmma_acc.col(e)])
 
 
 @cute.jit
@@ -203,14 +206,20 @@ def vnew(rV, rP, accX, sTab, tXc, L: Int32, s: Int32):
     """Vnew^T (G1b's result) with columns j >= L selected to 0 (Tu rows there are another
     sequence's): bf16 into rV (the A operand of G4; None without an output), and P^T = Vnew^T coef_j
     into rP (the A operand of G3)."""
-    for e in cutlass.range_constexpr(cute.size(accX)):
-        j = tXc[e][1]
-        vn = Float32(0.0)
-        if j < L:
-            vn = accX[e]
-        if cutlass.const_expr(rV is not None):
-            rV[e] = BFloat16(vn)
-        rP[e] = BFloat16(vn * sTab[j, s])
+    if L >= CHUNK:      # a full chunk: every column is live, no select (a warp-uniform branch)
+        for e in cutlass.range_constexpr(cute.size(accX)):
+            if cutlass.const_expr(rV is not None):
+                rV[e] = BFloat16(accX[e])
+            rP[e] = BFloat16(accX[e] * sTab[tXc[e][1], s])
+    else:
+        for e in cutlass.range_constexpr(cute.size(accX)):
+            j = tXc[e][1]
+            vn = Float32(0.0)
+            if j < L:
+                vn = accX[e]
+            if cutlass.const_expr(rV is not None):
+                rV[e] = BFloat16(vn)
+            rP[e] = BFloat16(vn * sTab[j, s])
 
 
 @cute.jit

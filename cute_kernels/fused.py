@@ -296,7 +296,7 @@ class FusedPrefill:
                 # the role's thread index as tidx & 127 (its warpgroup starts at a multiple of 128): a
                 # value LLVM knows is non-negative, so that its divisions by powers of two stay 32-bit
                 # shifts; as tidx - 256 they became 16-bit signed arithmetic with a correction each
-                self.intra_role(kq, vt, gates, storage, t, scale, nch, tidx & 127)
+                self.intra_role(kq, vt, gates, storage, t, scale, use_qk_l2norm, nch, tidx & 127)
         else:
             cute.arch.setmaxregister_increase(self.CHAIN_REGS)
             if run != 0:
@@ -504,7 +504,7 @@ class FusedPrefill:
 
     # ------------------------------------------------------------------ the role
     @cute.jit
-    def intra_role(self, kq, vt, gates, storage, t, scale: Float32, nch: Int32, ltid: Int32):
+    def intra_role(self, kq, vt, gates, storage, t, scale: Float32, use_qk_l2norm: Int32, nch: Int32, ltid: Int32):
         """intra_chunk's phases over the chunks: K K^T, Q K^T on the tensor cores (then the KQ
         slot is the role's no longer), the range check (the gate ring's vote on the gates,
         IntraChunk.keys_in_range on K K^T's diagonal), the folds with the gate ring's rows (A in
@@ -543,11 +543,23 @@ class FusedPrefill:
             # the range check: its gate part (a norm warp's vote) and its key part, each row's
             # ||k_i rk_i||^2 read off the diagonal of K K^T by the thread that holds it; all 128
             # threads agree by one bar.red.and
-            keys_ok = self.intra.keys_in_range(accG, gate[2], ltid)
-            f16 = cute.arch.make_warp_uniform(
-                inverse_f16.barrier_and(keys_ok & (sF16[gh.index] != 0), Barrier.INTRA, self.intra.INTRA_THREADS))
+            # with l2norm the keys are this kernel's own: ||k rk||^2 = S / (S' + eps), S and S' two
+            # fp32 sums of the same 128 bf16 squares (K K^T's diagonal, the norm warps' sums), so it
+            # is <= 1 + 2^-14 for finite keys, far inside the check's 1 + 2^-6; a key part that can
+            # fail only where a key is not finite (rk then NaN or 0 on both inverses' paths).  Only
+            # pre-normed keys need it.
+            f16 = Int32(0)
+            if use_qk_l2norm != 0:
+                f16 = cute.arch.make_warp_uniform(Int32(sF16[gh.index] != 0))
+            else:
+                keys_ok = self.intra.keys_in_range(accG, gate[2], ltid)
+                f16 = cute.arch.make_warp_uniform(
+                    inverse_f16.barrier_and(keys_ok & (sF16[gh.index] != 0), Barrier.INTRA, self.intra.INTRA_THREADS))
             if f16 != 0:
-                self.intra.folds(thr, accG, accQ, sH, True, *gate, scale, rP, st_a)
+                if use_qk_l2norm != 0:
+                    self.intra.folds(thr, accG, accQ, sH, True, *gate, scale, rP, st_a)
+                else:       # pre-normed: rk = rq = 1 (intra_chunk.folds' unit_norms)
+                    self.intra.folds(thr, accG, accQ, sH, True, *gate, scale, rP, st_a, True)
             else:
                 self.intra.folds(thr, accG, accQ, sA2, False, *gate, scale, rP)
             cute.copy(st_p, st_p.retile(rP), st_p.partition_D(t["sP"][None, None, sa]))

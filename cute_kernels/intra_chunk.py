@@ -99,7 +99,8 @@ class IntraChunk:
         warpgroup.commit_group()
 
     @cute.jit
-    def folds(self, thr, accG, accQ, sAst, f16: cutlass.Constexpr, sG, sB, sR, sRq, scale: Float32, rP, st_a=None):
+    def folds(self, thr, accG, accQ, sAst, f16: cutlass.Constexpr, sG, sB, sR, sRq, scale: Float32, rP, st_a=None,
+              unit_norms: cutlass.Constexpr = False):
         """A = select(i > j and beta_i != 0, beta_i rk_i rk_j G_ij exp(gcum_i - gcum_j), 0) -> smem:
         fp32 into sAst = scratch()'s sA2 (columns j, j + 1 of a row as one 8-byte store), or with
         f16 in place in accG, then fp16 into sAst = scratch16()'s fp16 view by st_a (stmatrix: a
@@ -107,18 +108,21 @@ class IntraChunk:
         P = select(j <= i, scale rq_i rk_j QK_ij exp(...), 0) in place in accQ (the exp shared),
         then bf16 into rP in pairs (one conversion for two values, no repacking).  A thread's 32
         values lie on 2 rows and 16 columns (wgmma_acc).  rP (a bf16 tensor of accQ's layout)
-        stays in registers for the caller, which stores it by stmatrix into its swizzled tile."""
+        stays in registers for the caller, which stores it by stmatrix into its swizzled tile.
+        unit_norms: q and k came normalised, rk = rq = 1 on every row < L, and the products by them
+        are left out; a column j >= L then meets only A's rows i > j, zeroed by beta_i = 0, and P's
+        rows i >= L, outputs the chains never store, so the outputs are the same bits."""
         tc = thr.partition_C(cute.make_identity_tensor((C, C)))
         nc = cute.size(accG) // 2
         rows = [tc[wgmma_acc.first_of_row(h)][0] for h in range(2)]
         cols = [tc[wgmma_acc.first_of_col(c)][1] for c in range(nc)]
         g_row = [sG[r] for r in rows]
         b_row = [sB[r] for r in rows]
-        br_row = [b * sR[r] for b, r in zip(b_row, rows)]
+        br_row = b_row if unit_norms else [b * sR[r] for b, r in zip(b_row, rows)]
         # A's row i is 0 where beta_i is: by a select, not by the product, so that the rows past
         # L (the next sequence's keys, whatever their values) carry nothing into T's rows < L
         a_row = [cutlass.select_(b != Float32(0.0), r, Int32(-1)) for b, r in zip(b_row, rows)]
-        q_row = [scale * sRq[r] for r in rows]
+        q_row = [scale for r in rows] if unit_norms else [scale * sRq[r] for r in rows]
         pair = cute.make_rmem_tensor(2, Float32)
         g_col = [None] * nc
         r_col = [None] * nc
@@ -128,10 +132,13 @@ class IntraChunk:
             if cutlass.const_expr(e % 4 == 0):
                 for cc in (c, c + 1):
                     g_col[cc] = sG[cols[cc]]
-                    r_col[cc] = sR[cols[cc]]
+                    if cutlass.const_expr(not unit_norms):
+                        r_col[cc] = sR[cols[cc]]
             i = rows[hh]
             j = cols[c]
-            rx = r_col[c] * fastexp.exp(g_row[hh] - g_col[c])
+            rx = fastexp.exp(g_row[hh] - g_col[c])
+            if cutlass.const_expr(not unit_norms):
+                rx = r_col[c] * rx
             a = cutlass.select_(a_row[hh] > j, accG[e] * br_row[hh] * rx, Float32(0.0))
             accQ[e] = cutlass.select_(i >= j, accQ[e] * q_row[hh] * rx, Float32(0.0))
             if cutlass.const_expr(f16):

@@ -50,9 +50,10 @@ def test_fused_objects(build):
     # every chain MMA reads its A operand from registers: only the role's products read two tiles
     hg = [x["text"] for x in ins if x["text"].lstrip().startswith("HGMMA")]
     assert sum("gdesc" in t.split(",")[1] for t in hg) == 16, hg
-    # P (4) and the fp16 A (4) by stmatrix; the output (4) transposed; V by ldmatrix (4); the fp16
-    # inverse's operands: T22 by rows (3 .x4, 1 .x2), A21 and T11 transposed (7 .x4, 1 .x2, 2 .x1)
-    assert ops["STSM.16.M88.4"] == 4 + 4 and ops["STSM.16.MT88.4"] == 4 and ops["LDSM.16.MT88.4"] == 4 + 7, ops
+    # P (4) and the fp16 A (4 in each of the two fp16 folds: with l2norm, and pre-normed without the
+    # unit norms) by stmatrix; the output (4) transposed; V by ldmatrix (4); the fp16 inverse's
+    # operands: T22 by rows (3 .x4, 1 .x2), A21 and T11 transposed (7 .x4, 1 .x2, 2 .x1)
+    assert ops["STSM.16.M88.4"] == 4 + 2 * 4 and ops["STSM.16.MT88.4"] == 4 and ops["LDSM.16.MT88.4"] == 4 + 7, ops
     assert (ops["LDSM.16.M88.4"], ops["LDSM.16.M88.2"], ops["LDSM.16.MT88.2"], ops["LDSM.16.MT88"]) == (3, 1, 1, 2), ops
     waits = collections.Counter(re.findall(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+)", sass.disassemble(cubin)))
     # the role's products (one wait), then the chains' G1 + G2, G1b, G4 (depth 1: G3 stays in flight), G3

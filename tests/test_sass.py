@@ -202,7 +202,8 @@ def test_fused_spine_chunk_loop_holds_no_state_store(v):
     chain's MMAs stores nothing to global memory and loads nothing into registers, and it is as
     long as the loop before checkpoints (664 instructions; 681 with the segment bounds; 726 with
     beta scaling Y before its rounding: 16 loads of beta's ring and 32 multiplies; the segment
-    role 734).  (The
+    role 734; 754 with chain.vnew's full-chunk form beside its partial one: the loop holds both, a
+    chunk runs one).  (The
     dual build's two roles interleave their branches: the loop finder does not isolate its chunk
     loop, and the source is the same.)"""
     if v not in VARIANTS:
@@ -213,7 +214,7 @@ def test_fused_spine_chunk_loop_holds_no_state_store(v):
     body = [x["text"] for x in ins[a:b + 1]]
     assert not [t for t in body if re.match(r"(@!?U?P\w+\s+)?(STG|LDG)\b", t)], v
     assert len(spans) == 2, (v, spans)           # the chunk loop inside the segment loop
-    assert len(body) <= 740, (v, len(body))
+    assert len(body) <= 770, (v, len(body))
 
 
 def _is_ldg(text: str) -> bool:
