@@ -115,13 +115,16 @@ class IntraChunk:
         tc = thr.partition_C(cute.make_identity_tensor((C, C)))
         nc = cute.size(accG) // 2
         rows = [tc[wgmma_acc.first_of_row(h)][0] for h in range(2)]
-        cols = [tc[wgmma_acc.first_of_col(c)][1] for c in range(nc)]
+        cols = [tc[wgmma_acc.first_of_col(c)][1] for c in range(nc)]     # cols[0] + col_offset(c)
         g_row = [sG[r] for r in rows]
         b_row = [sB[r] for r in rows]
         br_row = b_row if unit_norms else [b * sR[r] for b, r in zip(b_row, rows)]
         # A's row i is 0 where beta_i is: by a select, not by the product, so that the rows past
         # L (the next sequence's keys, whatever their values) carry nothing into T's rows < L
-        a_row = [cutlass.select_(b != Float32(0.0), r, Int32(-1)) for b, r in zip(b_row, rows)]
+        # the masks as distances from the thread's first column j0 against compile-time offsets (the
+        # columns are j0 + col_offset(c)): one compare a value, no column indices
+        a_dist = [cutlass.select_(b != Float32(0.0), r, Int32(-1)) - cols[0] for b, r in zip(b_row, rows)]
+        p_dist = rows[0] - cols[0]
         q_row = [scale for r in rows] if unit_norms else [scale * sRq[r] for r in rows]
         pair = cute.make_rmem_tensor(2, Float32)
         g_col = [None] * nc
@@ -131,22 +134,21 @@ class IntraChunk:
             c = wgmma_acc.col(e)
             if cutlass.const_expr(e % 4 == 0):
                 for cc in (c, c + 1):
-                    g_col[cc] = sG[cols[cc]]
+                    g_col[cc] = sG[cols[0] + wgmma_acc.col_offset(cc)]
                     if cutlass.const_expr(not unit_norms):
-                        r_col[cc] = sR[cols[cc]]
-            i = rows[hh]
-            j = cols[c]
+                        r_col[cc] = sR[cols[0] + wgmma_acc.col_offset(cc)]
             rx = fastexp.exp(g_row[hh] - g_col[c])
             if cutlass.const_expr(not unit_norms):
                 rx = r_col[c] * rx
-            a = cutlass.select_(a_row[hh] > j, accG[e] * br_row[hh] * rx, Float32(0.0))
-            accQ[e] = cutlass.select_(i >= j, accQ[e] * q_row[hh] * rx, Float32(0.0))
+            k = wgmma_acc.col_offset(c)
+            a = cutlass.select_(a_dist[hh] > k, accG[e] * br_row[hh] * rx, Float32(0.0))
+            accQ[e] = cutlass.select_(p_dist >= k - wgmma_acc.row_offset(hh), accQ[e] * q_row[hh] * rx, Float32(0.0))
             if cutlass.const_expr(f16):
                 accG[e] = a
             else:
                 pair[e % 2] = a
                 if cutlass.const_expr(e % 2 == 1):
-                    sAst[i, j // 2, None].store(pair.load())
+                    sAst[rows[hh], cols[c] // 2, None].store(pair.load())
         if cutlass.const_expr(f16):
             # fp16 pairs, four 8 x 8 matrices a stmatrix (the rows 144 bytes apart, 16-byte aligned)
             rA = cute.make_rmem_tensor_like(accG, cutlass.Float16)

@@ -42,4 +42,15 @@ def diagonal(w: int, h: int, odd: int) -> int:
     return first_of_col(2 * (2 * w + h) + odd) + 2 * h     # + 2 h: the same column on row h
 
 
+def row_offset(r: int) -> int:
+    """Row r's distance from the thread's first row (the C fragment's rows are 8 apart)."""
+    return 8 * r
+
+
+def col_offset(c: int) -> int:
+    """Column c's distance from the thread's first column: columns 2 (lane % 4) + {0, 1} of each
+    8-column block."""
+    return 8 * (c // 2) + c % 2
+
+
 assert all(col(first_of_col(c)) == c for c in range(32)) and all(row(first_of_row(r)) == r for r in range(2))

@@ -130,6 +130,31 @@ def test_norm_warps_load_the_gates_before_the_tile_wait(build):
     assert widths == sorted(["LDG.E", "LDG.E", beta, beta]), loads     # g (fp32) twice, beta twice
 
 
+def test_the_folds_masks_by_distance_match_the_fragment(repo_script):
+    """IntraChunk.folds masks A (i > j where beta_i != 0) and P (i >= j) by the distances from the
+    thread's first row and column against compile-time offsets (wgmma_acc.row_offset, col_offset).
+    Against the m64nNk16 C fragment's layout (as above): every value's row and column are the
+    thread's first ones plus those offsets, so each compare keeps exactly the values that i > j and
+    i >= j keep."""
+    acc = repo_script("cute_kernels/wgmma_acc.py")
+
+    def at(w, lane, e):
+        v0, v1, v2 = e % 2, (e // 2) % 2, e // 4
+        return 16 * w + lane // 4 + 8 * v1, 8 * v2 + 2 * (lane % 4) + v0
+
+    for tid in range(128):
+        w, lane = divmod(tid, 32)
+        i0, j0 = at(w, lane, 0)
+        for e in range(32):
+            i, j = at(w, lane, e)
+            assert (i, j) == (i0 + acc.row_offset(acc.row(e)), j0 + acc.col_offset(acc.col(e))), (tid, e)
+            k = acc.col_offset(acc.col(e))
+            for beta_nonzero in (True, False):
+                a_row = i if beta_nonzero else -1
+                assert ((a_row - j0) > k) == (a_row > j)
+            assert ((i0 - j0) >= k - acc.row_offset(acc.row(e))) == (i >= j)
+
+
 def test_the_role_key_check_reads_every_diagonal_value_once(repo_script):
     """IntraChunk.keys_in_range reads each row's K K^T diagonal from the thread that holds it
     (wgmma_acc.holds_diagonal, wgmma_acc.diagonal).  Against the m64nNk16 C fragment's layout
