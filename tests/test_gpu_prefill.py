@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import gdn_prefill
-from gdn_prefill import errors, fla, plan, reference as ref
+from gdn_prefill import _abi, errors, fla, plan, reference as ref
 
 pytestmark = pytest.mark.gpu
 
@@ -765,7 +765,8 @@ def test_prefill_takes_the_single_plan_by_its_rule():
     from gdn_prefill import _ext
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     hv, L = 8, 128
-    n = -(-93 * sms // (100 * hv))                # the rule's edge: n * hv >= 93 % of the SMs
+    pct = _abi.CONSTANTS["GDN_SINGLE_LAT_PCT"]
+    n = -(-pct * sms // (100 * hv))               # the rule's edge: n * hv >= pct % of the SMs
     inp = ref.make_inputs([L] * n, 4, hv, seed=11, device="cuda", state="dense", l2norm_inputs=True)
     o_ref, s_ref = oracle(inp)
     args = lambda out, st: (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, st)   # noqa: E731

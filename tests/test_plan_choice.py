@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import gdn_prefill
-from gdn_prefill import _ext, plan
+from gdn_prefill import _abi, _ext, plan
 
 
 def problem(T, hk, hv, n=1, **kw):
@@ -96,6 +96,9 @@ def test_segment_slots_match_the_kernels_bound():
 
 # the single plan (cute_kernels/fused.py; its rule: gdn_abi.h GDN_SINGLE_LAT_PCT, plan.pxi _single_rule)
 SINGLE = "fused_prefill_betaf32_kv"
+LAT_PCT = _abi.CONSTANTS["GDN_SINGLE_LAT_PCT"]
+MIX14 = [5000, 3000, 2000, 1500, 1200, 1000, 800, 600, 400, 300, 200, 200, 100, 84]
+VARLEN16 = [1212, 849, 858, 4264, 861, 4629, 3033, 191, 1216, 3097, 633, 457, 1243, 8529, 1098, 598]
 
 
 def _needs_single():
@@ -104,15 +107,15 @@ def _needs_single():
 
 
 def _single_runs(T, hv, max_seqlen, sms=132):
-    """The rule as docs/PERFORMANCE.md states it: the longest sequence alone, at 93 % of a chunk's
-    cost on a full SM, no longer than the batch's chunk-heads spread over the SMs."""
-    return -(-max_seqlen // 64) * sms * 93 <= -(-T // 64) * hv * 100
+    """The rule as docs/PERFORMANCE.md states it: the longest sequence alone, at LAT_PCT % of a
+    chunk's cost on a full SM, no longer than the batch's chunk-heads spread over the SMs."""
+    return -(-max_seqlen // 64) * sms * LAT_PCT <= -(-T // 64) * hv * 100
 
 
 @pytest.mark.parametrize("lens, hk, hv", [
     ([2048] * 4, 16, 32), ([512] * 8, 16, 32), ([4096] * 8, 16, 32), ([2048] * 32, 16, 32), ([8192] * 8, 16, 32),
     ([512] * 16, 4, 8), ([1024] * 16, 4, 8), ([512] * 32, 4, 8), ([2048] * 32, 4, 8),
-    ([2048, 2048, 2048, 1500, 700, 100], 16, 32)])
+    ([2048, 2048, 2048, 1500, 700, 100], 16, 32), (MIX14, 16, 32), (VARLEN16, 16, 32)])
 def test_batches_that_fill_the_sms_run_single(lens, hk, hv):
     """Where the longest sequence alone takes no longer than the batch's work spread over the 132 SMs
     (one length or mixed, max_seqlen given): one launch of the fused kernel, its grid (Hv, N), no
@@ -140,7 +143,10 @@ def test_batches_that_fill_the_sms_run_single(lens, hk, hv):
     ([8192, 1024, 1024, 512, 512, 256, 256, 128, 128, 64], 32, 132, False),   # a long tail: 1.7x slower
     ([2048, 2048, 2048, 1500, 700, 100], 16, 132, False),                     # 96 CTAs: 1.1x slower
     ([2048] * 4, 32, 114, True),                    # an H100 PCIe: 128 CTAs on 114 SMs
-    ([2048] * 4, 32, 150, False),                   # 128 CTAs on 150 SMs
+    ([2048] * 4, 32, 190, False),                   # 128 CTAs on 190 SMs
+    (MIX14, 32, 132, True),                         # 0.80x (engine style), 0.73x pre-normed
+    (VARLEN16, 32, 132, True),                      # 0.70x, 0.64x
+    (MIX14, 16, 132, False),                        # the same mix at 8/16: 1.13x slower
     ([2048], 128, 132, True),                       # one sequence of 128 heads fills the SMs
     ([2048], 64, 132, False),
 ])
@@ -154,8 +160,8 @@ def test_single_rule_bounds(lens, hv, sms, runs):
     if not runs:
         assert f"its longest sequence ({-(-L // 64)} chunks)" in got and f"the {sms} SMs" in got, got
     assert "max_seqlen is not given" in _ext._single_plan_rule(T, n, hv, 0, sms)
-    # the edge: one chunk per CTA, the fewest CTAs that fill 93 % of the SMs
-    edge = -(-93 * sms // 100)
+    # the edge: one chunk per CTA, the fewest CTAs that fill LAT_PCT % of the SMs
+    edge = -(-LAT_PCT * sms // 100)
     assert _ext._single_plan_rule(edge * 64, edge, 1, 64, sms) is None
     assert _ext._single_plan_rule((edge - 1) * 64, edge - 1, 1, 64, sms) is not None
 

@@ -66,7 +66,7 @@
  * is given and the longest sequence alone, ceil(max_seqlen / 64) chunks at SINGLE_LAT_PCT % of a
  * chunk's cost on a full SM, takes no longer than the batch's ceil(T / 64) * Hv chunks spread over
  * the SMs: ceil(max_seqlen / 64) * SMs * SINGLE_LAT_PCT <= ceil(T / 64) * Hv * 100. */
-#define GDN_SINGLE_LAT_PCT 93
+#define GDN_SINGLE_LAT_PCT 70
 #define GDN_TMA_ALIGN_BYTES 16       /* TMA: base pointers and strides 16B aligned  */
 #define GDN_WORKSPACE_ALIGN_BYTES 256
 #define GDN_MAX_RANK 4
