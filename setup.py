@@ -112,12 +112,16 @@ class BuildExt(build_ext):
             # and still imports on a machine with no GPU at all.
             extra_objects=objects + [os.path.join(aot, STATIC_RUNTIME), _cudart_static(home)],
             libraries=["dl", "pthread", "rt", "stdc++"],
+            # what the extension is compiled or linked from besides its sources: a changed ABI header
+            # or a new set of kernel objects rebuilds it (setuptools compares only these and the
+            # sources with the built extension)
+            depends=sorted(glob.glob(os.path.join(ROOT, "include", "gdn", "*.h"))) + objects,
         )
         (cythonized,) = cythonize([ext], include_path=[os.path.join(ROOT, "pyx"), generated], language_level=3,
                                   build_dir=os.path.join(ROOT, "build", "cython"))
         # setuptools has already finalised self.extensions: fill the placeholder in place.
         (target,) = self.extensions
-        for attr in ("sources", "include_dirs", "extra_objects", "libraries"):
+        for attr in ("sources", "include_dirs", "extra_objects", "libraries", "depends"):
             setattr(target, attr, getattr(cythonized, attr))
         super().run()
         self._install_data(aot, manifest)
