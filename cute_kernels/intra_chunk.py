@@ -126,7 +126,7 @@ class IntraChunk:
         a_dist = [cutlass.select_(b != Float32(0.0), r, Int32(-1)) - cols[0] for b, r in zip(b_row, rows)]
         p_dist = rows[0] - cols[0]
         q_row = [scale for r in rows] if unit_norms else [scale * sRq[r] for r in rows]
-        pair = cute.make_rmem_tensor(2, Float32)
+        pair = None if f16 else cute.make_rmem_tensor(2, Float32)     # fp32 A: columns j, j + 1 as one store
         g_col = [None] * nc
         r_col = [None] * nc
         for e in cutlass.range_constexpr(cute.size(accG)):
