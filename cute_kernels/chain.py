@@ -180,9 +180,11 @@ def y_t(rP, rVt, accX, sTab, sBt, tXc, s: Int32, bs: Int32):
     b_col = [sBt[1, tXc[wgmma_acc.first_of_col(c)][1], bs] for c in range(cute.size(accX) // 2)]
     # V^T's values widened a word (two adjacent columns) at a time: a shift and a mask, exactly
     words = cute.recast_tensor(rVt, Int32)
+    pair = None
     for e in cutlass.range_constexpr(cute.size(accX)):
-        v = bf16_sumsq.widen_bf16x2(words[e // 2])[e % 2]
-        rP[e] = BFloat16((v - accX[e] * a_col[wgmma_acc.col(e)]) * b_col[wgmma_acc.col(e)])
+        if cutlass.const_expr(e % 2 == 0):
+            pair = bf16_sumsq.widen_bf16x2(words[e // 2])
+        rP[e] = BFloat16((pair[e % 2] - accX[e] * a_col[wgmma_acc.col(e)]) * b_col[wgmma_acc.col(e)])
 
 
 @cute.jit

@@ -115,7 +115,7 @@ class IntraChunk:
         tc = thr.partition_C(cute.make_identity_tensor((C, C)))
         nc = cute.size(accG) // 2
         rows = [tc[wgmma_acc.first_of_row(h)][0] for h in range(2)]
-        cols = [tc[wgmma_acc.first_of_col(c)][1] for c in range(nc)]     # cols[0] + col_offset(c)
+        j0 = tc[0][1]        # the thread's first column; its others are j0 + wgmma_acc.col_offset(c)
         g_row = [sG[r] for r in rows]
         b_row = [sB[r] for r in rows]
         br_row = b_row if unit_norms else [b * sR[r] for b, r in zip(b_row, rows)]
@@ -123,8 +123,8 @@ class IntraChunk:
         # L (the next sequence's keys, whatever their values) carry nothing into T's rows < L
         # the masks as distances from the thread's first column j0 against compile-time offsets (the
         # columns are j0 + col_offset(c)): one compare a value, no column indices
-        a_dist = [cutlass.select_(b != Float32(0.0), r, Int32(-1)) - cols[0] for b, r in zip(b_row, rows)]
-        p_dist = rows[0] - cols[0]
+        a_dist = [cutlass.select_(b != Float32(0.0), r, Int32(-1)) - j0 for b, r in zip(b_row, rows)]
+        p_dist = rows[0] - j0
         q_row = [scale for r in rows] if unit_norms else [scale * sRq[r] for r in rows]
         pair = None if f16 else cute.make_rmem_tensor(2, Float32)     # fp32 A: columns j, j + 1 as one store
         g_col = [None] * nc
@@ -134,9 +134,9 @@ class IntraChunk:
             c = wgmma_acc.col(e)
             if cutlass.const_expr(e % 4 == 0):
                 for cc in (c, c + 1):
-                    g_col[cc] = sG[cols[0] + wgmma_acc.col_offset(cc)]
+                    g_col[cc] = sG[j0 + wgmma_acc.col_offset(cc)]
                     if cutlass.const_expr(not unit_norms):
-                        r_col[cc] = sR[cols[0] + wgmma_acc.col_offset(cc)]
+                        r_col[cc] = sR[j0 + wgmma_acc.col_offset(cc)]
             rx = fastexp.exp(g_row[hh] - g_col[c])
             if cutlass.const_expr(not unit_norms):
                 rx = r_col[c] * rx
@@ -148,7 +148,7 @@ class IntraChunk:
             else:
                 pair[e % 2] = a
                 if cutlass.const_expr(e % 2 == 1):
-                    sAst[rows[hh], cols[c] // 2, None].store(pair.load())
+                    sAst[rows[hh], (j0 + wgmma_acc.col_offset(c)) // 2, None].store(pair.load())
         if cutlass.const_expr(f16):
             # fp16 pairs, four 8 x 8 matrices a stmatrix (the rows 144 bytes apart, 16-byte aligned)
             rA = cute.make_rmem_tensor_like(accG, cutlass.Float16)
