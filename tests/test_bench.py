@@ -433,6 +433,16 @@ def test_plot_shapes_draws_every_row_or_says_why(tmp_path):
     assert not (tmp_path / "e.png").exists()
 
 
+def test_plot_shapes_names_one_batch_once():
+    """The picture's groups: a mixed batch spelled with its lengths or with N x L runs is one group
+    (the later run's bar wins), and uniform shapes keep their names."""
+    from gdn_prefill.bench.report import short_shape
+    assert short_shape("2048+2048+2048+1500+700+100") == "3x2K+1500+700+100"
+    assert short_shape("3x2K+1500+700+100") == "3x2K+1500+700+100"
+    assert short_shape("4096+2048+1024+512+256+128+64+64") == "4096+2048+1024+512+256+128+2x64"
+    assert short_shape("8x4K") == "8x4K" and short_shape("100+100") == "2x100"
+
+
 def test_shapes_take_counts_with_suffixes():
     """B and T of a BxT shape take the K / M suffixes (16Kx4: 16,384 sequences of 4 tokens, the
     many-sequence rows bench_prefill times beside the peers); anything else is named in the error."""

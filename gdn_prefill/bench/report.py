@@ -220,6 +220,23 @@ def plot(result: dict, path: str) -> str | None:
     return _save(fig, path, 130)
 
 
+def short_shape(shape: str) -> str:
+    """A mixed batch's lengths with each run of equal lengths as N x L (2048+2048+2048+700 ->
+    3x2K+700), so that runs that spelled one batch two ways draw it as one group."""
+    if "+" not in shape:
+        return shape
+    out: list[list] = []
+    for part in shape.split("+"):
+        if out and part == out[-1][0] and part.isdigit():
+            out[-1][1] += 1
+        else:
+            out.append([part, 1])
+
+    def length(p: str) -> str:
+        return f"{int(p) // 1024}K" if p.isdigit() and int(p) % 1024 == 0 else p
+    return "+".join(f"{n}x{length(p)}" if n > 1 else p for p, n in out)
+
+
 def plot_shapes(results: list[dict], path: str, mode: str = "graph") -> str | None:
     """The README's picture: one group of bars per (shape, Hk/Hv) of the runs' rows, one bar per
     implementation, its time in `mode` ("graph" or "eager") on a log scale, the fastest bar of
@@ -237,12 +254,12 @@ def plot_shapes(results: list[dict], path: str, mode: str = "graph") -> str | No
         return None
     groups, impls = [], []
     for r in rows:
-        g = (r["shape"], r["Hk"], r["Hv"])
+        g = (short_shape(r["shape"]), r["Hk"], r["Hv"])
         if g not in groups:
             groups.append(g)
         if r["impl"] not in impls:
             impls.append(r["impl"])
-    t = {(r["shape"], r["Hk"], r["Hv"], r["impl"]): r[key] for r in rows}
+    t = {(short_shape(r["shape"]), r["Hk"], r["Hv"], r["impl"]): r[key] for r in rows}
     width = 0.8 / len(impls)
     fig, ax = plt.subplots(figsize=(max(8.0, 0.26 * len(groups) * len(impls)), 4.8))
     for i, impl in enumerate(impls):
@@ -261,7 +278,9 @@ def plot_shapes(results: list[dict], path: str, mode: str = "graph") -> str | No
     ax.grid(True, axis="y", which="both", alpha=0.3)
     ax.legend(fontsize=8)
     meta = results[0].get("meta", {})
-    ax.set_title(f"GDN prefill, shape and Hk/Hv — {meta.get('card', '?')} {meta.get('date', '')} (★ fastest)", fontsize=10)
+    days = sorted({res.get("meta", {}).get("date", "")[:10] for res in results} - {""})
+    when = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}" if days else meta.get("date", "")
+    ax.set_title(f"GDN prefill, shape and Hk/Hv — {meta.get('card', '?')} {when} (★ fastest)", fontsize=10)
     return _save(fig, path, 120)
 
 
