@@ -209,19 +209,24 @@ def vnew(rV, rP, accX, sTab, tXc, L: Int32, s: Int32):
     sequence's): bf16 into rV (the A operand of G4; None without an output), and P^T = Vnew^T coef_j
     into rP (the A operand of G3)."""
     if L >= CHUNK:      # a full chunk: every column is live, no select (a warp-uniform branch)
-        for e in cutlass.range_constexpr(cute.size(accX)):
-            if cutlass.const_expr(rV is not None):
-                rV[e] = BFloat16(accX[e])
-            rP[e] = BFloat16(accX[e] * sTab[tXc[e][1], s])
+        _vnew_columns(rV, rP, accX, sTab, tXc, L, s, True)
     else:
-        for e in cutlass.range_constexpr(cute.size(accX)):
-            j = tXc[e][1]
+        _vnew_columns(rV, rP, accX, sTab, tXc, L, s, False)
+
+
+@cute.jit
+def _vnew_columns(rV, rP, accX, sTab, tXc, L: Int32, s: Int32, full: cutlass.Constexpr):
+    """vnew's values; full: every column is live (no select)."""
+    for e in cutlass.range_constexpr(cute.size(accX)):
+        j = tXc[e][1]
+        vn = accX[e]
+        if cutlass.const_expr(not full):
             vn = Float32(0.0)
             if j < L:
                 vn = accX[e]
-            if cutlass.const_expr(rV is not None):
-                rV[e] = BFloat16(vn)
-            rP[e] = BFloat16(vn * sTab[j, s])
+        if cutlass.const_expr(rV is not None):
+            rV[e] = BFloat16(vn)
+        rP[e] = BFloat16(vn * sTab[j, s])
 
 
 @cute.jit

@@ -451,7 +451,7 @@ def _fwd_o_kernel(
                 i, _ = tOc[2 * r]
                 if i < L:
                     for cc in cutlass.range_constexpr(ncol):
-                        e = cc % 2 + 2 * r + 4 * (cc // 2)
+                        e = wgmma_acc.first_of_col(cc) + wgmma_acc.first_of_row(r)
                         ii, v = tOc[e]
                         gO[ii, v] = BFloat16(accO[e])
 
