@@ -277,10 +277,10 @@ def plot_shapes(results: list[dict], path: str, mode: str = "graph") -> str | No
     ax.set_ylabel(f"µs per call (CUDA {mode}; log)" if mode == "graph" else f"µs per call ({mode}; log)")
     ax.grid(True, axis="y", which="both", alpha=0.3)
     ax.legend(fontsize=8)
-    meta = results[0].get("meta", {})
     days = sorted({res.get("meta", {}).get("date", "")[:10] for res in results} - {""})
-    when = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}" if days else meta.get("date", "")
-    ax.set_title(f"GDN prefill, shape and Hk/Hv — {meta.get('card', '?')} {when} (★ fastest)", fontsize=10)
+    when = f"{days[0]} to {days[-1]}" if len(days) > 1 else "".join(days)
+    card = results[0].get("meta", {}).get("card", "?")
+    ax.set_title(f"GDN prefill, shape and Hk/Hv — {card} {when} (★ fastest)", fontsize=10)
     return _save(fig, path, 120)
 
 
