@@ -12,8 +12,12 @@ A user of fla.ops.gated_delta_rule switches by changing one import.  The layer t
   every non-contiguous input.  `explain_copies()` lists the copies (and conversions) a call makes.
 
 FLA's other keywords are accepted; those with a value the kernels cannot honour are rejected by
-name (head_first=True, use_gate_in_kernel=True, cp_context, ...), the rest are ignored as FLA
-ignores its **kwargs.  prefill() itself stays strict: it never copies.
+name (head_first=True, use_gate_in_kernel=True, cp_context, ...), those whose value cannot change
+the result are ignored (IGNORED_KEYWORDS).  A keyword FLA 0.6.0 does not know is rejected by name:
+a typo, or an engine's output buffer, must not vanish.  The layer is inference-only: the kernels
+have no backward pass, so an input that requires grad under grad mode is rejected by name rather
+than returning outputs whose gradients would stop here without a word.  prefill() itself stays
+strict: it never copies.
 """
 from __future__ import annotations
 
@@ -53,6 +57,23 @@ _FALSE_ONLY = {
                         "beta = 2 * sigmoid(logits)",
 }
 _STATE_KEYS = ("state_v_first", "transpose_state_layout")   # FLA 0.6.0's name and its deprecated alias
+# every keyword FLA 0.6.0's chunk_gated_delta_rule takes beyond this layer's named parameters (its
+# named parameters and the keys its **kwargs reads): any other keyword is rejected by name
+FLA_KEYWORDS = frozenset(IGNORED_KEYWORDS) | frozenset(_FALSE_ONLY) | frozenset(_STATE_KEYS) | {"cp_context"}
+
+
+def inference_only(tensors: dict[str, Any], advice: str = "run it under torch.no_grad() or "
+                   "torch.inference_mode()") -> None:
+    """Raise GdnArgumentError naming the first tensor that requires grad while grad mode is on: the
+    kernels have no backward pass, and outputs without autograd history would end the gradients
+    at the layer without a word."""
+    import torch
+    if not torch.is_grad_enabled():
+        return
+    for name, t in tensors.items():
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            raise GdnArgumentError(f"{name}: requires grad, and gdn_prefill's kernels have no backward pass (the "
+                                   f"layer is inference-only); {advice}")
 
 
 def _numpy_bool(x: object) -> bool:
@@ -71,10 +92,16 @@ def _false(x: object) -> bool:
     return x is None or x is False or (type(x) is int and x == 0) or (_numpy_bool(x) and not x)
 
 
-def _keywords(kwargs: dict[str, Any], has_cu_seqlens: bool) -> bool:
+def _keywords(kwargs: dict[str, Any]) -> bool:
     """Check FLA's extra keywords; returns state_v_first (the state stored [V, K])."""
     if not kwargs:
         return False
+    for name in kwargs:
+        if name not in FLA_KEYWORDS:
+            raise GdnArgumentError(f"{name}: not a keyword of FLA 0.6.0's chunk_gated_delta_rule, so this layer "
+                                   "would drop it (a misspelt argument, or an output buffer this layer does not "
+                                   "take: it allocates o and the final state); it takes "
+                                   + ", ".join(sorted(FLA_KEYWORDS)))
     for name, rule in _FALSE_ONLY.items():
         if not _false(kwargs.get(name)):
             raise GdnArgumentError(f"{name}: {rule}")
@@ -84,9 +111,6 @@ def _keywords(kwargs: dict[str, Any], has_cu_seqlens: bool) -> bool:
     size = kwargs.get("chunk_size", 64)
     if type(size) is not int or size not in (16, 32, 64):
         raise GdnArgumentError(f"chunk_size: must be 16, 32 or 64 (FLA's rule), got {size!r}")
-    if kwargs.get("seq_idx") is not None and not has_cu_seqlens:
-        raise GdnArgumentError("seq_idx: packed sequences need cu_seqlens (sequence boundaries as offsets); "
-                               "seq_idx alone would run them as one sequence")
     given = [(n, _flag(n, kwargs[n])) for n in _STATE_KEYS if kwargs.get(n) is not None]
     if len(given) == 2 and given[0][1] != given[1][1]:
         raise GdnArgumentError("state_v_first: differs from transpose_state_layout, its deprecated name")
@@ -189,6 +213,7 @@ class _Call:
                  kwargs: dict[str, Any]) -> None:
         import torch
 
+        inference_only({"q": q, "k": k, "v": v, "g": g, "beta": beta, "initial_state": initial_state})
         # prefill()'s rule for a tensor's kind, before this layer reshapes or copies the tensors
         for name, t, rank in (("q", q, 4), ("k", k, 4), ("v", v, 4), ("g", g, 3), ("beta", beta, 3)):
             _check_tensor(t, name)
@@ -201,7 +226,7 @@ class _Call:
             _check_tensor(cu_seqlens, "cu_seqlens")
         self.output_final_state = _flag("output_final_state", output_final_state)
         _flag("use_qk_l2norm_in_kernel", use_qk_l2norm_in_kernel)
-        self.state_layout = "vk" if kwargs and _keywords(kwargs, cu_seqlens is not None) else "kv"
+        self.state_layout = "vk" if kwargs and _keywords(kwargs) else "kv"
         self.scale, self.l2, self.spine = scale, use_qk_l2norm_in_kernel, spine
         # {name: (why, dtype of the copy)}: the copies and conversions, made by materialise()
         plan: dict[str, tuple[str, Any]] = {}
@@ -322,9 +347,10 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Ten
     final state [N, Hv, K, V] fp32 when output_final_state, else None.  Any strides: a tensor
     the kernels cannot read where it is gets one contiguous copy (explain_copies() lists them).
     FLA's other keywords: state_v_first=True (and its old name transpose_state_layout) stores
-    the states [N, Hv, V, K]; cu_seqlens_cpu, chunk_indices, chunk_size and any other keyword are
+    the states [N, Hv, V, K]; cu_seqlens_cpu, chunk_indices, chunk_size, A_log and dt_bias are
     ignored; head_first, use_gate_in_kernel, use_beta_sigmoid_in_kernel and allow_neg_eigval must
-    be false and cp_context None.  Pass the arguments after output_final_state by keyword: FLA
+    be false and cp_context None; any other keyword is rejected by name.  Inference only: under
+    grad mode, an input that requires grad is rejected (GdnArgumentError naming it).  Pass the arguments after output_final_state by keyword: FLA
     0.6.0 orders them otherwise.  Every rejection is a GdnError subclass naming the argument,
     raised before anything is launched.
     """

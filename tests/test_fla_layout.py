@@ -4,7 +4,8 @@ Layouts: a tensor the kernels cannot read where it is (last dim not contiguous, 
 that TMA cannot read, [B, T] dims that are no view of one, a state block that is not whole) gets
 one contiguous copy, of that tensor only; explain_copies() names each copy and why; the check of
 the call as a whole comes before any copy.  Keywords: FLA's are accepted, those whose value the
-kernels cannot honour rejected by name, the rest ignored.
+kernels cannot honour rejected by name, those whose value cannot change the result ignored; a
+keyword FLA 0.6.0 does not know is rejected by name.
 
 The launches are routed to explain() (a recorder standing in for the extension), so everything
 here runs on the CPU; tests/test_gpu_fla_layout.py runs the same layouts on a Hopper GPU, bit for
@@ -324,14 +325,18 @@ def test_every_fla_keyword_at_its_default_is_accepted(rec):
            {n: x for n, x in rec.calls[1].items() if n not in ("out", "final")}
 
 
-def test_model_keywords_are_ignored(rec):
-    """What transformers' layers pass besides FLA's arguments (use_cache, position_ids, ...) is
-    accepted and ignored, as FLA's **kwargs ignores it."""
-    a = inputs()
-    extra = dict(use_cache=True, position_ids=torch.arange(T)[None], output_attentions=False, cu_seq_lens_k=None,
-                 max_length_q=T, max_length_k=T, is_causal=True, num_items_in_batch=None, chunk_size=32)
-    fla.chunk_gated_delta_rule(**a, **extra)
-    assert fla.explain_copies(**a, **extra) == {}
+@pytest.mark.parametrize("name", ["use_cache", "position_ids", "out", "output", "final_state", "seq_idx", "foo"])
+def test_keywords_fla_does_not_know_are_refused_by_name(name, rec, copies_made):
+    """A keyword FLA 0.6.0 does not take (a model's use_cache, a typo, an engine's output buffer) is
+    named, never dropped; nothing is copied or launched.  (The transformers integration passes the
+    layer FLA's keywords only: tests/test_transformers_wiring.py.)"""
+    a = conv_views(inputs())
+    copies_made.clear()
+    with pytest.raises(errors.GdnArgumentError, match=f"^{name}: not a keyword of FLA 0.6.0"):
+        fla.chunk_gated_delta_rule(**a, **{name: None})
+    assert rec.calls == [] and copies_made == []
+    # FLA's own keywords at their defaults are taken (test_every_fla_keyword_at_its_default_is_accepted)
+    fla.chunk_gated_delta_rule(**inputs(), chunk_size=32, cu_seqlens_cpu=None)
     assert len(rec.calls) == 1
 
 
@@ -356,14 +361,6 @@ def test_values_the_kernels_cannot_honour_are_rejected(kw, arg, cls, rec, copies
         fla.chunk_gated_delta_rule(**a, **kw)
     assert str(e.value).startswith(f"{arg}:"), str(e.value)
     assert rec.calls == [] and copies_made == []
-
-
-def test_seq_idx_with_cu_seqlens_is_accepted(rec):
-    a = {n: (x.flatten(0, 1)[None] if isinstance(x, torch.Tensor) and n != "initial_state" else x)
-         for n, x in inputs().items()}
-    seq_idx = torch.repeat_interleave(torch.arange(2, dtype=torch.int32), T)[None]
-    fla.chunk_gated_delta_rule(**a, cu_seqlens=torch.tensor([0, T, 2 * T], dtype=torch.int32), seq_idx=seq_idx)
-    assert len(rec.calls) == 1
 
 
 @pytest.mark.parametrize("key", ["state_v_first", "transpose_state_layout"])

@@ -98,7 +98,8 @@ def test_a_function_replaced_again_is_left_alone(fake):
 
 def test_replacement_passes_the_models_arguments(fake, rec, monkeypatch):
     """The model's call: q, k, v positional, the rest by keyword (its chunk_size consumed, its
-    cu_seqlens and extra keywords passed on); our layer receives them as its own."""
+    cu_seqlens passed on, the model's other keywords, which the function replaced ignores, left
+    out: the FLA layer would refuse them by name); our layer receives them as its own."""
     seen = []
     real = fla.chunk_gated_delta_rule
     monkeypatch.setattr(fla, "chunk_gated_delta_rule", lambda *a, **kw: seen.append((a, kw)) or real(*a, **kw))
@@ -112,7 +113,8 @@ def test_replacement_passes_the_models_arguments(fake, rec, monkeypatch):
                                           position_ids=None, max_length_q=70)
     ((args, kw),) = seen
     assert args[:3] == (a["q"], a["k"], a["v"]) and "chunk_size" not in kw
-    assert kw["cu_seqlens"] is cu and kw["use_qk_l2norm_in_kernel"] is True and kw["use_cache"] is True
+    assert kw["cu_seqlens"] is cu and kw["use_qk_l2norm_in_kernel"] is True
+    assert not {"use_cache", "position_ids", "max_length_q"} & set(kw)
     (call,) = rec.calls
     assert call["cu_seqlens"].dtype == torch.int32 and call["q"].is_contiguous()
 
@@ -202,7 +204,7 @@ def _tiny_qwen3_5(dtype=torch.bfloat16):
 
 def test_qwen3_5_prefill_reaches_our_layer(rec, monkeypatch):
     """A tiny Qwen3.5 (bf16, CPU) under enabled(): each of its three GDN layers' prefill calls our
-    layer with what the model passes (use_cache and the other keywords accepted); q, k and v are
+    layer with what the model passes (FLA's keywords; the model's own, like use_cache, left out); q, k and v are
     views of the transposed convolution output, each copied once; with the cache, the final
     states are asked for and the cache holds them; a forward with grad enabled is refused."""
     _transformers()
@@ -220,7 +222,7 @@ def test_qwen3_5_prefill_reaches_our_layer(rec, monkeypatch):
     assert len(seen) == len(rec.calls) == 3
     for copies, kw in seen:
         assert set(copies) == {"q", "k", "v"} and "last dim has stride 96" in copies["q"], copies
-        assert kw["use_qk_l2norm_in_kernel"] is True and kw["output_final_state"] is True and "use_cache" in kw
+        assert kw["use_qk_l2norm_in_kernel"] is True and kw["output_final_state"] is True and "use_cache" not in kw
     cache = out.past_key_values
     assert all(cache.layers[i].recurrent_states[0] is not None for i in range(3))
     with gdn_tf.enabled(["transformers.models.qwen3_5.modeling_qwen3_5"]):

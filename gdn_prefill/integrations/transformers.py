@@ -139,19 +139,16 @@ def _replacement(original: Callable[..., Any]) -> Callable[..., Any]:
     def torch_chunk_gated_delta_rule(query: Any, key: Any, value: Any, g: Any, beta: Any, chunk_size: int = 64,
                                      initial_state: Any = None, output_final_state: bool = False,
                                      use_qk_l2norm_in_kernel: bool = False, **kwargs: Any) -> Any:
-        import torch
-        if torch.is_grad_enabled():
-            for name, t in (("q", query), ("k", key), ("v", value), ("g", g), ("beta", beta),
-                            ("initial_state", initial_state)):
-                if isinstance(t, torch.Tensor) and t.requires_grad:
-                    raise GdnArgumentError(
-                        f"{name}: requires grad, and gdn_prefill's kernels have no backward pass; run the model "
-                        "under torch.no_grad() or torch.inference_mode() (generate() does), or outside "
-                        "gdn_prefill.integrations.transformers.enabled()")
-        # chunk_size: the torch path's chunk length; the recurrence does not depend on it
+        _fla.inference_only({"q": query, "k": key, "v": value, "g": g, "beta": beta, "initial_state": initial_state},
+                            "run the model under torch.no_grad() or torch.inference_mode() (generate() does), or "
+                            "outside gdn_prefill.integrations.transformers.enabled()")
+        # chunk_size: the torch path's chunk length; the recurrence does not depend on it.  The
+        # function replaced ignores its **kwargs; the FLA keywords among them (cu_seqlens, ...) go
+        # on to the FLA layer, which would reject the model's others by name
+        fla_kwargs = {n: x for n, x in kwargs.items() if n in _fla.FLA_KEYWORDS or n == "cu_seqlens"}
         return _fla.chunk_gated_delta_rule(query, key, value, g, beta, initial_state=initial_state,
                                            output_final_state=output_final_state,
-                                           use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, **kwargs)
+                                           use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, **fla_kwargs)
 
     torch_chunk_gated_delta_rule._gdn_prefill_original = original  # type: ignore[attr-defined]
     torch_chunk_gated_delta_rule.__doc__ = (f"gdn_prefill.chunk_gated_delta_rule standing in for "
