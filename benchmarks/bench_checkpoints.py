@@ -5,8 +5,8 @@
                                            [--json PATH]
 
 Hk/Hv 16/32, bf16, pre-normed q and k, a state pool of N live slots plus one slot per
-checkpoint (checkpoint_every tokens, a table entry for every boundary strictly inside each
-sequence), graph mode (bench._time_impl), the rows of one shape alternated twice (A B A B) and
+checkpoint (checkpoint_every tokens, a table entry for every boundary up to each sequence's
+end), graph mode (bench._time_impl), the rows of one shape alternated twice (A B A B) and
 the medians of each kept.  Target (issue 35): <= 5 % at 8 x 4096 with a checkpoint every 1024
 tokens.  Needs a Hopper GPU; without one it says so and exits 0.
 """

@@ -107,6 +107,20 @@ def state(dims: Dims, layout: str, dtype=Float32):
                                          stride=(_stride(), _stride()) + inner, assumed_align=16)
 
 
+def checkpoint_pool(dims: Dims, layout: str, dtype=Float32):
+    """checkpoint_pool: a pool as `state` (its layout and type) with a slot count of its own (the
+    launcher binds `state` itself when the caller gives no separate pool)."""
+    inner = (HEAD_DIM_V, 1) if layout == "kv" else (1, HEAD_DIM_K)
+    return cute.runtime.make_fake_tensor(dtype, (cute.sym_int(symbol="PC"), dims.Hv, HEAD_DIM_K, HEAD_DIM_V),
+                                         stride=(_stride(), _stride()) + inner, assumed_align=16)
+
+
+def has_initial(dims: Dims):
+    """has_initial: [N] one byte per sequence (bool or uint8), any stride: 0 = start from zero."""
+    return cute.runtime.make_fake_tensor(cutlass.Uint8, (cute.sym_int(symbol="NH"),), stride=(_stride(),),
+                                         assumed_align=1)
+
+
 def f32(value: float = 1.0):
     return Float32(value)
 

@@ -211,7 +211,7 @@ class FusedPrefill:
                  cu_seqlens: cute.Tensor, state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor,
                  scale: Float32, use_qk_l2norm: Int32, has_state: Int32, use_state_indices: Int32,
                  checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
-                 stream: cuda.CUstream):
+                 has_initial: cute.Tensor, checkpoint_pool: cute.Tensor, stream: cuda.CUstream):
         Hv = v.shape[1]
         N = cu_seqlens.shape[0] - 1
         lay = self._layouts()
@@ -223,7 +223,7 @@ class FusedPrefill:
         tma_o, mO = cpasync.make_tiled_tma_atom(store, tma.view(out, [0, 2, 1]), one("sv"), (C, VB))
         self.kernel(tma_k, mK, tma_q, mQ, tma_v, mV, tma_o, mO, g, beta, cu_seqlens, state, state_indices, out,
                     scale, use_qk_l2norm, has_state, use_state_indices, checkpoints, checkpoint_chunks,
-                    initial_state, state_in, Hv // k.shape[1]).launch(
+                    initial_state, state_in, has_initial, checkpoint_pool, Hv // k.shape[1]).launch(
             grid=list(plan.grid_fused(q.shape[0], N, Hv)), block=[self.THREADS, 1, 1], stream=stream, smem=self.smem_bytes(),
             use_pdl=pdl.USE_PDL)
 
@@ -233,7 +233,7 @@ class FusedPrefill:
                beta: cute.Tensor, cu_seqlens: cute.Tensor, state: cute.Tensor, state_indices: cute.Tensor,
                out: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, has_state: Int32, use_state_indices: Int32,
                checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
-               group: Int32):
+               has_initial: cute.Tensor, checkpoint_pool: cute.Tensor, group: Int32):
         pdl.enter()
         tidx, _, _ = cute.arch.thread_idx()
         hv, r, _ = cute.arch.block_idx()
@@ -301,7 +301,8 @@ class FusedPrefill:
             cute.arch.setmaxregister_increase(self.CHAIN_REGS)
             if run != 0:
                 self.chain(kq, vt, bars, storage, t, tidx % 128, tidx // 128, n, hv, slot, bos, eos, nch, state,
-                           has_state, checkpoints, checkpoint_chunks, initial_state, state_in, out)
+                           has_state, checkpoints, checkpoint_chunks, initial_state,
+                           state_pool.source(state_in, has_initial, n), out, checkpoint_pool)
 
     @cute.jit
     def rank_longest_first(self, r: Int32, cu_seqlens: cute.Tensor, sOrder: cute.Tensor, tidx: Int32):
@@ -622,7 +623,8 @@ class FusedPrefill:
     @cute.jit
     def chain(self, kq, vt, bars, storage, t, ltid: Int32, wg: Int32, n: Int32, hv: Int32, slot: Int32, bos: Int32,
               eos: Int32, nch: Int32, state: cute.Tensor, has_state: Int32, checkpoints: cute.Tensor,
-              checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32, out: cute.Tensor):
+              checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32, out: cute.Tensor,
+              checkpoint_pool: cute.Tensor):
         """Chain warpgroup wg: S^T of state columns 64 wg .. 64 wg + 63 through the sequence and their
         output.  Per chunk i (K, q, P in KQ slot i % KQ_SLOTS; V, Tu and the table in VT slot
         i % VT_SLOTS), every MMA's A operand in registers:
@@ -694,9 +696,9 @@ class FusedPrefill:
                 vt.consumer_release(vs)
                 ks.advance()
                 vs.advance()
-            ck = state_pool.checkpoint_slot_after(i_end - 1, nch, n, checkpoints, checkpoint_chunks)
+            ck = state_pool.checkpoint_slot_after(i_end - 1, (eos - bos) // C, n, checkpoints, checkpoint_chunks)
             if ck >= 0:
-                state_pool.store(accSt, tScS, chain.transposed_block(state, ck, hv, col0))
+                state_pool.store(accSt, tScS, chain.transposed_block(checkpoint_pool, ck, hv, col0))
         if wg == 0:
             self._turn(wg)              # chain 1's last pass
         if has_state != 0:
@@ -738,9 +740,11 @@ def launch_for(layout: str, beta: str = "bf16", state_dtype: str = "fp32"):
                       cu_seqlens: cute.Tensor, state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor,
                       scale: Float32, use_qk_l2norm: Int32, has_state: Int32, use_state_indices: Int32,
                       checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor,
-                      state_in: Int32, stream: cuda.CUstream):
+                      state_in: Int32, has_initial: cute.Tensor, checkpoint_pool: cute.Tensor,
+                      stream: cuda.CUstream):
         kern(q, k, v, g, beta, cu_seqlens, state, state_indices, out, scale, use_qk_l2norm, has_state,
-             use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in, stream)
+             use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in, has_initial,
+             checkpoint_pool, stream)
 
     return fused_prefill
 
@@ -758,4 +762,5 @@ def fake_args(dims, layout: str, beta: str = "bf16", state_dtype: str = "fp32") 
             fake.th(dims, BFloat16 if beta == "bf16" else Float32), fake.cu_seqlens(dims), fake.state(dims, layout, st),
             fake.state_indices(dims),
             fake.tv(dims, **tma16), fake.f32(128 ** -0.5), fake.i32(0), fake.i32(0), fake.i32(0),
-            fake.checkpoints(dims), fake.i32(0), fake.state(dims, layout, st), fake.i32(1)]
+            fake.checkpoints(dims), fake.i32(0), fake.state(dims, layout, st), fake.i32(1),
+            fake.has_initial(dims), fake.checkpoint_pool(dims, layout, st)]

@@ -114,8 +114,8 @@ two launches of this body around compose.py:
   checkpoint interval).  A sequence of one segment runs as in SEQUENCE.
 
 State pool (state_pool.py, the rule every spine shares): the initial S^T from `state`,
-`initial_state` or zeros (state_in); the final one into `state` when bound; a checkpoint after
-chunk i straight from the accumulators, after G3's wait (nothing in flight), by the consumer
+`initial_state` or zeros (state_in, per sequence with has_initial); the final one into `state`
+when bound; a checkpoint (into checkpoint_pool) after chunk i straight from the accumulators, after G3's wait (nothing in flight), by the consumer
 warpgroup itself: 64 fp32 stores per thread, ~+4 % at 8 x 4096 with one every 1,024 tokens.
 
 Masking: rows >= L of a partial chunk's Tu / V / q / pqk tiles may be another sequence's rows
@@ -331,6 +331,7 @@ class SpineRS:
         has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32, order: cute.Tensor,
         checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
         maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
+        has_initial: cute.Tensor, checkpoint_pool: cute.Tensor,
         stream: cuda.CUstream,
     ):
         """The launch (parameter names: gdn_problem_t fields; the inputs q, k, v read by TMA (the
@@ -357,7 +358,7 @@ class SpineRS:
             tma_t, mT, tma_v, mV, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
             gcum, rk, rq, beta32, cu_seqlens, state, state_indices, out, ready, order, scale,
             has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv, checkpoints, checkpoint_chunks,
-            initial_state, state_in, maps, seg_state, seg_chunks, maps_all, self,
+            initial_state, state_in, maps, seg_state, seg_chunks, maps_all, has_initial, checkpoint_pool, self,
         )
         if cutlass.const_expr(self.role == Role.SEQUENCE):
             grid = plan.grid_spine_rs(T, N, Hv, self.dual)
@@ -380,6 +381,7 @@ class SpineRS:
         scale: Float32, has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
         checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
         maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
+        has_initial: cute.Tensor, checkpoint_pool: cute.Tensor,
     ):
         """The kernel's body (spine_rs_kernel, the entry, calls it): the block's work, the shared
         memory and its barriers, then each warp's role."""
@@ -480,12 +482,14 @@ class SpineRS:
                     bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
                     if cutlass.const_expr(self.role == Role.MAPS):
                         self.map_chain(tidx % 128, wg, hv, slot, bos, eos, nch, wg * VB, sT, sK, sKk, sV_vj, sTab, sBt,
-                                       state, initial_state, state_in, maps, seg_state, seg, ring)
+                                       state, initial_state, state_pool.source(state_in, has_initial, n), maps,
+                                       seg_state, seg, ring)
                     else:
                         self.chain(tidx % 128, wg, n, hv, slot, bos, eos, nch, col0 + wg * VB, sT, sK, sKk, sV_vj, sQ,
                                    sPq, sTab, sBt, ostaged_bar, state, has_state,
-                                   checkpoints, checkpoint_chunks, initial_state, state_in, active,
-                                   seg_state, seg, seg_chunks, ring)
+                                   checkpoints, checkpoint_chunks, initial_state,
+                                   state_pool.source(state_in, has_initial, n), active,
+                                   seg_state, seg, seg_chunks, ring, checkpoint_pool)
         if cutlass.const_expr(self.cz > 1):
             # no CTA leaves while its peer may still multicast into it or arrive on its barriers
             cute.arch.cluster_arrive()
@@ -628,7 +632,7 @@ class SpineRS:
               col0: Int32, sT, sK, sKk, sV_vj, sQ, sPq, sTab, sBt, ostaged_bar,
               state: cute.Tensor, has_state: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
               initial_state: cute.Tensor, state_in: Int32, active,
-              seg_state: cute.Tensor, seg: _Segment, seg_chunks: Int32, ring):
+              seg_state: cute.Tensor, seg: _Segment, seg_chunks: Int32, ring, checkpoint_pool: cute.Tensor):
         """Consumer warpgroup wg (of the `active` ones that share the tiles): S^T[col0 .. col0 + 64)
         through the sequence (SEGMENT: through its segment seg) and the output of those columns for
         every chunk (module docstring)."""
@@ -717,9 +721,10 @@ class SpineRS:
                 cs.advance()
             # a checkpoint (state_pool.py) after the segment's last chunk: its end state S^T, complete
             # after G3's wait
-            ck = state_pool.checkpoint_slot_after(c0 + i_end - 1, nch_seq, n, checkpoints, checkpoint_chunks)
+            ck = state_pool.checkpoint_slot_after(c0 + i_end - 1, c0 + (eos - bos) // CHUNK, n, checkpoints,
+                                                  checkpoint_chunks)
             if ck >= 0:
-                state_pool.store(accSt, tScS, chain.transposed_block(state, ck, hv, col0))
+                state_pool.store(accSt, tScS, chain.transposed_block(checkpoint_pool, ck, hv, col0))
 
         # the last chunk's G4 and output
         if nch > 0:
@@ -827,6 +832,7 @@ def spine_rs_kernel(
     scale: Float32, has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
     checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
     maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
+    has_initial: cute.Tensor, checkpoint_pool: cute.Tensor,
     spine: cutlass.Constexpr,
 ):
     """The entry of every build: spine (a SpineRS, compile time) is the build, SpineRS.kernel the body.
@@ -838,7 +844,7 @@ def spine_rs_kernel(
         gcum, rk, rq, beta32, cu_seqlens, state, state_indices, out, ready, order,
         scale, has_state, use_state_indices, ready_from, hv_per_hk, Hv,
         checkpoints, checkpoint_chunks, initial_state, state_in,
-        maps, seg_state, seg_chunks, maps_all)
+        maps, seg_state, seg_chunks, maps_all, has_initial, checkpoint_pool)
 
 
 # --------------------------------------------------------------------------- the block's work
@@ -1037,11 +1043,12 @@ def launch_for(layout: str, pair: bool = False, dual: bool = False, state_dtype:
         has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32, order: cute.Tensor,
         checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
         maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
+        has_initial: cute.Tensor, checkpoint_pool: cute.Tensor,
         stream: cuda.CUstream,
     ):
         spine(q, k, v, tu, pqk, gcum, rq, rk, beta32, cu_seqlens, state, state_indices, out, scale, has_state,
               use_state_indices, ready, ready_from, order, checkpoints, checkpoint_chunks, initial_state, state_in,
-              maps, seg_state, seg_chunks, maps_all, stream)
+              maps, seg_state, seg_chunks, maps_all, has_initial, checkpoint_pool, stream)
 
     return spine_rs
 
@@ -1087,11 +1094,12 @@ def fake_args(dims, layout, pair=False, dual=False, state_dtype="fp32", role="se
     seg_state, seg_chunks and maps_all."""
     from cute_kernels import fake
     (q, k, _w, _u, pqk, gcum, rq, rk, cu_seqlens, state, state_indices, _vnew, _h, out, scale, has_state,
-     use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in) = sw.fake_args(
-         dims, layout, state_dtype=state_dtype)
+     use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in, has_initial,
+     checkpoint_pool) = sw.fake_args(dims, layout, state_dtype=state_dtype)
     v = fake.tv(dims, stride_div=8, align=16)        # a TMA source, as q and k
     return [q, k, v, fake.ws_tvd(dims, CHUNK), pqk, gcum, rq, rk, fake.ws_th(dims), cu_seqlens, state, state_indices,
             out, scale,
             has_state, use_state_indices, fake.ws_ready(dims), fake.i32(0), fake.ws_order(dims),
             checkpoints, checkpoint_chunks, initial_state, state_in,
-            fake.ws_states(dims, dims.M2), fake.ws_states(dims, dims.M), fake.i32(1), fake.i32(0)]
+            fake.ws_states(dims, dims.M2), fake.ws_states(dims, dims.M), fake.i32(1), fake.i32(0),
+            has_initial, checkpoint_pool]

@@ -93,6 +93,8 @@ def spine_scalar_kernel(
     checkpoint_chunks: Int32,
     initial_state: cute.Tensor,
     state_in: Int32,
+    has_initial: cute.Tensor,
+    checkpoint_pool: cute.Tensor,
     group: Int32,
     num_tokens: Int32,
     state_kv: cutlass.Constexpr,
@@ -131,8 +133,9 @@ def spine_scalar_kernel(
         # ---- S0: registers (32 values per thread) and sS ------------------------------
         Sr = cute.make_rmem_tensor((4, 8), Float32)        # Sr[c, e] = S[kb + e, 4 vg + c]
         Sr.fill(0.0)
-        if state_in != 0:         # state_pool.py: the initial state from state or initial_state
-            if state_in == 1:
+        src = state_pool.source(state_in, has_initial, n)
+        if src != 0:              # state_pool.py: the initial state from state or initial_state
+            if src == 1:
                 _state_io(state, slot, hv, vc0, sS, wi, lane, state_kv, True)
             else:
                 _state_io(initial_state, slot, hv, vc0, sS, wi, lane, state_kv, True)
@@ -246,9 +249,9 @@ def spine_scalar_kernel(
                 cute.arch.sync_threads()
             # a checkpoint (state_pool.py) after the segment's last chunk: its end state from sS,
             # which the next chunk rewrites only after two more CTA barriers
-            ck = state_pool.checkpoint_slot_after(i_end - 1, nchunks, n, checkpoints, checkpoint_chunks)
+            ck = state_pool.checkpoint_slot_after(i_end - 1, (eos - bos) // CHUNK, n, checkpoints, checkpoint_chunks)
             if ck >= 0:
-                _state_io(state, ck, hv, vc0, sS, wi, lane, state_kv, False, False)
+                _state_io(checkpoint_pool, ck, hv, vc0, sS, wi, lane, state_kv, False, False)
 
         # ---- final state ------------------------------------------------------------------
         if has_state != 0:
@@ -312,6 +315,8 @@ def spine_scalar(
     checkpoint_chunks: Int32,
     initial_state: cute.Tensor,
     state_in: Int32,
+    has_initial: cute.Tensor,
+    checkpoint_pool: cute.Tensor,
     stream: cuda.CUstream,
 ):
     T = gcum.shape[0]
@@ -322,7 +327,8 @@ def spine_scalar(
     state_kv = cutlass.const_expr(state.stride[3] == 1)
     spine_scalar_kernel(
         k, w, u, gcum, rk, cu_seqlens, state, state_indices, vnew, h,
-        has_state, use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in, Hv // Hk, T, state_kv,
+        has_state, use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in, has_initial,
+        checkpoint_pool, Hv // Hk, T, state_kv,
     ).launch(grid=plan.grid_spine_scalar(T, N, Hv), block=[THREADS, 1, 1], stream=stream,
              use_pdl=pdl.USE_PDL)
 
@@ -355,4 +361,6 @@ def fake_args(dims, layout, state_dtype="fp32"):
         fake.i32(0),                   # checkpoint_chunks
         fake.state(dims, layout, sdt),  # initial_state (state_in 2)
         fake.i32(1),                   # state_in
+        fake.has_initial(dims),        # has_initial [N] (state_in 3, 4)
+        fake.checkpoint_pool(dims, layout, sdt),
     ]

@@ -285,6 +285,7 @@ def spine_wgmma_kernel(
     state: cute.Tensor, state_indices: cute.Tensor, vnew: cute.Tensor,
     has_state: Int32, use_state_indices: Int32, hv_per_hk: Int32,
     checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
+    has_initial: cute.Tensor, checkpoint_pool: cute.Tensor,
     num_wg: cutlass.Constexpr, cz: cutlass.Constexpr,
 ):
     """num_wg: warpgroups of the CTA (compile time: 1, 2 or 4); cz: CTAs per cluster (1: no
@@ -351,7 +352,8 @@ def spine_wgmma_kernel(
                   sW, sK, sU, sS, sS_kv, sP, sP_jv, sVn, sRow, sCk, ring,
                   tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
                   gcum, rk, cu_seqlens, state,
-                  vnew, has_state, hv_per_hk, checkpoints, checkpoint_chunks, initial_state, state_in, num_wg, cz)
+                  vnew, has_state, hv_per_hk, checkpoints, checkpoint_chunks, initial_state, state_in,
+                  has_initial, checkpoint_pool, num_wg, cz)
     if cutlass.const_expr(cz > 1):
         # no CTA leaves while a peer may still arrive on its barriers (one chunk count per cluster)
         cute.arch.cluster_arrive()
@@ -378,7 +380,8 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
               tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
               gcum, rk, cu_seqlens, state,
               vnew, has_state: Int32, hv_per_hk: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
-              initial_state: cute.Tensor, state_in: Int32, num_wg: cutlass.Constexpr, cz: cutlass.Constexpr):
+              initial_state: cute.Tensor, state_in: Int32, has_initial: cute.Tensor, checkpoint_pool: cute.Tensor,
+              num_wg: cutlass.Constexpr, cz: cutlass.Constexpr):
     """Everything one CTA does for a sequence that is not padding.
 
     tidx: thread in the CTA (TMA issue); ltid = tidx % 128 and wg = warpgroup (of num_wg):
@@ -445,7 +448,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
     # ---- initial state
     gS = cute.domain_offset((0, col0), state[slot, hv, None, None])    # (k, v) -> S[k, col0+v]
     gI = cute.domain_offset((0, col0), initial_state[slot, hv, None, None])
-    state_pool.load(accS, tScS, gS, gI, state_in)
+    state_pool.load(accS, tScS, gS, gI, state_pool.source(state_in, has_initial, n))
 
     # TMA views of this (sequence, head); the chunk offset is applied per copy
     mW_h = mW[None, None, hv]                                          # (T, 128) rows, k
@@ -462,7 +465,7 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
             if p < nch:
                 _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, hv, eos,
                              ring, _chunk_state(Int32(p), ns, True), bos + p * CHUNK, cta_col0, rank, num_wg, cz,
-                             Int32(p), nch, n, checkpoints, checkpoint_chunks, sCk)
+                             Int32(p), (eos - bos) // CHUNK, n, checkpoints, checkpoint_chunks, sCk)
     # throughput build: per-row data of the NEXT chunk to run, loaded one chunk ahead (off the
     # dependency chain): g_last of the chunk, and gcum_j, rk_j of this thread's rows row_a, row_b
     nx_glast = Float32(0.0)
@@ -592,12 +595,13 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
         # wrote; the latency build reads its slot from that chunk's stage (copied with its row data)
         ck = Int32(-1)
         if cutlass.const_expr(rows_smem):
-            if state_pool.checkpoint_index_after(i_end - 1, nch, checkpoint_chunks, checkpoints.shape[1]) >= 0:
+            if state_pool.checkpoint_index_after(i_end - 1, (eos - bos) // CHUNK, checkpoint_chunks,
+                                                 checkpoints.shape[1]) >= 0:
                 ck = sCk[(i_end - 1) % ns]
         else:
-            ck = state_pool.checkpoint_slot_after(i_end - 1, nch, n, checkpoints, checkpoint_chunks)
+            ck = state_pool.checkpoint_slot_after(i_end - 1, (eos - bos) // CHUNK, n, checkpoints, checkpoint_chunks)
         if ck >= 0:
-            state_pool.store(accS, tScS, cute.domain_offset((0, col0), state[ck, hv, None, None]))
+            state_pool.store(accS, tScS, cute.domain_offset((0, col0), checkpoint_pool[ck, hv, None, None]))
 
     # ---- final state; every TMA store of this CTA complete before its shared memory is released
     if has_state != 0:
@@ -631,7 +635,7 @@ def _refill(i: Int32, nch: Int32, bos: Int32, eos: Int32, cta_col0: Int32, rank:
                     ring.producer_acquire(st)
             _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, hv, eos,
                          ring, st, bos + nxt * CHUNK, cta_col0, rank, num_wg, cz,
-                         nxt, nch, n, checkpoints, checkpoint_chunks, sCk)
+                         nxt, (eos - bos) // CHUNK, n, checkpoints, checkpoint_chunks, sCk)
 
 
 @cute.jit
@@ -734,14 +738,14 @@ def _row_data(gcum: cute.Tensor, rk: cute.Tensor, hv: Int32, t0: Int32, eos: Int
 @cute.jit
 def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, rk, hv: Int32, eos: Int32,
                  ring, st, t0: Int32, cta_col0: Int32, rank: Int32, num_wg: cutlass.Constexpr,
-                 cz: cutlass.Constexpr, ci: Int32, nch: Int32, n: Int32, checkpoints: cute.Tensor,
+                 cz: cutlass.Constexpr, ci: Int32, nfull: Int32, n: Int32, checkpoints: cute.Tensor,
                  checkpoint_chunks: Int32, sCk):
     """Everything that fills a stage with the chunk at t0.  Called by one whole (converged) warp:
     one elected lane arms the stage's mbarrier with the byte count of all 2 + num_wg copies; each
     TMA copy is issued by one elected lane (cute.copy elects internally).  U comes as num_wg tiles
     of (64, VB): warpgroup g's columns cta_col0 + g*VB .. + VB land in sU[:, :, stage*num_wg + g].
     The latency build also copies the chunk's row data (_issue_rows) and the slot of a checkpoint
-    after it (chunk ci of the sequence's nch, state_pool.copy_checkpoint_slot_after: its loop issues no
+    after it (chunk ci of a sequence of nfull full chunks, state_pool.copy_checkpoint_slot_after: its loop issues no
     LDG)."""
     stage = st.index
     bar = ring.producer_get_barrier(st)
@@ -754,7 +758,7 @@ def _issue_loads(tma_w, mW_h, tma_u, mU_h, tma_k, mK_h, sW, sU, sK, sRow, gcum, 
     tma.load(tma_k, tma.gmem_tile(mK_h, (0, t0), (DK, CHUNK)), sK[None, None, stage], bar, rank, cz)
     if cutlass.const_expr(_rows_in_smem(num_wg)):
         if cute.arch.lane_idx() == 0:
-            state_pool.copy_checkpoint_slot_after(ci, nch, n, checkpoints, checkpoint_chunks,
+            state_pool.copy_checkpoint_slot_after(ci, nfull, n, checkpoints, checkpoint_chunks,
                                        cute.local_tile(sCk, (1,), (stage,)))
         _issue_rows(gcum, rk, sRow, hv, t0, eos, stage, bar)
 
@@ -779,7 +783,8 @@ def _make_launch(num_wg: int, multicast: bool):
         state: cute.Tensor, state_indices: cute.Tensor,
         vnew: cute.Tensor, h: cute.Tensor, out: cute.Tensor, scale: Float32,
         has_state: Int32, use_state_indices: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
-        initial_state: cute.Tensor, state_in: Int32, stream: cuda.CUstream,
+        initial_state: cute.Tensor, state_in: Int32, has_initial: cute.Tensor, checkpoint_pool: cute.Tensor,
+        stream: cuda.CUstream,
     ):
         lay_w, lay_k, lay_u, lay_s, _, lay_vn = _smem_layouts(num_wg)
         load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
@@ -806,7 +811,7 @@ def _make_launch(num_wg: int, multicast: bool):
             tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn,
             gcum, rk, cu_seqlens,
             state, state_indices, vnew, has_state, use_state_indices, hv_per_hk, checkpoints, checkpoint_chunks,
-            initial_state, state_in, num_wg, cz,
+            initial_state, state_in, has_initial, checkpoint_pool, num_wg, cz,
         ).launch(grid=plan.grid_spine_wgmma(T, N, Hv, num_wg), block=[threads, 1, 1],
                  cluster=[1, 1, cz], stream=stream, use_pdl=pdl.USE_PDL)
 
@@ -858,4 +863,6 @@ def fake_args(dims, layout, warpgroups=1, multicast=False, state_dtype="fp32"):
         fake.i32(0),                             # checkpoint_chunks
         fake.state(dims, layout, state_pool.state_dtype(state_dtype)),   # initial_state (state_in 2)
         fake.i32(1),                             # state_in
+        fake.has_initial(dims),                  # has_initial [N] (state_in 3, 4)
+        fake.checkpoint_pool(dims, layout, state_pool.state_dtype(state_dtype)),
     ]

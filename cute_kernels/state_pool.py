@@ -4,14 +4,17 @@ chunk (prefix caching).  One rule for every spine, so that no two of them can di
 
 The initial state (gdn_problem_t.state_in, set by the launcher): 0, zeros; 1, the sequence's slot
 of `state` (in place: read, then overwritten with the final state); 2, the same slot of
-`initial_state` (read only; `state`, when bound, is only written).
+`initial_state` (read only; `state`, when bound, is only written); 3 and 4, 1 and 2 where the
+per-sequence mask has_initial[n] is nonzero and zeros where it is 0 (`source`).
 
 Checkpoints:
-With checkpoint_chunks = c > 0, the state after chunk i (0-based, of a sequence of nch chunks)
-is a checkpoint when (i + 1) is a multiple of c and i + 1 < nch: its token (i + 1) * CHUNK is
-strictly inside the sequence (the state after the last token is the final state, which the
-spines write anyway).  It is the sequence's j-th checkpoint, j = (i + 1) / c - 1, and goes to
-pool slot checkpoints[n, j] when j < J (the table's columns) and that entry is >= 0.
+With checkpoint_chunks = c > 0, the state after chunk i (0-based) is a checkpoint when (i + 1) is
+a multiple of c and the chunk is full, (i + 1) * CHUNK <= the sequence's length: the state after
+every c CHUNK tokens up to the sequence's end, FlashInfer's rule (floor(length / (c CHUNK))
+checkpoints; when the length is a multiple, the last is the final state, which serving engines
+keep in a cache slot of its own).  It is the sequence's j-th checkpoint, j = (i + 1) / c - 1, and
+goes to slot checkpoints[n, j] of checkpoint_pool (`state` itself unless the caller gives another
+pool) when j < J (the table's columns) and that entry is >= 0.
 """
 from __future__ import annotations
 
@@ -73,12 +76,13 @@ def segment_chunks(nch: Int32, checkpoint_chunks: Int32) -> Int32:
 
 
 @cute.jit
-def checkpoint_index_after(i: Int32, nch: Int32, checkpoint_chunks: Int32, J: Int32) -> Int32:
-    """j of the checkpoint after chunk i (the table column to read), or -1: arithmetic only."""
+def checkpoint_index_after(i: Int32, nfull: Int32, checkpoint_chunks: Int32, J: Int32) -> Int32:
+    """j of the checkpoint after chunk i of a sequence of nfull full chunks (length // CHUNK), or
+    -1: arithmetic only."""
     j = Int32(-1)
     if checkpoint_chunks > 0:
         done = i + 1
-        if done < nch:
+        if done <= nfull:
             if done % checkpoint_chunks == 0:
                 if done // checkpoint_chunks <= J:
                     j = done // checkpoint_chunks - 1
@@ -86,10 +90,10 @@ def checkpoint_index_after(i: Int32, nch: Int32, checkpoint_chunks: Int32, J: In
 
 
 @cute.jit
-def checkpoint_slot_after(i: Int32, nch: Int32, n: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32) -> Int32:
-    """The pool slot that takes the state after chunk i of sequence n, or -1 (a register load of
-    the table entry when there is a checkpoint)."""
-    j = checkpoint_index_after(i, nch, checkpoint_chunks, checkpoints.shape[1])
+def checkpoint_slot_after(i: Int32, nfull: Int32, n: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32) -> Int32:
+    """The checkpoint_pool slot that takes the state after chunk i of sequence n (nfull full
+    chunks), or -1 (a register load of the table entry when there is a checkpoint)."""
+    j = checkpoint_index_after(i, nfull, checkpoint_chunks, checkpoints.shape[1])
     slot = Int32(-1)
     if j >= 0:
         slot = checkpoints[n, j]
@@ -97,16 +101,29 @@ def checkpoint_slot_after(i: Int32, nch: Int32, n: Int32, checkpoints: cute.Tens
 
 
 @cute.jit
-def copy_checkpoint_slot_after(i: Int32, nch: Int32, n: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
+def copy_checkpoint_slot_after(i: Int32, nfull: Int32, n: Int32, checkpoints: cute.Tensor, checkpoint_chunks: Int32,
                     dst: cute.Tensor):
     """For a loop that must not wait on register loads: a 4-byte cp.async of the table entry
     checkpoint_slot_after(i) would read into dst (one Int32 of shared memory), when chunk i has a checkpoint
     (else nothing is copied and dst is not to be read).  The caller completes it on its own
     mbarrier (cp.async.mbarrier.arrive) and reads dst after that barrier, under checkpoint_index_after."""
-    j = checkpoint_index_after(i, nch, checkpoint_chunks, checkpoints.shape[1])
+    j = checkpoint_index_after(i, nfull, checkpoint_chunks, checkpoints.shape[1])
     if j >= 0:
         atom = cute.make_copy_atom(cpasync.CopyG2SOp(), Int32, num_bits_per_copy=32)
         cute.copy(atom, cute.local_tile(checkpoints[n, None], (1,), (j,)), dst)
+
+
+@cute.jit
+def source(state_in: Int32, has_initial: cute.Tensor, n: Int32) -> Int32:
+    """Sequence n's initial-state source, 0, 1 or 2 (load's state_in): state_in itself, or for
+    the masked codes 3 and 4, 1 and 2 where has_initial[n] is nonzero and 0 (zeros) where it is 0
+    (one byte read per sequence, only with a mask)."""
+    src = state_in
+    if state_in > 2:
+        src = state_in - 2
+        if has_initial[n] == 0:
+            src = Int32(0)
+    return src
 
 
 @cute.jit

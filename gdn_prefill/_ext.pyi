@@ -52,7 +52,10 @@ class Plan(TypedDict):
     checkpoints: str | None
     """the checkpoint interval and table width, or None without checkpoints"""
     initial_state: str
-    """where the initial states come from: zeros, state (in place) or initial_state"""
+    """where the initial states come from: zeros, state (in place) or initial_state (", per sequence" with
+    a has_initial_state mask)"""
+    conversions: list[str]
+    """the device conversions the call makes first (int64 indices to int32, an integer mask to bool)"""
     state_dtype: Literal["float32", "bfloat16", "float16", "float8_e4m3fn"] | None
     """the state pools' element type (the spine builds are its), or None without a pool"""
     plan: PlanChoice
@@ -95,8 +98,9 @@ def prefill(
     checkpoint_every: int | None = None,
     checkpoints: Tensor | None = None,
     initial_state: Tensor | None = None,
-    has_initial_state: bool = True,
+    has_initial_state: bool | Tensor = True,
     max_seqlen: int | None = None,
+    checkpoint_pool: Tensor | None = None,
 ) -> _RanSpineName: ...
 def explain(
     q: Tensor,
@@ -118,7 +122,8 @@ def explain(
     checkpoint_every: int | None = None,
     checkpoints: Tensor | None = None,
     initial_state: Tensor | None = None,
-    has_initial_state: bool = True,
+    has_initial_state: bool | Tensor = True,
     max_seqlen: int | None = None,
     check_device: bool = True,
+    checkpoint_pool: Tensor | None = None,
 ) -> Plan: ...

@@ -8,7 +8,7 @@ and ``torch.export`` programs without a graph break:
     gdn_prefill.ops.prefill_op(q, k, v, g, beta, out, state, cu_seqlens=cu, state_layout="vk")
     # the op itself takes every argument (none has a default):
     torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu, None, "kv", None, False, "auto", None,
-                                  None, None, None, True, None)
+                                  None, None, None, True, None, None, None)
 
 Schema (what the compiler sees):
 
@@ -16,11 +16,13 @@ Schema (what the compiler sees):
         Tensor(a6!)? state, Tensor? cu_seqlens, Tensor? state_indices, str state_layout,
         float? scale, bool use_qk_l2norm, str spine, Tensor(a13!)? workspace,
         Tensor? checkpoints, SymInt? checkpoint_every, Tensor? initial_state, bool has_initial_state,
-        SymInt? max_seqlen) -> ()
+        SymInt? max_seqlen, Tensor(a19!)? checkpoint_pool, Tensor? has_initial) -> ()
 
 The operator writes ``out`` and updates ``state`` (and scratch ``workspace``) in place (the
-checkpoints, when asked for, go into slots of ``state``) and
-returns nothing; it runs on the current CUDA stream.  Use ``gdn_prefill.prefill`` directly
+checkpoints, when asked for, go into slots of ``checkpoint_pool``, or of ``state``) and
+returns nothing; it runs on the current CUDA stream.  ``has_initial`` is prefill()'s per-sequence
+``has_initial_state`` tensor (the schema's ``has_initial_state`` is the flag for every sequence;
+prefill_op takes either as ``has_initial_state``).  Use ``gdn_prefill.prefill`` directly
 when you want the name of the spine that ran (the operator cannot return a string).
 
 The fake (meta) implementation runs the same validation as ``prefill`` whenever every
@@ -47,19 +49,20 @@ OP_NAME = "gdn_prefill::prefill"
 # No argument has a default: torch 2.11 drops trailing arguments equal to their defaults
 # when it normalises a call, then indexes the mutated ones by position (an IndexError seen
 # on the H200 with `workspace=None`).  prefill_op() supplies every argument.
-@torch.library.custom_op(OP_NAME, mutates_args=("out", "state", "workspace"))
+@torch.library.custom_op(OP_NAME, mutates_args=("out", "state", "workspace", "checkpoint_pool"))
 def _prefill(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Tensor,
              state: Optional[Tensor], cu_seqlens: Optional[Tensor],
              state_indices: Optional[Tensor], state_layout: str, scale: Optional[float],
              use_qk_l2norm: bool, spine: str, workspace: Optional[Tensor], checkpoints: Optional[Tensor],
              checkpoint_every: Optional[int], initial_state: Optional[Tensor], has_initial_state: bool,
-             max_seqlen: Optional[int]) -> None:
+             max_seqlen: Optional[int], checkpoint_pool: Optional[Tensor], has_initial: Optional[Tensor]) -> None:
     # No device_types restriction: CPU tensors reach prefill(), which names the argument
     # ("q: must be a CUDA tensor ...") instead of a dispatcher "no kernel for CPU" error.
     _ext.prefill(q, k, v, g, beta, out, state, cu_seqlens=cu_seqlens, state_indices=state_indices,
                  state_layout=state_layout, scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine,
                  workspace=workspace, checkpoints=checkpoints, checkpoint_every=checkpoint_every,
-                 initial_state=initial_state, has_initial_state=has_initial_state, max_seqlen=max_seqlen)
+                 initial_state=initial_state, has_initial_state=has_initial if has_initial is not None
+                 else has_initial_state, max_seqlen=max_seqlen, checkpoint_pool=checkpoint_pool)
 
 
 def _concrete(x: Optional[Tensor]) -> bool:
@@ -72,7 +75,7 @@ def _concrete(x: Optional[Tensor]) -> bool:
 # aligned like a CUDA allocation, and far enough apart that unrelated tensors never overlap.
 _SPACING = 1 << 40
 _NAMES = ("q", "k", "v", "g", "beta", "out", "state", "cu_seqlens", "state_indices", "workspace", "checkpoints",
-          "initial_state")
+          "initial_state", "checkpoint_pool", "has_initial_state")
 
 
 def _storage_key(x: Tensor) -> object:
@@ -113,8 +116,9 @@ def _prefill_fake(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out:
                   state_indices: Optional[Tensor], state_layout: str, scale: Optional[float],
                   use_qk_l2norm: bool, spine: str, workspace: Optional[Tensor], checkpoints: Optional[Tensor],
                   checkpoint_every: Optional[int], initial_state: Optional[Tensor], has_initial_state: bool,
-                  max_seqlen: Optional[int]) -> None:
-    tensors = (q, k, v, g, beta, out, state, cu_seqlens, state_indices, workspace, checkpoints, initial_state)
+                  max_seqlen: Optional[int], checkpoint_pool: Optional[Tensor], has_initial: Optional[Tensor]) -> None:
+    tensors = (q, k, v, g, beta, out, state, cu_seqlens, state_indices, workspace, checkpoints, initial_state,
+               checkpoint_pool, has_initial)
     # prefill()'s order: each tensor's kind (a sparse one has no strides to make a view of), then
     # the devices.
     for name, x in zip(_NAMES, tensors):
@@ -134,12 +138,13 @@ def _prefill_fake(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out:
         views = _meta_views(tensors)
         required = [x for x in views[:6] if x is not None]
         mq, mk, mv, mg, mb, mo = required
-        ms, mc, mi, mw, mck, minit = views[6:]
+        ms, mc, mi, mw, mck, minit, mpool, mmask = views[6:]
         # the workspace too: its size, dtype, alignment and no bytes shared with a tensor
         _ext.explain(mq, mk, mv, mg, mb, mo, ms, cu_seqlens=mc, state_indices=mi, state_layout=state_layout,
                      scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine, workspace=mw, checkpoints=mck,
-                     checkpoint_every=checkpoint_every, initial_state=minit, has_initial_state=has_initial_state,
-                     max_seqlen=max_seqlen, check_device=False)
+                     checkpoint_every=checkpoint_every, initial_state=minit,
+                     has_initial_state=mmask if mmask is not None else has_initial_state,
+                     max_seqlen=max_seqlen, check_device=False, checkpoint_pool=mpool)
     return None
 
 
@@ -148,8 +153,8 @@ def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Te
                state_indices: Optional[Tensor] = None, state_layout: str = "kv", scale: Optional[float] = None,
                use_qk_l2norm: bool = False, spine: str = "auto", workspace: Optional[Tensor] = None,
                checkpoint_every: Optional[int] = None, checkpoints: Optional[Tensor] = None,
-               initial_state: Optional[Tensor] = None, has_initial_state: bool = True,
-               max_seqlen: Optional[int] = None) -> None:
+               initial_state: Optional[Tensor] = None, has_initial_state: bool | Tensor = True,
+               max_seqlen: Optional[int] = None, checkpoint_pool: Optional[Tensor] = None) -> None:
     """``torch.ops.gdn_prefill.prefill`` with prefill()'s signature (no ``stream``: the
     current stream is used).  Writes ``out`` and updates ``state`` in place; returns None.
     Arguments of the wrong type raise GdnTypeError naming the argument (the operator's own
@@ -158,7 +163,7 @@ def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Te
                               ("beta", beta, True), ("out", out, True), ("state", state, False),
                               ("cu_seqlens", cu_seqlens, False), ("state_indices", state_indices, False),
                               ("workspace", workspace, False), ("checkpoints", checkpoints, False),
-                              ("initial_state", initial_state, False)):
+                              ("initial_state", initial_state, False), ("checkpoint_pool", checkpoint_pool, False)):
         # plain isinstance, not _ext._check_tensor: torch.compile traces this wrapper, and a call into
         # the extension would break its graph (the op's fake implementation applies the full rule)
         if not isinstance(x, Tensor) and (required or x is not None):
@@ -169,13 +174,16 @@ def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Te
             raise GdnTypeError(f"{name}: must be a str, got {type(opt).__qualname__}")
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
         raise GdnTypeError(f"scale: must be a real number or None, got {type(scale).__qualname__}")
-    for name, flag in (("use_qk_l2norm", use_qk_l2norm), ("has_initial_state", has_initial_state)):
-        if not isinstance(flag, bool):
-            raise GdnTypeError(f"{name}: must be a bool, got {type(flag).__qualname__}")
+    if not isinstance(use_qk_l2norm, bool):
+        raise GdnTypeError(f"use_qk_l2norm: must be a bool, got {type(use_qk_l2norm).__qualname__}")
+    mask = has_initial_state if isinstance(has_initial_state, Tensor) else None
+    if mask is None and not isinstance(has_initial_state, bool):
+        raise GdnTypeError(f"has_initial_state: must be a bool or a per-sequence tensor [N], "
+                           f"got {type(has_initial_state).__qualname__}")
     if checkpoint_every is not None and (isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int)):
         raise GdnTypeError(f"checkpoint_every: must be an int (tokens) or None, got {type(checkpoint_every).__qualname__}")
     if max_seqlen is not None and (isinstance(max_seqlen, bool) or not isinstance(max_seqlen, int)):
         raise GdnTypeError(f"max_seqlen: must be an int (tokens) or None, got {type(max_seqlen).__qualname__}")
     torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu_seqlens, state_indices, state_layout,
                                   scale, use_qk_l2norm, spine, workspace, checkpoints, checkpoint_every, initial_state,
-                                  has_initial_state, max_seqlen)
+                                  True if mask is not None else has_initial_state, max_seqlen, checkpoint_pool, mask)

@@ -89,8 +89,9 @@ class _Problem:
 
     def checkpoint_slot(self, n: int, done: int, length: int) -> int:
         """The pool slot that takes sequence n's state after its first `done` tokens, or -1: a
-        multiple of the interval strictly inside the sequence, with a table entry >= 0."""
-        if not self.ck_every or done % self.ck_every or done >= length:
+        multiple of the interval at or before the sequence's end (FlashInfer's rule: length // c of
+        them), with a table entry >= 0."""
+        if not self.ck_every or done % self.ck_every or done > length:
             return -1
         j = done // self.ck_every - 1
         row = self.ck[n]
@@ -254,7 +255,7 @@ def recurrent(q, k, v, g, beta, *, cu_seqlens=None, state=None, state_indices=No
         o_t = scale * S_t^T q_t
 
     With checkpoint_every = c and checkpoints [N, J] (prefill()'s contract), new_state's slot
-    checkpoints[n, j] holds S after token (j + 1) c of sequence n (inside the sequence).
+    checkpoints[n, j] holds S after token (j + 1) c of sequence n, for (j + 1) c <= its length.
     """
     p = _prepare(q, k, v, g, beta, cu_seqlens, state, state_indices, state_layout, scale,
                  use_qk_l2norm, checkpoint_every, checkpoints)
@@ -499,15 +500,15 @@ def pool_rounding_bound(x: torch.Tensor, dtype) -> float:
 
 def checkpoints_in(length: int, every: int) -> int:
     """How many checkpoints a sequence of `length` tokens has at interval `every`: the multiples
-    of `every` strictly inside it (prefill()'s contract)."""
-    return max(0, (length - 1) // every)
+    of `every` up to its length (prefill()'s contract, FlashInfer's rule)."""
+    return max(0, length // every)
 
 
 def checkpoint_table(cu_seqlens, state_indices, P: int, every: int, *, skip_every: int = 0, extra_cols: int = 0,
                      device=None) -> torch.Tensor:
     """A checkpoint table for prefill(checkpoint_every=every, checkpoints=...): int32 [N, J] whose
     entries are pool slots no sequence of the call uses (state_indices' live slots excluded), one
-    per checkpoint each sequence has (its multiples of `every` strictly inside it), J the most any
+    per checkpoint each sequence has (its multiples of `every` up to its length), J the most any
     sequence has plus extra_cols (at least 1); -1 past a sequence's own checkpoints, for every
     skip_every-th checkpoint (skip_every > 0), and once the free slots run out."""
     cu = _int_list(cu_seqlens, "cu_seqlens")

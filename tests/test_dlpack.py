@@ -71,8 +71,8 @@ def test_dtype_codes(dlpack_path):
     codes = {name: _ext._tensor_view(f[name])[3] for name in
              ("contiguous_bf16", "fp16", "transposed_gate", "int32", "uint8", "float64_unsupported", "fp8_e4m3fn",
               "fp8_e5m2_unsupported")}
-    # GDN_DTYPE_BF16 / F16 / F32 / I32 / F8E4M3, the workspace's uint8, 0 for anything else
-    assert codes == {"contiguous_bf16": 1, "fp16": 2, "transposed_gate": 3, "int32": 4, "uint8": 100,
+    # GDN_DTYPE_BF16 / F16 / F32 / I32 / F8E4M3 / U8 (the workspace, a mask), 0 for anything else
+    assert codes == {"contiguous_bf16": 1, "fp16": 2, "transposed_gate": 3, "int32": 4, "uint8": 6,
                      "float64_unsupported": 0, "fp8_e4m3fn": 5, "fp8_e5m2_unsupported": 0}
 
 

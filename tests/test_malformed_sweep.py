@@ -44,7 +44,10 @@ from gdn_prefill import errors, fla
 from test_guards import D, HV, T, _split, valid
 
 TENSORS = ("q", "k", "v", "g", "beta", "out", "state", "cu_seqlens", "state_indices", "workspace", "checkpoints",
-           "initial_state")
+           "initial_state", "checkpoint_pool", "has_initial_state")
+# the raw op's name of a tensor argument prefill() names otherwise (its per-sequence mask; the
+# schema's has_initial_state is the bool for every sequence)
+OP_NAMES = {"has_initial_state": "has_initial"}
 REQUIRED = ("q", "k", "v", "g", "beta", "out")
 FLA_TENSORS = ("q", "k", "v", "g", "beta", "initial_state", "cu_seqlens")
 ENTRIES = ("explain", "prefill", "prefill_op", "torch_op", "chunk_gated_delta_rule")
@@ -55,8 +58,10 @@ WRONG_DTYPES = {
     "v": (torch.float32, torch.float16), "out": (torch.float32, torch.float16),
     "g": (torch.bfloat16, torch.float64), "beta": (torch.float16, torch.float64),
     "state": (torch.float16, torch.float64), "initial_state": (torch.bfloat16, torch.int32),
-    "cu_seqlens": (torch.int64, torch.float32), "state_indices": (torch.int64, torch.int16),
+    # (int64 cu_seqlens and state_indices are taken: converted on the device, tests/test_doors.py)
+    "cu_seqlens": (torch.int16, torch.float32), "state_indices": (torch.int16, torch.uint8),
     "workspace": (torch.float32, torch.int8), "checkpoints": (torch.int64, torch.float32),
+    "checkpoint_pool": (torch.bfloat16, torch.float64), "has_initial_state": (torch.float32, torch.int16),
 }
 FLA_WRONG_DTYPES = {**WRONG_DTYPES, "g": (torch.bfloat16, torch.int32)}
 
@@ -73,6 +78,8 @@ class Mutation:
     make: Callable[[dict], dict]      # the valid arguments -> the arguments with `arg` changed
     base: str = "seq"                 # "seq": a state per sequence; "pool": a state pool + indices;
                                       # "ck": the pool with a checkpoint table (checkpoint_every=64);
+                                      # "ckp": "ck" with a checkpoint_pool of its own;
+                                      # "mask": "pool" with a per-sequence has_initial_state;
                                       # "init": "seq" with an initial_state read instead of state
 
     @property
@@ -85,6 +92,8 @@ class Mutation:
         if self.arg not in TENSORS:
             return False
         x = a.get(self.arg)
+        if self.arg == "has_initial_state":      # None is no mask to the op, no flag to prefill()
+            return isinstance(x, torch.Tensor)
         return isinstance(x, torch.Tensor) or (x is None and self.arg not in REQUIRED)
 
 
@@ -291,7 +300,9 @@ def _option_mutations() -> list[Mutation]:
 # shorter or longer (slots [1, 0] stay in range), a workspace that fits.
 PREFILL_VALID = (
     {f"seq:{n}.offset_view" for n in ("q", "k", "v", "g", "beta", "out", "cu_seqlens")}
-    | {"pool:state_indices.offset_view", "seq:g.last_dim_strided", "seq:beta.last_dim_strided", "seq:state.None",
+    | {"mask:has_initial_state.offset_view", "mask:has_initial_state.last_dim_strided",
+       "ckp:checkpoint_pool.None", "ckp:checkpoint_pool.dim0-1", "ckp:checkpoint_pool.dim0+1",
+       "pool:state_indices.offset_view", "seq:g.last_dim_strided", "seq:beta.last_dim_strided", "seq:state.None",
        "pool:state.dim0-1", "pool:state.dim0+1", "seq:out.padded_strides", "seq:state.padded_strides",
        "pool:state.padded_strides", "seq:workspace.exact", "seq:workspace.rank2",
        "ck:checkpoints.dim1-1", "ck:checkpoints.dim1+1", "ck:checkpoints.offset_view", "init:initial_state.None"}
@@ -299,7 +310,7 @@ PREFILL_VALID = (
 # The FLA layer also converts g to float32, cu_seqlens to int32 and copies initial_state (fp32).
 FLA_VALID = (
     {f"seq:{n}.offset_view" for n in ("q", "k", "v", "g", "beta", "initial_state", "cu_seqlens")}
-    | {"seq:g.last_dim_strided", "seq:beta.last_dim_strided", "seq:g.dtype.bfloat16", "seq:cu_seqlens.dtype.int64",
+    | {"seq:g.last_dim_strided", "seq:beta.last_dim_strided", "seq:g.dtype.bfloat16", "seq:cu_seqlens.dtype.int16",
        "seq:initial_state.None", "seq:initial_state.dtype.bfloat16", "seq:initial_state.dtype.int32",
        "seq:initial_state.last_dim_strided", "seq:initial_state.expand_heads"}
 )
@@ -308,6 +319,33 @@ FLA_VALID = (
 def _valid_marked(table: list[Mutation], valid_ids: set) -> list[Mutation]:
     assert valid_ids <= {x.id for x in table}, valid_ids - {x.id for x in table}
     return [replace(x, kind="ok") if x.id in valid_ids else x for x in table]
+
+
+def _mask_mutations() -> list[Mutation]:
+    """has_initial_state as a per-sequence tensor: the tensor mutations, and the integer masks
+    prefill() converts on the device (valid)."""
+    m = [x for x in tensor_mutations("has_initial_state", 1, required=False, base="mask") if x.what != "None"]
+    m += [Mutation("has_initial_state", f"dtype.{str(dt)[6:]}", "ok", _set("has_initial_state",
+                                                                       lambda x, a, dt=dt: x.to(dt)), "mask")
+          for dt in (torch.uint8, torch.int32, torch.int64)]
+    m += [Mutation("has_initial_state", "is_out_bytes", "value",
+                   lambda a: {**a, "has_initial_state": a["out"].view(torch.uint8).flatten()[:2].view(torch.bool)},
+                   "mask")]
+    return m
+
+
+def _checkpoint_pool_mutations() -> list[Mutation]:
+    """checkpoint_pool: the tensor mutations, an output's (expanded, overlapping the state pool),
+    and the state pool itself (the default: valid)."""
+    m = tensor_mutations("checkpoint_pool", 4, required=False, base="ckp")
+    m += [Mutation("checkpoint_pool", "is_state", "ok", lambda a: {**a, "checkpoint_pool": a["state"]}, "ckp"),
+          Mutation("checkpoint_pool", "overlaps_state", "value", lambda a: {**a, "checkpoint_pool": a["state"][1:]},
+                   "ckp"),
+          Mutation("checkpoint_pool", "expand_slots", "value", _set("checkpoint_pool", lambda x, a: x[:1].expand_as(x)),
+                   "ckp"),
+          Mutation("checkpoint_pool", "transposed_blocks", "value",
+                   _set("checkpoint_pool", lambda x, a: x.transpose(2, 3)), "ckp")]
+    return m
 
 
 def prefill_mutations() -> list[Mutation]:
@@ -327,6 +365,7 @@ def prefill_mutations() -> list[Mutation]:
           Mutation("initial_state", "transposed_blocks", "value",
                    _set("initial_state", lambda x, a: x.transpose(2, 3)), "init")]
     m += _scalars("has_initial_state", ["yes", 2, [True], None, 1.5], [], [True, False, 1, 0, np.bool_(True)])
+    m += _mask_mutations() + _checkpoint_pool_mutations()
     m += _scalars("max_seqlen", ["64", 64.0, True, [64], b"64"], [0, -64, 2 ** 31, 2 ** 40],
                   [None, 1, 64, 100, 2 ** 31 - 1, np.int64(64)])
     m += _output_mutations("seq") + [x for x in _output_mutations("pool") if x.arg == "state"]
@@ -408,8 +447,12 @@ def bases_on(device: str) -> dict:
     """The valid calls each mutation starts from, by Mutation.base."""
     init = valid_args(device)
     init["initial_state"] = init["state"].clone() + 1.0
+    ckp = valid_args(device, checkpoints=True)
+    ckp["checkpoint_pool"] = torch.zeros(3, HV, D, D, device=device)
+    mask = valid_args(device, pool=True)
+    mask["has_initial_state"] = torch.tensor([True, False], device=device)
     return {"seq": valid_args(device), "pool": valid_args(device, pool=True),
-            "ck": valid_args(device, checkpoints=True), "init": init}
+            "ck": valid_args(device, checkpoints=True), "init": init, "ckp": ckp, "mask": mask}
 
 
 def fla_args(device: str) -> dict:
@@ -430,11 +473,15 @@ def _call_prefill(fn, a: dict, **extra):
 
 
 def _op_args(a: dict) -> tuple:
-    """The raw op's 19 arguments (none has a default)."""
+    """The raw op's 21 arguments (none has a default; a per-sequence has_initial_state is its
+    has_initial)."""
+    h = a.get("has_initial_state", True)
+    mask = h if isinstance(h, torch.Tensor) else None
     return (a["q"], a["k"], a["v"], a["g"], a["beta"], a["out"], a.get("state"), a.get("cu_seqlens"),
             a.get("state_indices"), a.get("state_layout", "kv"), a.get("scale"), a.get("use_qk_l2norm", False),
             a.get("spine", "auto"), a.get("workspace"), a.get("checkpoints"), a.get("checkpoint_every"),
-            a.get("initial_state"), a.get("has_initial_state", True), a.get("max_seqlen"))
+            a.get("initial_state"), True if mask is not None else h, a.get("max_seqlen"), a.get("checkpoint_pool"),
+            mask)
 
 
 def _fakeable(a: dict) -> bool:
@@ -635,7 +682,8 @@ def test_sweep_covers_every_argument():
                     if p.kind is not inspect.Parameter.VAR_KEYWORD]
             for entry, fn in signatures.items()}
     schema = torch.ops.gdn_prefill.prefill.default._schema
-    want["torch_op"] = [x.name for x in schema.arguments if "Tensor" in str(x.type)]
+    op_names = {v: k for k, v in OP_NAMES.items()}
+    want["torch_op"] = [op_names.get(x.name, x.name) for x in schema.arguments if "Tensor" in str(x.type)]
     assert set(want["torch_op"]) == set(TENSORS)
     short = {entry: {arg: counts[entry].get(arg, 0) for arg in args if counts[entry].get(arg, 0) < 5}
              for entry, args in want.items()}
@@ -659,7 +707,8 @@ def _untouched(before: Optional[torch.Tensor], x) -> bool:
 
 def _gpu_extra(arg: str, fla_layer: bool = False) -> list[Mutation]:
     """On the GPU, a tensor on the host among CUDA ones too (on the base that holds it)."""
-    base = "seq" if fla_layer else {"state_indices": "pool", "checkpoints": "ck", "initial_state": "init"}.get(arg, "seq")
+    base = "seq" if fla_layer else {"state_indices": "pool", "checkpoints": "ck", "initial_state": "init",
+                                    "checkpoint_pool": "ckp", "has_initial_state": "mask"}.get(arg, "seq")
     if arg in TENSORS + FLA_TENSORS and arg != "workspace":
         return [Mutation(arg, "device.cpu", "value", _set(arg, lambda x, a: x.cpu()), base)]
     return []
@@ -670,7 +719,7 @@ def _gpu_call(m, bases, fn, label):
     before the call)."""
     a = _made(m, bases)
     want = _Outcome(lambda: _call_prefill(gdn_prefill.explain, a))
-    before = {n: _storage_bytes(a.get(n)) for n in ("out", "state")}
+    before = {n: _storage_bytes(a.get(n)) for n in ("out", "state", "checkpoint_pool")}
     torch.cuda.synchronize()
     got = _Outcome(lambda: _call_prefill(fn, a))
     torch.cuda.synchronize()
@@ -680,7 +729,8 @@ def _gpu_call(m, bases, fn, label):
 
 def _writes(m, a, before):
     """What a rejected call wrote: a message for out or state if a byte changed."""
-    return [f"{m.id}: rejected, but {n} was written" for n in ("out", "state") if not _untouched(before[n], a.get(n))]
+    return [f"{m.id}: rejected, but {n} was written" for n in ("out", "state", "checkpoint_pool")
+            if not _untouched(before[n], a.get(n))]
 
 
 @pytest.mark.gpu

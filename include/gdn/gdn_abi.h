@@ -98,6 +98,8 @@
 #define GDN_DTYPE_F32 3
 #define GDN_DTYPE_I32 4
 #define GDN_DTYPE_F8E4M3 5           /* float8_e4m3fn (finite only, +-448): state pools */
+#define GDN_DTYPE_U8 6               /* uint8: the workspace, has_initial              */
+#define GDN_DTYPE_BOOL 7             /* bool (one byte): has_initial                   */
 
 /* ---- spines ------------------------------------------------------------ */
 #define GDN_SPINE_AUTO 0
@@ -140,15 +142,22 @@ typedef struct {
  *                 swapped, so kernels always index S[k, v]); fp32, bf16, fp16 or fp8 e4m3 (the
  *                 pool types: read once, rounded once when written, fp32 inside the kernels)
  *   checkpoints   [N, J] int32 (row stride free, last dim contiguous): with checkpoint_chunks = c > 0,
- *                 every spine writes the state after token (j + 1) c CHUNK of sequence n into pool
- *                 slot checkpoints[n, j] of `state` (same layout), for each such token strictly
- *                 inside the sequence with j < J and checkpoints[n, j] >= 0 (prefix caching);
- *                 c = 0: no checkpoints (the tensor is then an unread [N, 1] view, data NULL)
+ *                 every spine writes the state after token (j + 1) c CHUNK of sequence n into slot
+ *                 checkpoints[n, j] of checkpoint_pool, for each such token at or before the
+ *                 sequence's end (FlashInfer's rule: floor(len / (c CHUNK)) checkpoints, the last one
+ *                 the final state when the length is a multiple) with j < J and checkpoints[n, j] >= 0
+ *                 (prefix caching); c = 0: no checkpoints (an unread [N, 1] view, data NULL)
+ *   checkpoint_pool [PC, Hv, K, V], the layout and type of `state`: where the checkpoints go; the
+ *                 launcher binds `state` itself when the caller gives no pool of its own
  *   initial_state [P, Hv, K, V], the layout, slots and type of `state`: with state_in = 2 the spines
  *                 read each sequence's initial state here (read only) instead of from `state`
+ *   has_initial   [N] bool or uint8, any stride: 0 = sequence n starts from zero whatever
+ *                 state_in says (state_in 3, 4); data NULL = no per-sequence mask
  *   zero_initial  1: every sequence starts from zero (`state`, when bound, is only written)
  *   state_in      where the initial state comes from, set by the launcher (callers leave it): 0 zeros
- *                 (no state, or zero_initial), 2 `initial_state` when bound, else 1 `state` (in place)
+ *                 (no state, or zero_initial), 2 `initial_state` when bound, else 1 `state` (in place);
+ *                 3 and 4: 1 and 2 for the sequences whose has_initial entry is nonzero, zeros for
+ *                 the others (state_pool.py `source`)
  * Workspace (carved per plan by the launcher, CB = ceil(T/CHUNK) + N chunk slots; chunk i
  * of sequence n is slot cu_seqlens[n] / CHUNK + n + i, computed on the device: no index table).
  * The fused-output plan's: gcum, rq, rk, ready, tu, pqk, order, beta32; the unfused plan's: gcum, rq, rk,
@@ -203,6 +212,8 @@ typedef struct {
     int64_t max_seqlen;              /* the caller's hint: the longest sequence's tokens (0: unknown) */
     int32_t maps_all;                /* launcher: the MAPS pass forms every map (a rank's shard) */
     gdn_tensor_t beta32;             /* the fused plans' workspace: beta in fp32 for the spine */
+    gdn_tensor_t has_initial;        /* [N] per-sequence initial-state mask (state_in 3, 4)   */
+    gdn_tensor_t checkpoint_pool;    /* the checkpoints' pool (the launcher binds state when absent) */
 } gdn_problem_t;
 
 #endif /* GDN_ABI_H */

@@ -2,20 +2,20 @@
 # (Included by _ext.pyx: one module, one namespace; the order of the includes is the order of
 # definition.)
 
-cdef const char *_TENSOR_NAMES[12]
+cdef const char *_TENSOR_NAMES[14]
 _TENSOR_NAMES[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seqlens", b"state_indices", b"checkpoints",
-                    b"initial_state", b"workspace"]
+                    b"initial_state", b"workspace", b"has_initial_state", b"checkpoint_pool"]
 
 
 cdef int _build(gdn_problem_t *p, q, k, v, g, beta, out, state, cu_seqlens, state_indices,
                 scale, use_qk_l2norm, int rule=DEVICES_ANY, gdn_tensor_t *ws=NULL,
                 workspace=None, checkpoints=None, checkpoint_every=None, initial_state=None,
-                has_initial_state=True, max_seqlen=None) except -100:
+                has_initial_state=True, max_seqlen=None, checkpoint_pool=None) except -100:
     """Fill p (and ws from workspace, if given) from the arguments, checking their types (the
     library's GdnTypeError, naming the argument), then the device rule (DEVICES_*): an argument of
     the wrong kind is named as such whatever the devices of the others.  Returns the device code
     of the first tensor (a CUDA index, or DEV_*; DEV_NONE under DEVICES_ANY)."""
-    cdef int dev[12]
+    cdef int dev[14]
     cdef int index = DEV_NONE, first = 0, i
     memset(p, 0, sizeof(gdn_problem_t))
     dev[0] = _fill(&p.q, q, "q", True)
@@ -30,23 +30,95 @@ cdef int _build(gdn_problem_t *p, q, k, v, g, beta, out, state, cu_seqlens, stat
     dev[9] = _fill(&p.checkpoints, checkpoints, "checkpoints")
     dev[10] = _fill(&p.initial_state, initial_state, "initial_state")
     dev[11] = _fill(ws, workspace, "workspace") if ws != NULL else DEV_NONE
+    dev[12] = DEV_NONE
+    if _torch is None:
+        _torch_init()
+    if has_initial_state is True or has_initial_state is False or not isinstance(has_initial_state, _torch.Tensor):
+        p.zero_initial = 0 if _initial_flag(has_initial_state) else 1
+    else:                               # a per-sequence mask [N] on the device
+        dev[12] = _fill(&p.has_initial, has_initial_state, "has_initial_state")
+    dev[13] = _fill(&p.checkpoint_pool, checkpoint_pool, "checkpoint_pool")
+    if p.checkpoint_pool.rank != 0 and _same_view(&p.checkpoint_pool, &p.state):
+        memset(&p.checkpoint_pool, 0, sizeof(gdn_tensor_t))    # the state pool itself: the default
+        dev[13] = DEV_NONE
     p.checkpoint_chunks = _checkpoint_chunks(checkpoint_every)
     p.max_seqlen = _max_seqlen(max_seqlen)
-    p.zero_initial = 0 if _flag(has_initial_state, "has_initial_state") else 1
     p.scale = _scale(scale)
     p.use_qk_l2norm = 1 if _flag(use_qk_l2norm, "use_qk_l2norm") else 0
     if rule == DEVICES_ANY:
         return DEV_NONE
-    for i in range(12):
+    for i in range(14):
         if dev[i] == DEV_NONE:
             continue
         if (rule == DEVICES_CUDA and dev[i] < 0) or (index != DEV_NONE and dev[i] != index):
-            xs = (q, k, v, g, beta, out, state, cu_seqlens, state_indices, checkpoints, initial_state, workspace)
+            xs = (q, k, v, g, beta, out, state, cu_seqlens, state_indices, checkpoints, initial_state, workspace,
+                  has_initial_state, checkpoint_pool)
             _device_error(dev[i], xs[i], _TENSOR_NAMES[i].decode(), xs[first], _TENSOR_NAMES[first].decode(), rule)
         if index == DEV_NONE:
             index = dev[i]
             first = i
     return index
+
+
+cdef bint _same_view(const gdn_tensor_t *a, const gdn_tensor_t *b) noexcept nogil:
+    """a and b are one view of one memory (same base, dtype, shape and strides)."""
+    cdef int i
+    if a.data != b.data or a.rank != b.rank or a.dtype != b.dtype:
+        return False
+    for i in range(a.rank):
+        if a.shape[i] != b.shape[i] or a.stride[i] != b.stride[i]:
+            return False
+    return True
+
+
+cdef bint _initial_flag(object x) except -1:
+    """has_initial_state as one flag for every sequence (a bool, or 0 / 1)."""
+    try:
+        return _flag(x, "has_initial_state")
+    except _errors.GdnTypeError:
+        raise _errors.GdnTypeError(f"has_initial_state: must be a bool or a per-sequence tensor [N] (bool or "
+                                   f"integer) on the device, got {type(x).__qualname__}") from None
+
+
+# ----------------------------------------------------------------------------- device conversions
+# What prefill() converts on the device before the kernels read it (explain()["conversions"] lists
+# them): int64 cu_seqlens / state_indices (vLLM's and SGLang's metadata) to int32, and an integer
+# has_initial_state mask to bool.  One small elementwise kernel each on the call's stream: no host
+# sync, graph-capturable (the copies come from torch's caching allocator).  The values must fit
+# int32, which their own ranges already require (offsets <= T < 2^30, slots < P < 2^31).
+cdef list _conversions(const gdn_problem_t *p):
+    out = []
+    if p.cu_seqlens.dtype == DTYPE_I64:
+        out.append("cu_seqlens: int64 -> int32")
+    if p.state_indices.rank != 0 and p.state_indices.dtype == DTYPE_I64:
+        out.append("state_indices: int64 -> int32")
+    if p.has_initial.rank != 0 and (p.has_initial.dtype == DTYPE_I64 or p.has_initial.dtype == GDN_DTYPE_I32):
+        out.append(f"has_initial_state: {_dtype_name(p.has_initial.dtype).decode()} -> bool (entry != 0)")
+    return out
+
+
+cdef void _as_converted(gdn_problem_t *p) noexcept nogil:
+    """explain()'s view of the conversions: the dtypes the kernels will read (it reads no data)."""
+    if p.cu_seqlens.dtype == DTYPE_I64:
+        p.cu_seqlens.dtype = GDN_DTYPE_I32
+    if p.state_indices.rank != 0 and p.state_indices.dtype == DTYPE_I64:
+        p.state_indices.dtype = GDN_DTYPE_I32
+    if p.has_initial.rank != 0 and (p.has_initial.dtype == DTYPE_I64 or p.has_initial.dtype == GDN_DTYPE_I32):
+        p.has_initial.dtype = GDN_DTYPE_BOOL
+
+
+cdef object _convert(object x, bint mask, object stream, void *sp, int device):
+    """x converted on the call's stream (mask: x != 0 as bool; else int32).  torch's caching
+    allocator orders the copy's reuse on the stream current at allocation, so with another `stream`
+    the copy is made under that stream (as _own_workspace)."""
+    cdef void *cur = NULL
+    if stream is not None:
+        _stream_of(device, &cur)
+    if stream is None or cur == sp:
+        return (x != 0) if mask else x.to(_torch.int32)
+    s = stream if isinstance(stream, _torch.cuda.Stream) else _torch.cuda.ExternalStream(<uintptr_t>sp, device=device)
+    with _torch.cuda.stream(s):
+        return (x != 0) if mask else x.to(_torch.int32)
 
 
 cdef int32_t _checkpoint_chunks(object every) except -1:
@@ -193,7 +265,7 @@ cdef int64_t _workspace_size(const gdn_tensor_t *ws) except -1:
     """Bytes of a given workspace, which must be a contiguous uint8 tensor (prefill and explain)."""
     cdef int64_t n = 1
     cdef int i
-    if ws.dtype != DTYPE_U8 or not _compact(ws):
+    if ws.dtype != GDN_DTYPE_U8 or not _compact(ws):
         raise _errors.GdnArgumentError("workspace: must be a contiguous uint8 CUDA tensor")
     for i in range(ws.rank):
         n *= ws.shape[i]
@@ -218,24 +290,27 @@ cdef object _own_workspace(int64_t need, object stream, void *sp, int device):
 def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
             state_layout="kv", scale=None, use_qk_l2norm=False, spine="auto",
             stream=None, workspace=None, checkpoint_every=None, checkpoints=None, initial_state=None,
-            has_initial_state=True, max_seqlen=None):
+            has_initial_state=True, max_seqlen=None, checkpoint_pool=None):
     """Run the Gated DeltaNet chunked prefill; writes `out` and updates `state` in place.
 
     q, k [T, Hk, 128] and v, out [T, Hv, 128] bf16 (last dim contiguous, other strides
     free); g [T, Hv] fp32 log-decay and beta [T, Hv] fp32/bf16 with any strides;
-    cu_seqlens int32 [N+1] on the device (None: one sequence of T tokens); state
+    cu_seqlens int32 or int64 [N+1] on the device (None: one sequence of T tokens); state
     [P, Hv, 128, 128] ("kv": S[k, v]; "vk": S[v, k]) read as the initial state and
     overwritten with the final one (None: start from zero, no final state), a pool of fp32,
     bf16, fp16 or float8_e4m3fn (read once and rounded once when written, round to nearest even,
     fp8 saturating at +-448; fp32 inside the kernels); with
-    state_indices int32 [N], sequence n uses slot state_indices[n] and -1 skips the
-    sequence entirely.  Checkpoints (prefix caching): with checkpoint_every = c tokens (a multiple
-    of 64) and checkpoints int32 [N, J] on the device (needs state and state_indices), the state
-    after token (j + 1) c of sequence n, for each such token strictly inside the sequence, is
-    written into pool slot checkpoints[n, j] of `state` (-1, or j >= J: not written).  The
-    initial state: with initial_state (`state`'s dtype, shape and layout; `state` may then be None),
-    read from there and `state` only written; has_initial_state=False, every sequence starts from
-    zero.  max_seqlen (optional): the longest sequence's tokens, when the caller knows it on the
+    state_indices int32 or int64 [N], sequence n uses slot state_indices[n] and -1 skips the
+    sequence entirely (int64 index tensors are converted on the device: explain()["conversions"]).
+    Checkpoints (prefix caching): with checkpoint_every = c tokens (a multiple of 64) and checkpoints
+    int32 [N, J] on the device, the state after token (j + 1) c of sequence n, for each such token
+    at or before the sequence's end (FlashInfer's rule: floor(length / c) of them), is written into
+    slot checkpoints[n, j] (-1, or j >= J: not written) of checkpoint_pool, a pool of `state`'s
+    dtype and layout with slots of its own, or without one of `state` itself (then state_indices
+    are required, to keep them apart from the live states).  The initial state: with initial_state
+    (`state`'s dtype, shape and layout; `state` may then be None), read from there and `state` only
+    written; has_initial_state=False, every sequence starts from zero; a device tensor [N] (bool,
+    or integer: entry != 0), sequence n starts from zero where its entry is false.  max_seqlen (optional): the longest sequence's tokens, when the caller knows it on the
     host (serving engines do); with several sequences it lets the planner split long ones across
     the SMs (explain()["plan"]).  Returns the name of the spine that ran.
     """
@@ -252,7 +327,19 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         cu_seqlens = _whole_sequence(q)
     device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
                     DEVICES_CUDA, &ws, workspace, checkpoints, checkpoint_every, initial_state, has_initial_state,
-                    max_seqlen)
+                    max_seqlen, checkpoint_pool)
+    if (p.cu_seqlens.dtype == DTYPE_I64 or p.state_indices.dtype == DTYPE_I64 or p.has_initial.dtype == DTYPE_I64
+            or p.has_initial.dtype == GDN_DTYPE_I32):
+        # the engines' int64 metadata or integer mask (_conversions): converted on the call's stream
+        if p.cu_seqlens.dtype == DTYPE_I64:
+            cu_seqlens = _convert(cu_seqlens, False, stream, sp, device)
+        if p.state_indices.dtype == DTYPE_I64:
+            state_indices = _convert(state_indices, False, stream, sp, device)
+        if p.has_initial.dtype == DTYPE_I64 or p.has_initial.dtype == GDN_DTYPE_I32:
+            has_initial_state = _convert(has_initial_state, True, stream, sp, device)
+        device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
+                        DEVICES_CUDA, &ws, workspace, checkpoints, checkpoint_every, initial_state, has_initial_state,
+                        max_seqlen, checkpoint_pool)
     if stream is None:
         _stream_of(device, &sp)
     return _run(&p, &ws, workspace, stream, device, sp, spine_code, layout_code, state_layout)
@@ -469,7 +556,7 @@ def _compose_maps(maps, states):
 def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
             state_layout="kv", scale=None, use_qk_l2norm=False, spine="auto",
             stream=None, workspace=None, checkpoint_every=None, checkpoints=None, initial_state=None,
-            has_initial_state=True, max_seqlen=None, check_device=True):
+            has_initial_state=True, max_seqlen=None, check_device=True, checkpoint_pool=None):
     """The plan prefill() would run, without launching anything.
 
     Takes prefill's arguments and applies every rule prefill() applies that does not need the GPU
@@ -480,7 +567,9 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     runs or not ("single"), and the cost model's predicted times ("predicted_us"; the segmented
     plan also its segments, their length in chunks and its CTAs per pass); "checkpoints" the checkpoint interval and table width, or None;
     "initial_state" where the initial states come from ("zeros", "state (in place)" or
-    "initial_state"); "state_dtype" the pools' element type ("float32", "bfloat16", "float16" or
+    "initial_state", with ", per sequence" when has_initial_state is a tensor); "conversions" the
+    device conversions prefill() makes first (int64 indices to int32, an integer mask to bool);
+    "state_dtype" the pools' element type ("float32", "bfloat16", "float16" or
     "float8_e4m3fn"; None without a pool): the spine builds are the type's; "kernels" the builds
     with grid, block and shared-memory bytes, in launch order; "fused_output" is "runs" or the reason the unfused plan runs instead; "overlap" is
     "runs: ..." when stage 1 is split around the spine (the recompute_wu build then launches twice,
@@ -505,7 +594,11 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         cu_seqlens = _whole_sequence(q, False)
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
            DEVICES_ONE if check_device else DEVICES_ANY, &ws, workspace, checkpoints, checkpoint_every,
-           initial_state, has_initial_state, max_seqlen)
+           initial_state, has_initial_state, max_seqlen, checkpoint_pool)
+    conversions = _conversions(&p)
+    _as_converted(&p)
+    own_pool = p.checkpoint_pool.rank != 0
+    pools = p.state.rank != 0 or p.initial_state.rank != 0 or own_pool
     # prefill()'s planning call, off the device (no device check; without check_device, the SM count
     # of an H100 / H200), with its reasons
     rc = _plan_call(&p, spine_code, layout_code, 0 if check_device else GDN_SM_COUNT, &_NO_FORCE, False, &plan,
@@ -554,10 +647,13 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         "chunk_slots": int(_chunk_slots(T, N)),
         "overlap": reasons.overlap.decode(),
         "overlap_split": int(plan.split) if plan.kind == PLAN_OVERLAP else None,
-        "initial_state": ("zeros", "state (in place)", "initial_state")[p.state_in],
-        "state_dtype": _dtype_name(p.state.dtype).decode() if p.has_state or p.state_in == 2 else None,
+        "initial_state": ("zeros", "state (in place)", "initial_state", "state (in place), per sequence",
+                          "initial_state, per sequence")[p.state_in],
+        "conversions": conversions,
+        "state_dtype": _dtype_name(p.state.dtype).decode() if pools else None,
         "checkpoints": (f"every {p.checkpoint_chunks * GDN_CHUNK} tokens, up to {p.checkpoints.shape[1]} per "
-                        "sequence, into the state pool" if p.checkpoint_chunks > 0 else None),
+                        f"sequence, into {'checkpoint_pool' if own_pool else 'the state pool'}"
+                        if p.checkpoint_chunks > 0 else None),
     }
 
 

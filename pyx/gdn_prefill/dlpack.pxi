@@ -53,10 +53,10 @@ cdef enum:
     DL_UINT = 1
     DL_FLOAT = 2
     DL_BFLOAT = 4
+    DL_BOOL = 6             # (DLPack: kDLBool, 8 bits)
     DL_FLOAT8_E4M3FN = 10   # (DLPack 1.1: kDLFloat8_e4m3fn, 8 bits)
     DL_CPU = 1
     DL_CUDA = 2
-    DTYPE_U8 = 100          # uint8 (the workspace): no GDN_DTYPE_*, _dtype_name() calls it unsupported
 
 cdef object _torch = None                        # the torch module, imported by the first call
 cdef const gdn_dl_exchange_api_t *_dl = NULL     # torch's exchange table (NULL: torch has none)
@@ -71,7 +71,8 @@ cdef object _torch_init():
     import torch
     cdef const gdn_dl_exchange_api_t *api
     _DTYPES.update({torch.bfloat16: GDN_DTYPE_BF16, torch.float16: GDN_DTYPE_F16,
-                    torch.float32: GDN_DTYPE_F32, torch.int32: GDN_DTYPE_I32, torch.uint8: DTYPE_U8})
+                    torch.float32: GDN_DTYPE_F32, torch.int32: GDN_DTYPE_I32, torch.uint8: GDN_DTYPE_U8,
+                    torch.bool: GDN_DTYPE_BOOL, torch.int64: DTYPE_I64})
     if hasattr(torch, "float8_e4m3fn"):            # torch >= 2.1
         _DTYPES[torch.float8_e4m3fn] = GDN_DTYPE_F8E4M3
     cap = getattr(torch.Tensor, "__dlpack_c_exchange_api__", None)
@@ -108,7 +109,11 @@ cdef inline int _dl_dtype(gdn_dl_dtype_t t) noexcept nogil:
     if t.code == DL_FLOAT8_E4M3FN and t.bits == 8:
         return GDN_DTYPE_F8E4M3
     if t.code == DL_UINT and t.bits == 8:
-        return DTYPE_U8
+        return GDN_DTYPE_U8
+    if t.code == DL_BOOL and t.bits == 8:
+        return GDN_DTYPE_BOOL
+    if t.code == DL_INT and t.bits == 64:
+        return DTYPE_I64
     return 0
 
 

@@ -65,6 +65,8 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_DTYPE_F32
         GDN_DTYPE_I32
         GDN_DTYPE_F8E4M3
+        GDN_DTYPE_U8
+        GDN_DTYPE_BOOL
         GDN_SPINE_AUTO
         GDN_SPINE_SCALAR
         GDN_SPINE_WGMMA
@@ -105,6 +107,8 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         int64_t max_seqlen
         int32_t maps_all
         gdn_tensor_t beta32
+        gdn_tensor_t has_initial
+        gdn_tensor_t checkpoint_pool
 
 cdef extern from "gdn/gdn_kernels.h" nogil:
     int gdn_num_variants()

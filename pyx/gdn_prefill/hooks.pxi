@@ -60,9 +60,9 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
                    str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto", workspace,
                    int warpgroups=0, int fused=-1, int64_t overlap_split=-1, int rs_build=-1, int seg_chunks=0,
                    checkpoint_every=None, checkpoints=None, initial_state=None, has_initial_state=True,
-                   max_seqlen=None):
+                   max_seqlen=None, checkpoint_pool=None):
     """Test hook: validate and plan like prefill(), then launch only the named stages on the current
-    stream.
+    stream (a per-sequence has_initial_state must be bool or uint8 here: no conversions).
 
     `stages` names launches of the plan, run in plan order: the unfused plan's ("recompute_wu",
     "spine", "fwd_o"), the fused plans' ("recompute_wu", "spine"), the segmented plan's
@@ -88,7 +88,7 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     _codes(spine, state_layout, &spine_code, &layout_code)
     force = _forced(warpgroups, fused, rs_build, overlap_split, seg_chunks)
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm, DEVICES_ANY, NULL,
-           None, checkpoints, checkpoint_every, initial_state, has_initial_state, max_seqlen)
+           None, checkpoints, checkpoint_every, initial_state, has_initial_state, max_seqlen, checkpoint_pool)
     sms = _sm_count()
     if force.split > 0 and not _overlap_fits(p.cu_seqlens.shape[0] - 1, p.v.shape[1], sms):
         # a forced split may ignore the rule's GDN_OVERLAP_MIN_SLOTS (a speed threshold that

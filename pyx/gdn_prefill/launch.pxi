@@ -5,12 +5,19 @@
 # ----------------------------------------------------------------------------- plan + launch
 cdef inline int _state_source(const gdn_problem_t *p) noexcept nogil:
     """gdn_problem_t.state_in of a validated problem (its one home: _derive sets it, explain()
-    reports it): 0 zeros (has_initial_state=False, or no pool), 2 initial_state, 1 state in place."""
+    reports it): 0 zeros (has_initial_state=False, or no pool), 2 initial_state, 1 state in place;
+    with a per-sequence has_initial mask, 3 and 4 for 1 and 2 (the sequences whose entry is 0 start
+    from zeros: cute_kernels/state_pool.py source)."""
+    cdef int src
     if p.zero_initial:
         return 0
     if p.initial_state.rank != 0:
-        return 2
-    return 1 if p.state.rank != 0 else 0
+        src = 2
+    else:
+        src = 1 if p.state.rank != 0 else 0
+    if src != 0 and p.has_initial.rank != 0:
+        src += 2
+    return src
 
 
 cdef void _logical_kv(gdn_tensor_t *t) noexcept nogil:
@@ -49,11 +56,20 @@ cdef void _derive(gdn_problem_t *p, int state_layout) noexcept nogil:
     if state_layout == GDN_STATE_VK:
         _logical_kv(&p.state)
         _logical_kv(&p.initial_state)
+        _logical_kv(&p.checkpoint_pool)
     cdef int pool_dtype = _pool_type(p)
     if p.initial_state.rank == 0:
         _empty_pool_view(&p.initial_state, p.v.shape[1], state_layout, pool_dtype)
     if not p.has_state:
         _empty_pool_view(&p.state, p.v.shape[1], state_layout, pool_dtype)
+    if p.checkpoint_pool.rank == 0:
+        p.checkpoint_pool = p.state            # checkpoints go into the state pool itself
+    if p.has_initial.rank == 0:
+        # no per-sequence mask (state_in <= 2): an unread [N] view
+        p.has_initial.rank = 1
+        p.has_initial.dtype = GDN_DTYPE_U8
+        p.has_initial.shape[0] = p.cu_seqlens.shape[0] - 1
+        p.has_initial.stride[0] = 1
     if p.checkpoints.rank == 0:
         # no checkpoints (checkpoint_chunks is 0): an unread [N, 1] view for the spines to bind
         p.checkpoints.rank = 2

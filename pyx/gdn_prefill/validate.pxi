@@ -3,6 +3,11 @@
 # definition.)
 
 # ----------------------------------------------------------------------------- guards
+cdef enum:
+    DTYPE_I64 = 101         # int64 index tensors: no GDN_DTYPE_* (the kernels read int32); prefill()
+                            # converts them on the device (api.pxi _as_int32), the C entry refuses them
+
+
 cdef const char *_dtype_name(int d) noexcept nogil:
     if d == GDN_DTYPE_BF16:
         return "bfloat16"
@@ -14,12 +19,20 @@ cdef const char *_dtype_name(int d) noexcept nogil:
         return "int32"
     if d == GDN_DTYPE_F8E4M3:
         return "float8_e4m3fn"
+    if d == GDN_DTYPE_U8:
+        return "uint8"
+    if d == GDN_DTYPE_BOOL:
+        return "bool"
+    if d == DTYPE_I64:
+        return "int64"
     return "an unsupported dtype"
 
 
 cdef int64_t _elsize(int d) noexcept nogil:
-    if d == GDN_DTYPE_F8E4M3:
+    if d == GDN_DTYPE_F8E4M3 or d == GDN_DTYPE_U8 or d == GDN_DTYPE_BOOL:
         return 1
+    if d == DTYPE_I64:
+        return 8
     return 2 if (d == GDN_DTYPE_BF16 or d == GDN_DTYPE_F16) else 4
 
 
@@ -201,7 +214,12 @@ cdef int _pool_layout(const gdn_tensor_t *t, const char *name, char *msg) noexce
 cdef int _checkpoints_given(const gdn_problem_t *p, char *msg) noexcept nogil:
     """The checkpoint table and its interval come together, with a pool they write into and the
     state_indices that keep it apart from the live states (without indices every pool slot is
-    a sequence's own); the entries themselves are trusted device values, as state_indices are."""
+    a sequence's own) unless they go into a checkpoint_pool of their own; the entries themselves are
+    trusted device values, as state_indices are."""
+    if p.checkpoint_pool.rank != 0 and p.checkpoints.rank == 0:
+        snprintf(msg, MSG_CAP, "checkpoint_pool: given without checkpoints (the table of its slots) and "
+                 "checkpoint_every")
+        return GDN_ERR_ARGUMENT
     if p.checkpoint_chunks < 0:
         snprintf(msg, MSG_CAP, "checkpoint_every: must be positive, got %d chunks", <int>p.checkpoint_chunks)
         return GDN_ERR_ARGUMENT
@@ -215,13 +233,39 @@ cdef int _checkpoints_given(const gdn_problem_t *p, char *msg) noexcept nogil:
     if p.checkpoint_chunks == 0:
         snprintf(msg, MSG_CAP, "checkpoints: given without checkpoint_every (the interval in tokens)")
         return GDN_ERR_ARGUMENT
+    if p.checkpoint_pool.rank != 0:
+        return GDN_OK          # a pool of their own: no live state to keep them apart from
     if p.state.rank == 0:
-        snprintf(msg, MSG_CAP, "checkpoints: given without a state pool to write them into")
+        snprintf(msg, MSG_CAP, "checkpoints: given without a pool to write them into (state, or a "
+                 "checkpoint_pool)")
         return GDN_ERR_ARGUMENT
     if p.state_indices.rank == 0:
         snprintf(msg, MSG_CAP, "checkpoints: need state_indices (without them every pool slot is a "
                  "sequence's live state, which a checkpoint would overwrite)")
         return GDN_ERR_ARGUMENT
+    return GDN_OK
+
+
+cdef int _checkpoint_pool_apart(const gdn_problem_t *p, char *msg) noexcept nogil:
+    """A checkpoint_pool of its own is an output: its slots distinct memory, sharing none with any
+    other tensor of the call (the state pool itself is passed as state, or as the absent pool)."""
+    cdef const gdn_tensor_t *others[11]
+    cdef const char *names[11]
+    cdef int i, rc
+    if p.checkpoint_pool.rank == 0:
+        return GDN_OK
+    rc = _no_self_overlap(&p.checkpoint_pool, "checkpoint_pool", msg)
+    if rc: return rc
+    others[:] = [&p.q, &p.k, &p.v, &p.g, &p.beta, &p.out, &p.state, &p.cu_seqlens, &p.state_indices,
+                 &p.checkpoints, &p.initial_state]
+    names[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seqlens", b"state_indices", b"checkpoints",
+                b"initial_state"]
+    for i in range(11):
+        if others[i].rank != 0:
+            rc = _no_overlap(&p.checkpoint_pool, "checkpoint_pool", others[i], names[i], msg)
+            if rc: return rc
+    if p.has_initial.rank != 0:
+        return _no_overlap(&p.checkpoint_pool, "checkpoint_pool", &p.has_initial, "has_initial_state", msg)
     return GDN_OK
 
 
@@ -295,6 +339,20 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
     if p.checkpoints.rank != 0:
         rc = _dtype(&p.checkpoints, "checkpoints", GDN_DTYPE_I32, 0, msg)
         if rc: return rc
+    if p.checkpoint_pool.rank != 0:
+        rc = _need(&p.checkpoint_pool, "checkpoint_pool", 4, msg)
+        if rc: return rc
+        rc = _pool_dtype(&p.checkpoint_pool, "checkpoint_pool", msg)
+        if rc: return rc
+        if (p.state.rank != 0 or p.initial_state.rank != 0) and p.checkpoint_pool.dtype != _pool_type(p):
+            snprintf(msg, MSG_CAP, "checkpoint_pool: dtype %s differs from the state pool's %s; the pools share "
+                     "one type", _dtype_name(p.checkpoint_pool.dtype), _dtype_name(_pool_type(p)))
+            return GDN_ERR_DTYPE
+    if p.has_initial.rank != 0:
+        rc = _need(&p.has_initial, "has_initial_state", 1, msg)
+        if rc: return rc
+        rc = _dtype(&p.has_initial, "has_initial_state", GDN_DTYPE_BOOL, GDN_DTYPE_U8, msg)
+        if rc: return rc
     # shapes
     T = p.q.shape[0]
     Hk = p.q.shape[1]
@@ -360,6 +418,13 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
     if p.checkpoints.rank != 0:
         rc = _dim(&p.checkpoints, "checkpoints", 0, N, "one row per sequence, N = len(cu_seqlens) - 1", msg)
         if rc: return rc
+    if p.checkpoint_pool.rank != 0:
+        rc = _pool_shape(&p.checkpoint_pool, "checkpoint_pool", N, Hv, True, msg)
+        if rc: return rc
+    if p.has_initial.rank != 0:
+        rc = _dim(&p.has_initial, "has_initial_state", 0, N, "one entry per sequence, N = len(cu_seqlens) - 1",
+                  msg)
+        if rc: return rc
     # layouts
     rc = _layout(&p.q, "q", True, msg)
     if rc: return rc
@@ -386,6 +451,12 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
         if rc: return rc
     if p.initial_state.rank != 0:
         rc = _pool_layout(&p.initial_state, "initial_state", msg)
+        if rc: return rc
+    if p.checkpoint_pool.rank != 0:
+        rc = _pool_layout(&p.checkpoint_pool, "checkpoint_pool", msg)
+        if rc: return rc
+    if p.has_initial.rank != 0:
+        rc = _layout(&p.has_initial, "has_initial_state", False, msg)
         if rc: return rc
     # outputs: no element shares memory with another (expand()ed or overlapping strides)
     rc = _no_self_overlap(&p.out, "out", msg)
@@ -431,6 +502,12 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
     rc = _no_overlap(&p.out, "out", &p.initial_state, "initial_state", msg)
     if rc: return rc
     rc = _no_overlap(&p.state, "state", &p.initial_state, "initial_state", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.out, "out", &p.has_initial, "has_initial_state", msg)
+    if rc: return rc
+    rc = _no_overlap(&p.state, "state", &p.has_initial, "has_initial_state", msg)
+    if rc: return rc
+    rc = _checkpoint_pool_apart(p, msg)
     if rc: return rc
     if not isfinite(p.scale):
         snprintf(msg, MSG_CAP, "scale: must be finite")

@@ -30,11 +30,14 @@ assert _RS_BUILD_NAMES == tuple(_RS_BUILDS), (_RS_BUILD_NAMES, _RS_BUILDS)
 
 
 cdef inline int _pool_type(const gdn_problem_t *p) noexcept nogil:
-    """GDN_DTYPE_* of the call's pools (state and initial_state share one type; fp32 without either)."""
+    """GDN_DTYPE_* of the call's pools (state, initial_state and checkpoint_pool share one type; fp32
+    without any)."""
     if p.state.rank != 0:
         return p.state.dtype
     if p.initial_state.rank != 0:
         return p.initial_state.dtype
+    if p.checkpoint_pool.rank != 0:
+        return p.checkpoint_pool.dtype
     return GDN_DTYPE_F32
 
 
