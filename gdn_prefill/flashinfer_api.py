@@ -7,16 +7,20 @@ A serving backend that calls FlashInfer's SM90 GDN prefill switches by changing 
 
 Its conventions are FlashInfer's: q, k, v packed [T, H, 128]; `g` the decay factor alpha =
 exp(log-decay), fp32 [T, Hv]; states [N, Hv, V, K] (our "vk" layout, used in place); `cu_seqlens`
-required (int32, or int64 converted); preallocated `output` / `output_state`; with
-`state_indices`, `initial_state` and `output_state` are a state pool (in place when they are the
-same tensor).  The differences are deliberate and say so when they matter: the one conversion it
-makes is alpha -> log(alpha) (one elementwise kernel over [T, Hv]; alpha is floored at the
-smallest normal fp32, so that alpha = 0 gives a finite -87.3 rather than -inf, whose differences
-would be NaN); strided inputs are used as they are; more q heads than v heads (FlashInfer's GQA
-output heads) and FlashInfer's checkpoint buffers (`state_checkpoints`, `checkpoint_cu_starts`)
-are rejected with an error naming the argument (prefill()'s checkpoints go into the state pool);
-`use_cp` and `backend` are accepted for the signature's sake, and the plan (serial or segmented,
-explain()["plan"]) is the library's own.  Every rejection is a GdnError raised before any launch.
+required (int32, or int64 converted on the device); preallocated `output` / `output_state`; with
+`state_indices` (int32 or int64), `initial_state` and `output_state` are a state pool (in place
+when they are the same tensor).  Checkpoints as FlashInfer writes them: with
+checkpoint_every_n_tokens = c > 0, sequence n's j-th state after every c tokens (j < its length //
+c, the last the final state when the length is a multiple of c) goes into row
+checkpoint_cu_starts[n] + j of `state_checkpoints` [total, Hv, V, K] (the pools' dtype); the rows
+become prefill()'s checkpoint table on the device (no host sync) and the kernels write the rows
+directly.  The differences are deliberate and say so when they matter: the conversion it makes is
+alpha -> log(alpha) (one elementwise kernel over [T, Hv]; alpha is floored at the smallest normal
+fp32, so that alpha = 0 gives a finite -87.3 rather than -inf, whose differences would be NaN);
+strided inputs are used as they are; more q heads than v heads (FlashInfer's GQA output heads)
+are rejected with an error naming the argument; `use_cp` and `backend` are accepted for the
+signature's sake, and the plan (serial or segmented, explain()["plan"]) is the library's own.
+Every rejection is a GdnError raised before any launch.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from . import _ext
 from ._ext import _check_tensor  # type: ignore[attr-defined]  # a private helper: no stub
-from .errors import GdnArgumentError, GdnDtypeError, GdnShapeError, GdnTypeError
+from .errors import GdnArgumentError, GdnDtypeError, GdnError, GdnShapeError, GdnTypeError
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -67,12 +71,7 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor] 
     if cu_seqlens is None:
         raise GdnArgumentError("cu_seqlens: required (FlashInfer's convention: [N + 1] offsets of the packed "
                                "sequences)")
-    if state_checkpoints is not None or checkpoint_cu_starts is not None or checkpoint_every_n_tokens:
-        name = ("state_checkpoints" if state_checkpoints is not None else
-                "checkpoint_cu_starts" if checkpoint_cu_starts is not None else "checkpoint_every_n_tokens")
-        raise GdnArgumentError(f"{name}: FlashInfer's checkpoint buffers are not supported by this door; "
-                               "gdn_prefill.prefill(checkpoint_every=..., checkpoints=...) writes checkpoints "
-                               "into slots of the state pool")
+    every = _checkpoint_every(checkpoint_every_n_tokens, state_checkpoints, checkpoint_cu_starts)
     if use_cp not in ("auto", True, False) or isinstance(use_cp, int) and not isinstance(use_cp, bool):
         raise GdnArgumentError(f"use_cp: must be 'auto', True or False, got {use_cp!r}")
     if backend not in ("auto", "flashinfer"):
@@ -96,7 +95,10 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor] 
         log_g = torch.clamp_min(g, torch.finfo(torch.float32).tiny).log_()
     if beta is None:
         beta = torch.ones(T, Hv, dtype=torch.float32, device=v.device)
-    cu = cu_seqlens if cu_seqlens.dtype != torch.int64 else cu_seqlens.to(torch.int32)
+    cu = cu_seqlens            # int64 offsets: prefill() converts them on the device
+    table = None
+    if every:
+        table = _checkpoint_table(checkpoint_cu_starts, state_checkpoints, cu, every, T, v.device)
     out = output if output is not None else torch.empty(v.shape, dtype=v.dtype, device=v.device)
     state: Optional[Tensor] = None
     if final:
@@ -106,7 +108,70 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Optional[Tensor] 
             state = torch.empty(N, Hv, v.shape[-1], v.shape[-1], device=v.device,
                                 dtype=initial_state.dtype if initial_state is not None else torch.float32)
     in_place = state is not None and initial_state is state
-    _ext.prefill(q, k, v, log_g, beta, out, state, cu_seqlens=cu, state_indices=state_indices, state_layout="vk",
-                 scale=scale, use_qk_l2norm=l2, initial_state=None if in_place else initial_state,
-                 has_initial_state=initial_state is not None, max_seqlen=max_seqlen)
+    try:
+        _ext.prefill(q, k, v, log_g, beta, out, state, cu_seqlens=cu, state_indices=state_indices,
+                     state_layout="vk", scale=scale, use_qk_l2norm=l2,
+                     initial_state=None if in_place else initial_state,
+                     has_initial_state=initial_state is not None, max_seqlen=max_seqlen,
+                     checkpoint_every=every or None, checkpoints=table,
+                     checkpoint_pool=state_checkpoints if every else None)
+    except GdnError as e:
+        raise _in_flashinfer_names(e) from None
     return (out, state) if final else out
+
+
+# prefill()'s names of the arguments this door builds from FlashInfer's own
+_PREFILL_NAMES = {"checkpoint_pool": "state_checkpoints", "checkpoints": "checkpoint_cu_starts (the table made "
+                  "from it)", "state": "output_state"}
+
+
+def _in_flashinfer_names(e: Exception) -> Exception:
+    """A rejection raised by prefill(), naming the argument as this door's caller passed it."""
+    head, sep, rest = str(e).partition(": ")
+    if sep and head in _PREFILL_NAMES:
+        return type(e)(f"{_PREFILL_NAMES[head]}: {rest}")
+    return e
+
+
+def _checkpoint_every(every: Any, buffers: Optional[Tensor], cu_starts: Optional[Tensor]) -> int:
+    """FlashInfer's checkpoint arguments checked: the interval in tokens (0: none), given with both
+    buffers, or without either."""
+    if isinstance(every, bool) or not isinstance(every, int):
+        raise GdnTypeError(f"checkpoint_every_n_tokens: must be an int, got {type(every).__qualname__}")
+    if every < 0 or every % 64:
+        raise GdnArgumentError(f"checkpoint_every_n_tokens: must be 0 or a positive multiple of 64 (the chunk), "
+                               f"got {every}")
+    if every == 0:
+        for name, x in (("state_checkpoints", buffers), ("checkpoint_cu_starts", cu_starts)):
+            if x is not None:
+                raise GdnArgumentError(f"{name}: given with checkpoint_every_n_tokens=0 (no checkpoints); pass the "
+                                       "interval, or leave the buffer out")
+        return 0
+    for name, x in (("state_checkpoints", buffers), ("checkpoint_cu_starts", cu_starts)):
+        if x is None:
+            raise GdnArgumentError(f"{name}: required with checkpoint_every_n_tokens={every}")
+    return every
+
+
+def _checkpoint_table(cu_starts: Tensor, buffers: Tensor, cu_seqlens: Tensor, every: int, T: int,
+                      device: Any) -> Tensor:
+    """prefill()'s checkpoint table [N, J] int32 from FlashInfer's prefix sums: entry (n, j) is row
+    cu_starts[n] + j of state_checkpoints for j < cu_starts[n + 1] - cu_starts[n], else -1.  Made on
+    the device (three small elementwise kernels, no host sync); J bounds any sequence's count by
+    the call's tokens and the buffer's rows.  A sequence writes only rows of its own range."""
+    import torch
+
+    if cu_starts.dim() != 1 or cu_starts.shape[0] != cu_seqlens.shape[0]:
+        raise GdnShapeError(f"checkpoint_cu_starts: must be [N + 1] = [{cu_seqlens.shape[0]}] (cu_seqlens' shape), "
+                            f"got {list(cu_starts.shape)}")
+    if cu_starts.dtype not in (torch.int32, torch.int64):
+        raise GdnDtypeError(f"checkpoint_cu_starts: dtype must be int32 or int64, got {cu_starts.dtype}")
+    if cu_starts.device != device:
+        raise GdnArgumentError(f"checkpoint_cu_starts: on {cu_starts.device}, the other tensors on {device}")
+    if buffers.dim() != 4:
+        raise GdnShapeError(f"state_checkpoints: must be [total, Hv, 128, 128], got {buffers.dim()} dims")
+    J = max(1, min(int(buffers.shape[0]), T // every))
+    j = torch.arange(J, dtype=cu_starts.dtype, device=device)
+    first = cu_starts[:-1, None]
+    rows = first + j
+    return torch.where(rows < cu_starts[1:, None], rows, -1).to(torch.int32)
