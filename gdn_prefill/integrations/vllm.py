@@ -81,6 +81,9 @@ def _log_once(level: int, msg: str) -> None:
         _log.log(level, msg)
 
 
+# The argument rules below are flashinfer_api's and _ext's; this module imports neither, because vLLM
+# imports it in each of its processes (the API server's too) and the extension checks the CUDA driver
+# when imported (gdn_prefill/_driver.py).
 def _flag(name: str, x: object) -> bool:
     if isinstance(x, bool):
         return x
