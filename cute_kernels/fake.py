@@ -3,7 +3,7 @@
 One `Dims` object per compiled variant holds the dynamic extents; every tensor
 that shares an extent reuses the same SymInt so the compiler knows they agree.
 Divisibility declared here is an assumption the kernels may exploit: the Cython
-guards (pyx/_ext.pyx) enforce exactly these rules before any launch.
+guards (pyx/gdn_prefill/validate.pxi) enforce exactly these rules before any launch.
 """
 from __future__ import annotations
 

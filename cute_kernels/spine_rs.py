@@ -90,7 +90,7 @@ the workspace's `order`; beyond ORDER_MAX_SEQS sequences index order): blocks st
 order, so a long sequence late in the list would start its chain in the last wave and end the
 call alone (docs/PERFORMANCE.md, longest first).
 
-Overlap plan (pyx/gdn_prefill/_ext.pyx, _launch_overlap): when few sequences leave most SMs idle
+Overlap plan (pyx/gdn_prefill/overlap.pxi, _launch_overlap): when few sequences leave most SMs idle
 beside this spine, recompute_wu's chunk slots >= ready_from run concurrently with it and publish
 each (slot, head) in `ready`; the loader warp acquires that flag before it reads the chunk's row
 data and tiles (_await_ready).  The consumer warpgroup is unchanged: it waits on the TMA ring.
