@@ -172,9 +172,9 @@ def y_t(rP, rVt, accX, sTab, sBt, tXc, s: Int32, bs: Int32):
     """Y'^T = (V^T - Z diag(a)) diag(beta) as bf16 (the A operand of G1b), a_m = exp(gcum_m) rk_m
     (columns m >= L: (0 - 0 * 0) beta_m, the V and K rows zeroed and beta_m finite: stage 1's or 0).
     beta scales Y before its one rounding and Tu holds Tm alone, as FLA rounds beta v once: with beta
-    inside Tu it was rounded twice (Tu's entry, then Y; docs/PERFORMANCE.md, numerics).  (a_m, beta_m)
+    inside Tu it would be rounded twice (Tu's entry, then Y; docs/PERFORMANCE.md, numerics).  (a_m, beta_m)
     is loaded once per column, one 8-byte pair (a thread's 32 values lie on 16 columns), and no
-    element is selected: a load inside `if m < L` made each element
+    element is selected: a load inside `if m < L` would make each element
     predicated code with a conversion of its own (32 F2FP and 16 PRMT where 16 F2FP pack the pairs)."""
     a_col = [sBt[0, tXc[wgmma_acc.first_of_col(c)][1], bs] for c in range(cute.size(accX) // 2)]
     b_col = [sBt[1, tXc[wgmma_acc.first_of_col(c)][1], bs] for c in range(cute.size(accX) // 2)]

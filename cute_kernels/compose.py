@@ -26,9 +26,9 @@ piece per p (16 LDG.128 a step, for the rows g and g + 8, g = lane / 4, loaded a
 its S_j values one 16-byte LDS per p from S_j kept column-major in shared memory (a padded column
 stride: no bank conflict).  The k-steps feed ACCS accumulators in turn (independent mma chains),
 summed at the end of the step; then B_j is added, the tile written to seg_state and, as S_{j+1},
-to the other of two shared-memory buffers (one CTA barrier a step).  (The same product in fp32
-FMA on CUDA cores, partial sums reduced across lanes by shuffles, took ~2 us a step,
-latency-bound: docs/PERFORMANCE.md, the segmented plan.)
+to the other of two shared-memory buffers (one CTA barrier a step).  (Tensor cores rather than
+fp32 FMA on CUDA cores, whose cross-lane reductions leave the step latency-bound:
+docs/PERFORMANCE.md, the segmented plan.)
 """
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def th(dims: Dims, dtype=Float32):
 def ws_th(dims: Dims):
     """Workspace gcum / rq / rk: [T, Hv] fp32 stored head-major (strides 1, T): a chunk's 64 rows
     of one head are 256 contiguous bytes, so the per-row reads of the spines and fwd_o and the
-    writes of recompute_wu are coalesced (token-major, each row was its own 32-byte sector)."""
+    writes of recompute_wu are coalesced (token-major, each row would be its own 32-byte sector)."""
     return cute.runtime.make_fake_tensor(Float32, (dims.T, dims.Hv), stride=(1, _stride()), assumed_align=16)
 
 

@@ -128,7 +128,7 @@ class FusedPrefill:
 
     THREADS = 512
     CHAIN_REGS = 192            # S^T, rS and two 64 x 64 accumulators: at 184 and below ptxas waits
-                                # for every wgmma k-step (no pipeline), 4-11 % slower (PERFORMANCE.md)
+                                # for every wgmma k-step (no pipeline)
     INTRA_REGS = 104            # the role's phases spill-free
     IO_REGS = 24                # loads, row norms one row per lane, the scan and the table, stores
     LAUNCH_REGS = 64 * 1024 // THREADS
@@ -430,7 +430,7 @@ class FusedPrefill:
                     tile = t["sQ"][None, None, sa]
                 t_s = th.partition_S(tile)                       # (8 values, 2 row blocks, 16 vectors)
                 # four running sums (two rows, upper and lower bf16 halves apart): two chains of
-                # 4 FMAs a vector, where one sum a row was a chain of 8 and an add
+                # 4 FMAs a vector rather than one chain of 8 and an add per row
                 h0 = Float32(0.0)
                 l0 = Float32(0.0)
                 h1 = Float32(0.0)

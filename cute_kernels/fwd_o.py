@@ -45,8 +45,8 @@ Loads (all before one CTA barrier; every tile is read by the tensor cores only):
 Shared memory (SMEM_BYTES = 82,944 B; bf16 tiles 1024-aligned):
     sG, sRq, sRk  3 x 64 fp32     sQ  64 x 128   16,384 B     sK  64 x 128   16,384 B
     sS 128 x 128   32,768 B       sV  64 x 128   16,384 B
-  -> two CTAs (16 warps) per SM; 120 (fwd_o_bf16) / 121 (fwd_o_bf16_a16) registers per
-     thread (ptxas, 4.8.1; <= 128 keeps two CTAs), no spills.
+  -> two CTAs (16 warps) per SM, which needs <= 128 registers per thread and no spills
+     (python -m gdn_prefill.sass reports them).
 Stores (rows i < L only):
   * "fwd_o_bf16": out has free strides (2-byte alignment), so each thread stores its
     accumulator elements one bf16 at a time.

@@ -12,8 +12,7 @@ gcum, rk, rq and beta from the I/O warps:
     P_ij = scale rq_i rk_j (q_i . k_j) exp(gcum_i - gcum_j)   (j <= i, else 0), bf16
 
 K K^T and Q K^T run on warpgroup MMA; every step after them is a dependent chain inside the
-warpgroup, which is what a chunk of the single plan costs (docs/PERFORMANCE.md, the single plan).
-The role was first measured as a kernel of its own (docs/PERFORMANCE.md, the single plan).
+warpgroup, which is what bounds a chunk of the single plan (docs/PERFORMANCE.md, the single plan).
 
 Rows >= L of a partial chunk: their beta and g are taken as 0 by the caller, so their rows of A
 are 0 (selected, not multiplied: their keys are the next sequence's, and a non-finite key times
@@ -104,7 +103,7 @@ class IntraChunk:
         """A = select(i > j and beta_i != 0, beta_i rk_i rk_j G_ij exp(gcum_i - gcum_j), 0) -> smem:
         fp32 into sAst = scratch()'s sA2 (columns j, j + 1 of a row as one 8-byte store), or with
         f16 in place in accG, then fp16 into sAst = scratch16()'s fp16 view by st_a (stmatrix: a
-        thread's 32 values in 4 instructions where they were 16 stores);
+        thread's 32 values in 4 instructions rather than 16 stores);
         P = select(j <= i, scale rq_i rk_j QK_ij exp(...), 0) in place in accQ (the exp shared),
         then bf16 into rP in pairs (one conversion for two values, no repacking).  A thread's 32
         values lie on 2 rows and 16 columns (wgmma_acc).  rP (a bf16 tensor of accQ's layout)
@@ -189,8 +188,8 @@ class IntraChunk:
         3. all four warps: T_{[2,3],[0,1]} = -T_{[2,3],[2,3]} (A_{[2,3],[0,1]} T_{[0,1],[0,1]});
         the merges on mma.sync in one TF32 pass (mma_tf32), skipping k-steps of exact zeros.
         sEye: 2 BLK - 1 floats, 1 at BLK - 1 and 0 elsewhere, so that row ii's right-hand side
-        e_jj[ii] is one shared load: as 16 selects of a 0 / 1 float they were loop invariants that
-        ptxas hoisted out of the chunk loop, 16 registers the role spilled."""
+        e_jj[ii] is one shared load: as 16 selects of a 0 / 1 float they would be loop invariants that
+        ptxas hoists out of the chunk loop, 16 registers the role would spill."""
         warp = tidx // 32
         lane = tidx % 32
         xcol = cute.make_rmem_tensor(BLK, Float32)

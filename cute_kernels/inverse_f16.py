@@ -23,7 +23,7 @@ T0_ij = -beta_i k_i . (F_{i-1} ... F_{j+1}) k_j, F_m = I - beta_m k_m k_m^T of n
 So |Tm_ij| <= 2 (1 + 2^-6) (1 + 2^-5)^62 < 14, |A_ij| < 2.05, and each product X = T22 A21 of
 the doubling, X = -T21 (I + A11), |X| <= 14 (1 + 31 * 2.05) < 1000: every fp16 value 65x below
 fp16's largest, 65504.  Any other chunk (beta outside [0, 2], a rising gate, a key longer than
-that, NaN) the caller inverts in fp32 (IntraChunk.inverse), as before this module.
+that, NaN) the caller inverts in fp32 (IntraChunk.inverse).
 """
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def unpack(w: Int32, *, loc=None, ip=None):
 def opaque(x: Int32, *, loc=None, ip=None) -> Int32:
     """x through a volatile move: a value ptxas cannot hoist out of the caller's loop.  invert's
     addresses derive from it, so that they are formed per call in a few integer instructions
-    instead of being held across the chunk loop beside the exact inverse's (the role spilled)."""
+    instead of being held across the chunk loop beside the exact inverse's (the role would spill)."""
     return Int32(llvm.inline_asm(T.i32(), [_i32(x, loc, ip)], "mov.b32 $0, $1;", "=r,r", has_side_effects=True,
                                  is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT))
 

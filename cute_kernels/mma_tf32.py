@@ -7,9 +7,8 @@ shared-memory wavefronts.  One m16n8k8 tile reads its A fragment once (4 conflic
 and its B fragment once (2 LDS.32) per 8-deep k-step and does 1,024 multiply-adds on the tensor
 core.  Stage 1's merges run in ONE TF32 pass (tile_16x8: each operand rounded to the nearest
 TF32, round_tf32), FLA's precision: the merged blocks of Tm are rounded to bf16 next (2^-9),
-against which TF32's 2^-11 is small, and the errors of o and the final state against the fp64
-oracle came out equal to three passes' to three or four digits on the standard and the hard
-inputs, while the whole prefill got 2-4 % faster at 16/32 heads (docs/PERFORMANCE.md, stage 1).
+against which TF32's 2^-11 is small, so o and the final state keep three passes' errors
+(docs/PERFORMANCE.md, numerics) at a third of the MMAs.
 
 The composition of the segmented plan (compose.py) multiplies 128 x 128 maps that are never
 rounded, chained over up to 31 steps: it keeps fp32 accuracy in three passes.  Each operand is
@@ -110,10 +109,9 @@ def tile_16x8(acc: cute.Tensor, sa: cute.Tensor, a_r: Int32, a_c: Int32, sb: cut
     kk_max: A[i, k] = sa[a_r + i, a_c + k], B[k, j] = sb[b_r + k, b_c + j], i < 16, j < 8.  The caller
     skips k-steps whose A or B part is an exact zero (a triangular factor): every skipped term is
     0 * x, so the sum is the same.  The k-steps are unrolled to kk_max by hand, each under a
-    warp-uniform bound check (stage 1's four calls: 12 k-step bodies): as a dynamic loop its
-    unrolling was ptxas's choice (18 bodies with remainder paths in the fused build, 11 inside a
-    loop over items); unrolled by hand, stage 1 has fewer SASS instructions and the whole prefill
-    is faster (docs/PERFORMANCE.md, stage 1)."""
+    warp-uniform bound check (stage 1's four calls: 12 k-step bodies): a dynamic loop leaves the
+    unrolling to ptxas, which makes more bodies with remainder paths (docs/PERFORMANCE.md,
+    stage 1)."""
     g = lane // 4
     t = lane % 4
     for kk in cutlass.range_constexpr(kk_max):

@@ -11,97 +11,87 @@ For the L <= 64 tokens of one chunk slot c and one value head hv (docs/DESIGN.md
     tu   = Tm, beta32 = beta (fp32)          (stored bf16 / fp32; the fused plan's builds: its
                                               spine scales its bracket by beta before rounding it)
 
-The two GEMM-shaped steps run on tensor cores (warpgroup MMA, bf16 operands, fp32
-accumulate); the triangular solve stays fp32: its diagonal blocks on CUDA cores, its block
-merges on tensor cores in one TF32 pass (mma_tf32: FLA's precision, the operands rounded to TF32).  256 threads =
-two warpgroups (WG0 = threads 0..127, WG1 = 128..255):
+The GEMM-shaped steps run on tensor cores (warpgroup MMA, bf16 operands, fp32 accumulate); the
+triangular solve stays fp32: its diagonal blocks on CUDA cores, its block merges on tensor cores in
+one TF32 pass (mma_tf32: FLA's precision).  256 threads = two warpgroups (WG0 = threads 0..127,
+WG1 = 128..255), four CTAs per SM: a CTA's phases are a dependent chain, so CTAs hide each
+other's waits.
 
-  phase 1  all 8 warps: rows of q and k (ordinary 2-byte global loads: q/k/v only
-           promise 2-byte alignment) -> norms rq/rk; the RAW k rows go to swizzled smem
-           as bf16 (exact copies of the inputs).  Warp 0 also loads g, beta and scans g
-           into gcum.  (v is loaded in phase 3.5, into the bytes A / Tm occupied.)
-  phase 2  G = K K^T (M=64, N=64, K=128) by wgmma on the raw K tile (A and B are the
-           same smem bytes, both K-major); WG w computes columns 32w..32w+31.  The
-           norms and gates are folded in fp32 on the accumulator:
-             A_ij = select(i > j, beta_i rk_i rk_j G_ij exp(gcum_i - gcum_j), 0)
-           and A goes to smem as fp32 (all 64x64 entries, zeros on and above the diagonal).
-  phase 3  Tm = (I + A)^-1 in fp32, in place over A, by 16x16 blocks:
-             1. the four diagonal blocks D_b = (I + A_bb)^-1: the first warp of warpgroup w
-                solves blocks 2w, 2w+1 (lane: one column) by forward substitution (registers);
-             2. 32x32 merges: T_{2p+1,2p} = -D_{2p+1} (A_{2p+1,2p} D_{2p}), pair p = warpgroup p;
-             3. 64x64 merge: T_{[2,3],[0,1]} = -T_{[2,3],[2,3]} (A_{[2,3],[0,1]} T_{[0,1],[0,1]})
-                (steps 2 and 3: 16x8 tiles of mma.sync m16n8k8 per warp, fp32 split hi + lo),
-           i.e. the block-triangular inverse [[P,0],[Q,R]]^-1 = [[P^-1,0],[-R^-1 Q P^-1,R^-1]].
-           Steps 1-2 touch only their warpgroup's pair of blocks, so they are ordered by a warp
-           sync and warpgroup barriers, and only step 3 (all 256 threads, both pairs) by CTA
-           barriers (8 CTA barriers per CTA instead of 11); steps 2 and 3 skip the k-steps that
-           are exact zeros of the triangular factors (docs/PERFORMANCE.md, stage 1).
-           Then Tw = Tm diag(beta exp(gcum) rk) and Tu = Tm are ROUNDED TO BF16
-           into swizzled smem: they are the A operands of the next products (the one
-           rounding of Tm; FLA rounds its inverse to the input dtype the same way).
-  phase 3.5 WG1 loads the V tile where A / Tm was, each row scaled by its beta and rounded once
-           (FLA's bf16(beta v): beta rounded inside Tu instead cost up to 1.5x FLA's state error,
-           tools/rounding_model.py); WG0 goes on.
-  phase 4  WG0: W = Tw K (M=64, N=128 as two halves of 64, K=64, B = the raw K tile,
-           MN-major view of the same bytes); WG1: U = Tu V (B = the V tile).  rk_j sits in
-           Tw's column scale, so K is never rescaled or rounded a second time.  Each
-           warpgroup stages each half's bf16 result with stmatrix into the columns of the
-           tile that half has just consumed, then writes rows i < L to HBM with 16-byte
-           vector stores.  (Halves: 64 registers per thread, four CTAs per SM.)
+  phase 1  1a: warp 0 loads g, beta and scans g into gcum.  1b: all 8 warps load the rows of q
+           and k (2-byte element loads: q/k/v only promise 2-byte alignment) -> rq / rk, and the
+           RAW k rows go to swizzled smem as bf16 (exact copies of the inputs).
+  phase 2  G = K K^T (M=64, N=64, K=128) by wgmma on the raw K tile (A and B the same smem bytes,
+           both K-major); WG w computes columns 32w..32w+31.  The norms and gates are folded in
+           fp32 on the accumulator, A_ij = select(i > j, beta_i rk_i rk_j G_ij exp(gcum_i -
+           gcum_j), 0), and A goes to smem as fp32 (zeros on and above the diagonal).
+  phase 3  Tm = (I + A)^-1 in fp32, in place over A, by 16x16 blocks, i.e. the block-triangular
+           inverse [[P,0],[Q,R]]^-1 = [[P^-1,0],[-R^-1 Q P^-1,R^-1]]:
+           3.1 the four diagonal blocks D_b = (I + A_bb)^-1: the first warp of warpgroup w solves
+               blocks 2w, 2w+1 (lane: one column) by forward substitution (registers);
+           3.2 32x32 merges: T_{2p+1,2p} = -D_{2p+1} (A_{2p+1,2p} D_{2p}), pair p = warpgroup p;
+           3.3 64x64 merge: T_{[2,3],[0,1]} = -T_{[2,3],[2,3]} (A_{[2,3],[0,1]} T_{[0,1],[0,1]})
+               (3.2 and 3.3: 16x8 tiles of mma.sync m16n8k8 per warp, fp32 split hi + lo);
+           3.4 Tw = Tm diag(beta exp(gcum) rk) and Tu = Tm ROUNDED TO BF16 into swizzled smem: the
+               A operands of phase 4 (the one rounding of Tm; FLA rounds its inverse likewise).
+           3.1-3.2 touch only their warpgroup's pair of blocks, so a warp sync and warpgroup
+           barriers order them; only 3.3 (both pairs) needs CTA barriers.  3.2 and 3.3 skip the
+           k-steps that are exact zeros of the triangular factors.
+  V load   WG1 loads the V tile where A / Tm was, each row scaled by its beta and rounded once
+           (FLA's bf16(beta v): beta rounded inside Tu costs accuracy, tools/rounding_model.py);
+           WG0 goes on.
+  phase 4  WG0: W = Tw K (M=64, N=128 as two halves of 64, K=64, B = the raw K tile, MN-major view
+           of the same bytes); WG1: U = Tu V (B = the V tile).  rk_j sits in Tw's column scale, so
+           K is never rescaled or rounded a second time.  Each warpgroup stages each half's bf16
+           result with stmatrix into the columns of the tile that half has just consumed, then
+           writes rows i < L with 16-byte vector stores.  (Halves: 64 registers per thread, four
+           CTAs per SM.)
 
-With the fused output (builds *_a16_pqk, `with_pqk`, for spine_rs_o*): the q tile is
-always loaded (a swizzled K-major tile in the Tw/Tu region), phase 2 also runs QK = Q K^T beside
-G = K K^T (same B operand) and folds
+The fused plan's builds (*_a16_pqk, `with_pqk`, for spine_rs_o*): the q tile is always loaded (a
+swizzled K-major tile in the Tw/Tu region); phase 2 also runs QK = Q K^T beside G = K K^T (same B
+operand) and folds
     P_ij = select(j <= i, QK_ij * scale rq_i * rk_j * exp(gcum_i - gcum_j), 0)
-(the exp shared with A), rounds P to bf16 (as fwd_o rounds its P), stages it with stmatrix in
-the Tw slot once both warpgroups' Q K^T have read the q tile there (one more CTA barrier; P
-stored from registers is slower: docs/PERFORMANCE.md, refuted) and stores rows i < L to
-pqk[t0 + i, hv, :] (16-byte vectors) right after the phase-2 barrier.  And the kernel ends after
-phase 3.4 with Tu alone (no Tw, no V load, no phase 4): rows i < L of Tu -> tu[t0 + i, hv, :],
-from which the fused spine forms Vnew = Tu (V - diag(exp(gcum) rk) K S) itself (spine_rs.py).
-That drops the V load, both W / U products and 24 of the 32 KB stored per chunk and head
-(docs/PERFORMANCE.md, stage 1).
+(the exp shared with A), rounds P to bf16 (as fwd_o rounds its P), stages it with stmatrix in the
+Tw slot once both warpgroups' Q K^T have read the q tile there (one more CTA barrier) and stores
+rows i < L to pqk[t0 + i, hv, :] right after the phase-2 barrier.  The kernel then ends after 3.4
+with Tu alone (rows i < L -> tu[t0 + i, hv, :]; no Tw, no V load, no phase 4): the fused spine
+forms Vnew = Tu (V - diag(exp(gcum) rk) K S) itself (spine_rs.py), so stage 1 stores 8 KB per
+chunk and head instead of 32.
 
-Aligned variants (*_a16: q, k, v with 16-byte aligned bases and token/head strides that
-are multiples of 8 elements, declared by fake_args(aligned=True) and chosen at trace time
-from the tensor types, a compile-time branch of the same kernel): warp 0 loads the k tile into
-the swizzled K tile and the q tile (the pqk build always, else only when use_qk_l2norm) into the
-Tw/Tu region, free until phase 3.4, by TMA (two 64-column boxes each, one mbarrier; faster
-than 8 cp.async per thread: docs/PERFORMANCE.md, stage 1); phase 3.5: WG1's cp.async of
-the v rows into the V tile.  A box moves all 64 rows: once it has landed, each thread zeroes its
-16-byte vectors of rows >= L.  The g scan of phase 1a runs while the tiles are in flight; then,
-with use_qk_l2norm, the 16 threads of a row group finish their eight sums of squares by one
-reduce-scatter -> rq, rk (_row_norms; docs/PERFORMANCE.md, stage 1).  The plain variants
-(2-byte alignment) keep the element loads described above.
+Aligned variants (*_a16: q, k, v with 16-byte aligned bases and token/head strides that are
+multiples of 8 elements, declared by fake_args(aligned=True); a compile-time branch of the same
+kernel, chosen from the tensor types): 1b': warp 0 loads the k tile into the swizzled K tile and
+the q tile (the pqk build always, else only with use_qk_l2norm) into the Tw/Tu region, free until
+3.4, by TMA (two 64-column boxes each, one mbarrier), issued before 1a so the g scan runs while
+they land; 1c: each thread zeroes its 16-byte vectors of rows >= L (a box moves all 64 rows), and
+with use_qk_l2norm the 16 threads of a row group finish their sums of squares by one
+reduce-scatter -> rq, rk (_row_norms); the V load is WG1's cp.async.  The plain variants (2-byte
+alignment) keep the element loads of 1b.
 
-Rows >= L (past the sequence end inside a partial chunk) are zero in smem (never read from
-global memory, or zeroed after the TMA box brought them): their K, V, g and beta are zero,
-which makes their rows and columns of A zero (finite) and the columns j >= L of Tw / Tu zero;
-their W/U rows are never written.
+Rows >= L (past the sequence end inside a partial chunk) are zero in smem (never read from global
+memory, or zeroed after the TMA box brought them): their K, V, g and beta are zero, which makes
+their rows and columns of A zero (finite) and the columns j >= L of Tw / Tu zero; their W/U rows
+are never written.
 
-Shared memory (SMEM_BYTES = 52,224 B aligned, 51,200 B plain; four CTAs per SM): the K tile (bf16,
-16 KB, 128-byte swizzle) followed by A / Tm (fp32, 64 rows of stride 68), whose first 16 KB
-become the V tile after phase 3.4; the t2 region (bf16, 2 x 8 KB: the q tile, then P in the Tw
-slot and the solve's scratch (fp32, 32 rows of stride 36) in the Tu slot, then Tw and Tu);
-gcum / beta / beta*exp(gcum) / rk (/ rq) vectors; the TMA loads' mbarrier (aligned builds only).
+Shared memory (SMEM_BYTES = 52,224 B aligned, 51,200 B plain): the K tile (bf16, 16 KB, 128-byte
+swizzle) followed by A / Tm (fp32, 64 rows of stride 68), whose first 16 KB become the V tile after
+3.4; the t2 region (bf16, 2 x 8 KB: the q tile, then P in the Tw slot and the solve's scratch
+(fp32, 32 rows of stride 36) in the Tu slot, then Tw and Tu); gcum / beta / beta*exp(gcum) / rk
+(/ rq) vectors; the TMA loads' mbarrier (aligned builds only).
 
-Sequence order (pqk build, the fused plan): block 0 of the launch that starts at slot 0 first ranks
-the sequences longest first into the workspace's `order` (_rank_longest_first, N <= ORDER_MAX_SEQS),
-which the fused spine's grid follows (spine_rs._longest_first), then does its own chunk.
-
-Launch range: one launch covers chunk slots [slot_begin, slot_end) (plan.grid_recompute_wu_slots;
-the serial plan all of them).  In the overlap plan the slots >= ready_from run beside the fused
-spine, which waits for them: their CTA publishes ready[slot, hv] = 1 after its last store is
-complete (_publish: bulk wait, proxy fence, CTA barrier, release store).  That launch (the
-plan's second part) asks for more dynamic shared memory than the kernel uses, so that three of
-its CTAs, not four, share an SM beside the spine (launch_smem_bytes).
+Sequence order and launch range: block 0 of the launch that starts at slot 0 first ranks the
+sequences longest first into the workspace's `order` for the fused spine's grid
+(_rank_longest_first).  A launch covers chunk slots [slot_begin, slot_end)
+(plan.grid_recompute_wu_slots); in the overlap plan the slots >= ready_from run beside the fused
+spine and publish ready[slot, hv] for it (_finish_stores, _publish), and that launch asks for more
+shared memory than it uses, so that three CTAs, not four, share an SM with the spine
+(launch_smem_bytes).
 
 Assumptions the entry point's guards must enforce (nothing here checks them):
-  Hv % Hk == 0; q, k, v last dim contiguous (stride 1) with K = V = 128; w, u
-  compact [T, Hv, 128] with 16-byte aligned base (what fake.ws_tvd declares: the
-  output uses 16-byte vector stores); gcum/rq/rk [T, Hv] head-major (token stride 1);
-  cu_seqlens non-decreasing with cu_seqlens[N] <= T (each live slot then has 1 <= L <= 64 and
-  t0 + L <= cu_seqlens[n+1] <= T; slots.chunk_of_slot maps slot -> chunk).
+  Hv % Hk == 0; q, k, v last dim contiguous (stride 1) with K = V = 128; w, u compact
+  [T, Hv, 128] with 16-byte aligned base (what fake.ws_tvd declares: the output uses 16-byte
+  vector stores); gcum/rq/rk [T, Hv] head-major (token stride 1); cu_seqlens non-decreasing with
+  cu_seqlens[N] <= T (each live slot then has 1 <= L <= 64 and t0 + L <= cu_seqlens[n+1] <= T;
+  slots.chunk_of_slot maps slot -> chunk).
 """
 from __future__ import annotations
 
@@ -139,9 +129,8 @@ CTAS_PER_SM = 4
 # ... except beside the fused spine: the overlap plan's second part (the launch that publishes ready
 # flags) runs at three, held there by the dynamic shared memory it asks for (launch_smem_bytes).  It
 # runs on the SMs the spine leaves, and its loads and stores slow the spine's chain (the call's
-# critical path) the more, the faster it goes.  The best count is a balance of the two kernels'
-# rates: with the current chunk schedule the spine waits for stage 1, and three beat two; four are
-# worse wherever tried (docs/PERFORMANCE.md, the overlap plan's split).
+# critical path) the more, the faster it goes: the count balances the two kernels' rates
+# (docs/PERFORMANCE.md, the overlap plan's split).
 OVERLAP_CTAS_PER_SM = 3
 SM_SMEM_BYTES = 228 * 1024        # shared memory per H100 / H200 SM
 CTA_SMEM_RESERVED = 1024          # per CTA: the driver's reserved 1 KB (the cubin's .nv.reservedSmem,
@@ -161,7 +150,7 @@ assert ORDER_PER_THREAD * NTHREADS == ORDER_MAX_SEQS
 
 class Barrier(enum.IntEnum):
     """Named barriers (0: the CTA's)."""
-    WG = 1                        # + wg: warpgroup wg's own (the solve's, phase 3.5's and phase 4's steps)
+    WG = 1                        # + wg: warpgroup wg's own (the solve's, the V load's and phase 4's steps)
 
 
 def _up(x: int, a: int) -> int:
@@ -195,8 +184,7 @@ assert CTAS_PER_SM * (_smem_bytes(True, True) + CTA_SMEM_RESERVED) <= SM_SMEM_BY
 
 def ctas_per_sm(smem_bytes: int) -> int:
     """CTAs of this kernel one SM holds at a launch's dynamic shared memory (registers allow four:
-    the launch bound).  ncu's occupancy limit agrees: 52.22 KB -> 4, 57.34 KB -> 4
-    (4 x 58 KB is exactly 228 KB), 67.58 KB -> 3, 72.70 KB -> 3."""
+    the launch bound); ncu's occupancy limit agrees."""
     return min(CTAS_PER_SM, SM_SMEM_BYTES // (smem_bytes + CTA_SMEM_RESERVED))
 
 
@@ -492,12 +480,11 @@ def recompute_wu_kernel(
         tGc = thr_g.partition_C(cute.make_identity_tensor((C, HALF)))   # (i, j - 32w) of accG[e]
         # The fold reads each gcum / beta / rk value it needs once: a thread's 16 elements
         # (fragment (2 columns, 2 rows, 4 column blocks)) lie on 2 rows and 8 columns, loaded into
-        # registers first (22 LDS; per element, interleaved with the sA stores, the compiler
-        # reloaded them: 96 LDS per thread, the most MIO traffic of the kernel after the inverse).
+        # registers first (22 LDS; loaded per element, interleaved with the sA stores, the compiler
+        # reloads them: 96 LDS per thread).
         # Every element is computed and then selected, with the decay as one MUFU.EX2
         # (fastexp): a branch on i >= j per element diverges inside every warp (both sides run)
-        # and libdevice's exp is ~10 instructions; the fold was ~25 instructions per element
-        # (~35 % of stage 1's instructions after the inverse).  Above the diagonal the exponent
+        # and libdevice's exp is ~10 instructions.  Above the diagonal the exponent
         # gcum_i - gcum_j can be large and positive: the select discards it (never a 0/1 product).
         assert str(accG.layout) == "((2,2,4),1,1):((1,2,4),0,0)", str(accG.layout)
         rows = [tGc[wgmma_acc.first_of_row(h)][0] for h in range(2)]
@@ -639,7 +626,7 @@ def recompute_wu_kernel(
             tm = sA[i, j]
             if cutlass.const_expr(not with_pqk):
                 rTw[e] = BFloat16(tm * (sE[j] * sR[j]))
-            rTu[e] = BFloat16(tm)             # Tm alone: beta goes on Y (the fused spine) or V (phase 3.5)
+            rTu[e] = BFloat16(tm)             # Tm alone: beta goes on Y (the fused spine) or V (the V load)
         if cutlass.const_expr(not with_pqk):
             cute.copy(cp_t, rTw, tTw)
         cute.copy(cp_t, rTu, tTu)
@@ -653,7 +640,7 @@ def recompute_wu_kernel(
             _finish_stores(ready, slot, hv, ready_from, tidx, warp == 0)
         else:
 
-            # ---- phase 3.5: the V tile into the A / Tm bytes, now read (WG1 only: WG0's W = Tw K
+            # ---- the V load: the V tile into the A / Tm bytes, now read (WG1 only: WG0's W = Tw K
             #      starts at once; WG1's U = Tu V waits for these loads) ----
             if wg == 1:
                 _load_v(v, hv, t0, L, wtid, sRC[None, None, 1], sB, aligned)
@@ -782,8 +769,9 @@ def _row_norms(tLk, tLq, tidx: Int32, L: Int32, t0: Int32, hv: Int32, use_qk_l2n
     q rows t // 16 + 16 m, m = 0..3 (_row_copy_g2s), i.e. eight partial sums of squares that the 16
     threads of its row group complete.  A reduce-scatter over the group (xor 8, 4, 2: each round sends
     half of the thread's sums and keeps the other half, then xor 1) leaves one finished sum per
-    thread pair: 8 shuffles where a butterfly per sum took 32, one rsqrt per thread instead of eight,
-    and one global store per even thread instead of four address computations per row leader.
+    thread pair: 8 shuffles where a butterfly per sum takes 32, one rsqrt per thread rather than
+    eight, and one global store per even thread rather than four address computations per row
+    leader.
     After the rounds thread lg = t % 16 owns k (lg < 8) or q (lg >= 8) of row t // 16 + 16 ((lg >> 1) & 3)."""
     lg = tidx % (DK // 8)
     rs = Float32(1.0)

@@ -1,13 +1,16 @@
-"""The fused spine with the state in registers (builds spine_rs_o_<layout>): spine="wgmma".
+"""The fused spine, the state in registers: spine="wgmma" of the fused and the segmented plans
+(builds spine_rs_o_*, spine_rs_maps_*, spine_rs_o_seg_*).  docs/DESIGN.md §3 has the design: the
+chunk step, the three builds and when each runs, longest first, the segmented plan's passes.
 
-The fused plan's spine in every regime:
-O = rowscale * Q S + Pqk Vnew, no h, no vnew, the same contract as every spine.  The state is
-carried transposed, S^T (V x K), in the accumulators of one warpgroup, so that every MMA of a
-chunk takes its A operand straight from registers and the chunk-to-chunk chain never goes
-through shared memory.  Stage 1 of this plan ends at Tu = (I + A)^-1 (recompute_wu's _pqk builds:
-no W, U; beta apart, in fp32), and the spine forms Vnew = U - W S = Tu diag(beta) (V - diag(a) K S)
-itself, with a_m = exp(gcum_m) rk_m, from the K tile it loads for G3 anyway and V read from the
-input (beta scales the bracket before its one bf16 rounding, as FLA rounds beta v once):
+S^T (64 state columns x 128) lives in one warpgroup's fp32 accumulators, so every MMA of a chunk
+takes its A operand from registers and the chain from chunk to chunk never goes through shared
+memory; the price is 64 state columns per warpgroup, two CTAs per (sequence, head).  Stage 1 stops
+at Tu = (I + A)^-1 (recompute_wu's _pqk builds: it writes 8 KB per chunk and head instead of W and
+U's 32 and loads no V); the spine forms Vnew = Tu diag(beta) (V - diag(a) K S) itself from the K
+tile it loads for G3 anyway and V read from the input, beta scaling the bracket before its one
+bf16 rounding (FLA rounds beta v once).  With a_m = exp(gcum_m) rk_m, coef_j = exp(g_last -
+gcum_j) rk_j and c_i = scale rq_i exp(gcum_i) (docs/DESIGN.md §1), the state stays fp32 and the
+decay is an fp32 multiply:
 
     rS = bf16(S^T)                                    A of G1 and G2 (64 v x 128 k)
     G1  Z = rS K^T           M=64 v, N=64 m, K=128    B = the K tile, read K-major
@@ -18,32 +21,18 @@ input (beta scales the bracket before its one bf16 rounding, as FLA rounds beta 
     G3  S^T = g S^T + bf16(Vnew^T coef_j) K           M=64 v, N=128 k, K=64 j; B = K (MN-major)
     G4  O^T = c_i Y + bf16(Vnew^T) Pqk^T              M=64 v, N=64 i, K=64 j; B = pqk (K-major)
 
-with coef_j = exp(g_last - gcum_j) rk_j and c_i = scale rq_i exp(gcum_i) (docs/DESIGN.md §1), so
-the state stays fp32 across chunks and the decay is an fp32 multiply, as in every spine.
-The chain of a chunk is G3(i-1) -> rS -> G1 -> Y -> G1b -> Vnew -> G3: three MMAs and register
-work, no fence, no barrier.  The cost: M = 64 state columns per warpgroup (the A operand's
-rows), so one (sequence, head) is 2 CTAs, not 4 (64 CTAs for one sequence at Hv = 32).
-Why Tu and not W, U: stage 1 loses its V load and both W / U products and writes 8 KB per chunk
-and head instead of 32; the spine reads Tu (8 KB) for W (16 KB) and V for U, and its chain gains
-G1b.  The batched rows gain 12-15 %, the one-sequence rows stay level (docs/PERFORMANCE.md,
-fused against unfused).  Rounding:
-Y is rounded to bf16 once where W S and U were rounded apart, and Tu as W and U were.
+The chain of a chunk, G3(i-1) -> rS -> G1 -> Y -> G1b -> Vnew -> G3, is three MMAs and register
+work: no fence, no barrier.  The consumer warpgroups issue no TMA copy and meet no CTA barrier.  A
+loader warp issues every TMA load (Tu, V, K, q, pqk tiles into a ring of NSLOT slots) and writes
+each chunk's coefficient table (coef_j, c_i, exp(g_last)) beside the tiles, (a_m, beta_m) as pairs
+in a ring of their own (BSLOT).  A store warp issues the output's TMA stores: each consumer warp
+stages chunk i - 1's output in chunk i's V region once it has read that V tile and signals it
+(ostaged[s]); the loader refills the slot only once the store warp has read it, so no consumer
+waits for a store and the output needs no buffers of its own.  Slot s = i % NSLOT: full[s]
+completes on the TMA bytes and the 32 table writers, empty[s] on the 128 consumer threads (pair:
+the peer's too, SpineRS.empty_arrivals) and the store warp, ostaged[s] on the 4 consumer warps.
 
-The chain's warpgroup issues no TMA copy and meets no CTA barrier: a loader warp (warp 4) owns every
-TMA load and computes each chunk's coefficient table (coef_j, c_i, exp(g_last); a_m and beta_m as
-pairs in a ring of their own) into shared memory beside the tiles, and a store warp (warp 5) owns
-the output's stores: each consumer warp stages its part of chunk i - 1's output in chunk i's V
-region once it has read that V tile, and hands it over by an mbarrier (ostaged); the slot is
-refilled only once the store warp has read it, so no warp of the chain waits for another one or
-for a store, and the output needs no buffers of its own
-(a store warp rather than a named barrier and a bulk wait in the epilogue: docs/PERFORMANCE.md,
-the fused spine).
-
-Per chunk i (slot s = i % NSLOT of a TMA ring: Tu, V (64 v columns), K, q, pqk tiles of chunk i
-and its coefficient table; full[s] completes on the TMA bytes and the loader's 32 table
-writers; empty[s] on the 128 consumer threads, in the epilogue of chunk i, and on the store warp
-once its store of chunk i - 1's output, staged in slot s, has read it; ostaged[s] on the 4
-consumer warps' staged output of chunk i - 1):
+Per chunk i:
     wait full[s]; (partial chunk: zero K and V rows >= L, a NaN there would survive 0 * NaN)
     rS = bf16(S^T); issue G1, then G4 of chunk i-1 behind it (its O^T += bf16(Vnew^T) Pqk^T)
     under them: S^T *= exp(g_last_i), V^T by ldmatrix
@@ -51,78 +40,40 @@ consumer warps' staged output of chunk i - 1):
       (release its slot; its O^T as bf16 registers -> transposing stmatrix into slot s's V region ->
       ostaged; the store warp issues the TMA store and then releases slot s too); issue G2
     wait G1b (G2 in flight); Vnew^T, P^T; issue G3; wait G2 (G3 in flight); Y *= c_i; wait G3
-Nothing is in flight across the loop's back edge, the epilogue reads no register a wgmma wrote
-without a wait, and no wgmma of the loop is under a branch: otherwise ptxas serialises every wgmma (C7515:
-loop-carried accumulators are moved while a group is in flight; a wgmma inside `if i > 0`) or
-waits for G1 there (C7517).  So chunk 0 runs a G4 of its own on zeros, whose result G2
-overwrites.  tests/test_sass.py pins the five waits per chunk (LE 1 four times, then LE 0).
-Why G4 waits a chunk: the pipe runs a warpgroup's MMAs in order, so a G4 issued after G3 kept the
-chunk's last wait (and the next chunk's G1) behind its 4 k-steps; behind G1 it runs while the
-CUDA cores form Y^T.  Why Y^T has no select: a partial chunk's V rows >= L are zeroed with its K
-rows and a_m = 0 there, so Y^T's columns m >= L are 0 - 0 * 0; a select per element (the load of
-a_m inside it) makes each element predicated code converted on its own.  Both shorten the
-chunk loop and the chain's exposed stretches (docs/PERFORMANCE.md, the fused spine).
+Nothing is in flight across the loop's back edge, no register a wgmma wrote is read without a wait,
+and no wgmma of the loop is under a branch: otherwise ptxas serialises every wgmma (C7515:
+loop-carried accumulators moved while a group is in flight; a wgmma inside `if i > 0`) or waits
+for G1 there (C7517).  So chunk 0 runs a G4 of its own on zeros, which G2 overwrites;
+tests/test_sass.py pins the five waits per chunk (LE 1 four times, then LE 0).  G4 trails a chunk
+because the pipe runs a warpgroup's MMAs in order: behind G1 it runs while the CUDA cores form Y^T
+instead of holding the chunk's last wait.  Y^T has no select: a partial chunk's V rows >= L are
+zeroed with its K rows and a_m = 0 there, so its columns m >= L are 0 - 0 * 0 (a select per
+element would make each one predicated code).
 
-Three builds (VARIANTS; the launcher picks per call, pyx/gdn_prefill/plan.pxi _rs_build):
-- solo: the above, one CTA per 64 state columns (two per head), one chain per SM.
-- pair: the two CTAs of a head (adjacent in the grid) form a cluster: each loader TMA-loads half
-  of the Tu, K, q and P tiles and multicasts it to both CTAs, and a slot is refilled only when the
-  consumer warps of both CTAs have released it (empty[s] counts the peer's 4 warps too,
-  SpineRS.empty_arrivals).  The overlap plan runs it: there the spine shares the L2 with stage 1's second
-  part and the halved L2 reads pay; alone with few CTAs its lockstep costs more than it saves
-  (docs/PERFORMANCE.md, solo, pair, dual).
-- dual: one CTA per head with two consumer warpgroups, each the chain of 64 state columns with a
-  V tile of its own (its output staged there), the Tu, K, q and P tiles and the table loaded once for
-  both; warpgroup 2 holds the load and store warps (384 threads; setmaxnreg moves registers from
-  it to the chains, DUAL_CHAIN_REGS).  One chain leaves the SM's tensor and issue slots idle most
-  of a chunk; two chains on one SM advance a chunk each in ~2.2 us where one alone takes ~1.4,
-  so with more heads than SMs the dual moves a head's chunk in 2.2 SM-us instead of 2.8
-  (docs/PERFORMANCE.md, solo, pair, dual).  The serial plan picks solo or dual by a wave model
-  (gdn_abi.h GDN_RS_*_WAVE_NS).
-  Where one sequence's chain is the call's critical path the dual's slower chain loses
-  (docs/PERFORMANCE.md, the lead rule): its grid has Hv blocks more, and the longest
-  sequence's 2 Hv blocks run it one chain per CTA, solo-style, when the wave model on the lengths
-  every CTA reads says so (_dual_block, _lead_solo), else half of them run it dual and half exit.
-  Beyond ORDER_MAX_SEQS sequences all of them run dual, in index order: no CTA reads more than
-  a fixed number of lengths, so the call's cost stays linear in N.
-Every build places the sequences longest first in its grid (_longest_first: stage 1's ranking,
-the workspace's `order`; beyond ORDER_MAX_SEQS sequences index order): blocks start in index
-order, so a long sequence late in the list would start its chain in the last wave and end the
-call alone (docs/PERFORMANCE.md, longest first).
+Builds (VARIANTS; pyx/gdn_prefill/plan.pxi _rs_build picks per call; docs/DESIGN.md §3): solo,
+one CTA per 64 state columns; pair, a head's two CTAs as a cluster whose loaders each load half of
+Tu, K, q and P and multicast it (the overlap plan's); dual, one CTA per head with two consumer
+warpgroups, each with a V tile of its own, and warpgroup 2's load and store warps giving their
+registers to the chains (DUAL_CHAIN_REGS).  Where the dual build's longest sequence would be the
+call's critical path its 2 Hv blocks run it solo-style (_dual_block, _lead_solo).  Every build
+starts the sequences longest first (_longest_first).  In the overlap plan the loader acquires
+stage 1's `ready` flag of each (slot, head) before it reads the chunk (_await_ready).
 
-Overlap plan (pyx/gdn_prefill/overlap.pxi, _launch_overlap): when few sequences leave most SMs idle
-beside this spine, recompute_wu's chunk slots >= ready_from run concurrently with it and publish
-each (slot, head) in `ready`; the loader warp acquires that flag before it reads the chunk's row
-data and tiles (_await_ready).  The consumer warpgroup is unchanged: it waits on the TMA ring.
+Roles (Role, compile time; docs/DESIGN.md §3, the segmented plan): SEQUENCE, the above, from each
+sequence's initial state; MAPS (dual build), each segment's affine map S_end = A S_start + B as
+two chains of 128 columns, A from S = I with V taken as 0 (K = V: A is a state like any other), B
+from S = 0, no output (no q or P tile, no G2, G4 or store warp); segment 0's B chain starts from
+the initial state and copies it (fp32) into seg_state, so that no CTA of the last pass reads the
+pool slot another overwrites with the final state (maps_all, a rank's shard: every segment forms
+both maps); SEGMENT (solo build), each segment from seg_state with outputs, the last writing the
+final state, checkpoints counted from the sequence's start.
 
-Roles (Role, compile time; docs/DESIGN.md §3, the segmented plan): SEQUENCE is the above, one
-chain per (sequence, head, 64 columns) from the sequence's initial state.  The segmented plan cuts
-each sequence into segments of seg_chunks chunks (segment slots, cute_kernels/slots.py) and runs
-two launches of this body around compose.py:
-- MAPS (dual build, one CTA per (segment slot, head, A | B)): the affine map of each segment j >= 1,
-  S_end = A S_start + B, as two chains of 128 columns: A from S = I with V taken as 0, B from
-  S = 0 (K = V, so A is a state of its own).  No output: no q or P tile, no G2, no G4, no store
-  warp.  Segment 0's B chain starts from the sequence's initial state instead and ends in the
-  state at segment 1's entry; it also copies that initial state (fp32) into seg_state, so that no
-  CTA of the last pass reads the pool slot another one overwrites with the final state.
-  With maps_all (a rank's shard under context parallelism over devices, gdn_prefill.distributed:
-  one segment, no initial state) every segment forms both maps, segment 0 and one-segment
-  sequences included.
-- SEGMENT (solo build): one chain per (segment slot, head, 64 columns) from seg_state (the
-  composed state at the segment's entry), with outputs; the last segment writes the final state,
-  and checkpoints count chunks from the sequence's start (seg_chunks is a multiple of the
-  checkpoint interval).  A sequence of one segment runs as in SEQUENCE.
-
-State pool (state_pool.py, the rule every spine shares): the initial S^T from `state`,
-`initial_state` or zeros (state_in, per sequence with has_initial); the final one into `state`
-when bound; a checkpoint (into checkpoint_pool) after chunk i straight from the accumulators, after G3's wait (nothing in flight), by the consumer
-warpgroup itself: 64 fp32 stores per thread, ~+4 % at 8 x 4096 with one every 1,024 tokens.
-
-Masking: rows >= L of a partial chunk's Tu / V / q / pqk tiles may be another sequence's rows
-or uninitialised workspace: K and V rows >= L are zeroed in shared memory before G1 (so Y^T
-columns m >= L are exactly 0: Z's columns there are 0 and a_m = 0), Vnew^T columns j >= L are
-selected to 0 (not multiplied), and output columns i >= L are never stored (thread stores of
-rows < L).
+State pool (state_pool.py, shared by every spine): the initial S^T from `state`, `initial_state`
+or zeros (state_in, per sequence with has_initial), the final one into `state` when bound, a
+checkpoint into checkpoint_pool straight from the accumulators after G3's wait, by the consumer
+warpgroup itself.  Masking: rows >= L of a partial chunk's tiles may be another sequence's or
+uninitialised workspace: K and V rows >= L are zeroed in shared memory before G1, Vnew^T columns
+j >= L are selected to 0 (not multiplied), and output rows i >= L are never stored.
 """
 from __future__ import annotations
 
@@ -181,12 +132,11 @@ class Barrier(enum.IntEnum):
     CONSUMERS = 1     # the working consumer warpgroups: a partial chunk's zeroed rows (chain.zero_tail)
 
 
-# The dual build's registers after setmaxnreg: each chain warpgroup close to what the solo build's
-# one holds at 192 threads (226-234; 224 without spills), the I/O warpgroup the rest.  The increase
-# can only take what the decrease gave back to the CTA's own pool, which the launch sized at 168
-# per thread (64 K / 384, rounded down to 8): 2 x (224 - 168) = 168 - 56.  Ask for more and the
-# chains' increase spins forever (232 / 48 hangs the GPU); 232 / 40 leaves the load warp
-# spilling.
+# The dual build's registers after setmaxnreg: each chain warpgroup what the solo build's one needs
+# without spills (224), the I/O warpgroup the rest.  The increase can only take what the decrease
+# gave back to the CTA's own pool, which the launch sized at 168 per thread (64 K / 384, rounded
+# down to 8): 2 x (224 - 168) = 168 - 56.  Asking for more makes the chains' increase spin forever
+# (the GPU hangs); a smaller I/O share spills the load warp.
 _DUAL_LAUNCH_REGS = 64 * 1024 // (128 * (DUAL_WG + 1)) // 8 * 8
 DUAL_CHAIN_REGS = 224
 DUAL_IO_REGS = 56
@@ -278,8 +228,7 @@ class SpineRS:
     def smem_bytes(self) -> int:
         """Dynamic shared memory of _storage(): barriers and tables, then the tiles (solo,
         pair); the dual build puts the tiles first, so that no 1024-byte alignment gap follows the
-        table (with output buffers of their own its tiles were 229,376 of the 232,448 B an H100 /
-        H200 CTA may have)."""
+        table."""
         def up(x, a):
             return (x + a - 1) // a * a
         small = 8 * self._nbars() + 4 * NSLOT * TAB + 4 * BSLOT * CHUNK * 2
@@ -668,8 +617,8 @@ class SpineRS:
         rV.fill(0.0)
         # The chunks in segments of checkpoint_chunks (one segment of all of them without checkpoints):
         # the chunk loop itself holds no checkpoint code, the state goes out between segments (inside
-        # the loop, the ~140 instructions of a checkpoint store cost the B = 1 chain 6-7 % even where
-        # none is taken: docs/PERFORMANCE.md, serving features)
+        # the loop, a checkpoint store's code slows the chain even where none is taken:
+        # docs/PERFORMANCE.md, serving features)
         seg = state_pool.segment_chunks(nch, checkpoint_chunks)
         cs = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, NSLOT)
         prev = cs.clone()
@@ -837,8 +786,8 @@ def spine_rs_kernel(
 ):
     """The entry of every build: spine (a SpineRS, compile time) is the build, SpineRS.kernel the body.
     A module function, not a method as fused.py's kernel is: the kernel's symbol is made of its
-    function's name and first arguments (a method's would name the class), so the objects stay
-    those measured."""
+    function's name and first arguments (a method's would name the class and change every
+    object)."""
     spine.kernel(
         tma_t, mT, tma_v, mV, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
         gcum, rk, rq, beta32, cu_seqlens, state, state_indices, out, ready, order,
@@ -903,8 +852,8 @@ def _longest_first(r: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor) -> Int
     stage 1's first CTA wrote (recompute_wu._rank_longest_first) for N <= ORDER_MAX_SEQS; beyond,
     index order.  Blocks start roughly in index order, so a long sequence placed late in a batch
     would start its chain in the last wave and end the call alone (plan.grid_spine_rs).  O(1) per
-    CTA at any N: no CTA scans cu_seqlens beyond the cap (a scan per CTA made the call's cost grow
-    as N^2: docs/PERFORMANCE.md, many sequences)."""
+    CTA at any N: no CTA scans cu_seqlens beyond the cap (a scan per CTA would make the call's cost
+    grow as N^2: docs/PERFORMANCE.md, many sequences)."""
     N = cu_seqlens.shape[0] - 1
     n = r
     if N <= ORDER_MAX_SEQS:
@@ -954,8 +903,8 @@ def _lead_solo(batch, Hv: Int32) -> Int32:
     time + CTA_NS.  All dual: max(the longest's CTA, all CTAs' cost x Hv / sms).  The longest
     solo-style on 2 Hv SMs, the rest dual on the others: max(its CTA at the solo wave time, the
     rest's cost x Hv / (sms - 2 Hv)).  sms is the H100 / H200 count (GDN_SM_COUNT), not queried.
-    Without CTA_NS the model splits 8K + 31 x 512 (8-chunk CTAs) and loses (docs/PERFORMANCE.md,
-    the lead rule).
+    CTA_NS keeps it from splitting where short CTAs' fixed cost makes the split lose
+    (docs/PERFORMANCE.md, the lead rule).
     batch: _batch(cu_seqlens)."""
     _, lead, total, busy = batch
     sms = Float32(plan.SM_COUNT)

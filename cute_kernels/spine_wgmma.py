@@ -1,20 +1,15 @@
-"""Stage 2 ("the spine") on Hopper tensor cores: spine="wgmma".
+"""Stage 2 ("the spine") of the unfused plan on Hopper tensor cores: spine="wgmma".
 
-One CTA owns (sequence n, value head hv, V-block vb): the state columns
-[vb*VB*WG, (vb+1)*VB*WG) of S (K x V, fp32), WG = warpgroups per CTA (`num_wg` in the
-code), a compile-time parameter of each variant (1: spine_wgmma_<layout>, 2:
-spine_wgmma_wg2_<layout>; 4 also compiles).  The launcher picks the build per call
-(the launcher's _wgmma_warpgroups): WG=1 has the shortest per-chunk chain (few CTAs: latency),
-WG=2 halves the W/K L2 traffic and, built with `multicast`, its 2 CTAs of one (sequence,
-head) form a cluster in which each TMA-loads half of W and K and multicasts it to both
-(a quarter of the one-warpgroup traffic; many CTAs: throughput).
-Warpgroup g of the CTA owns the VB columns cols = [col0, col0 + VB),
-col0 = (vb*WG + g)*VB, and keeps them in its fp32 accumulator registers for the
-whole sequence.  Every warpgroup runs the same per-VB-column algorithm; they
-share one TMA-loaded copy of the W and K tiles (the 4x-redundant L2 traffic of
-one CTA per VB columns is what the sharing removes).  Per chunk
-(slot c = slots.first_slot(cu_seqlens[n], n) + i, t0 = cu_seqlens[n] + 64 i, L = min(64, eos - t0)),
-for each warpgroup:
+One CTA owns (sequence n, value head hv, V-block vb): the state columns [vb*VB*WG, (vb+1)*VB*WG)
+of S (K x V, fp32), WG = warpgroups per CTA (`num_wg`), a compile-time parameter of each variant
+(1: spine_wgmma_<layout>, 2: spine_wgmma_wg2_<layout>; 4 also compiles).  The launcher picks the
+build per call (_wgmma_warpgroups): WG=1 has the shortest per-chunk chain (few CTAs: latency);
+WG=2 shares one W/K copy between its warpgroups and, built with `multicast`, its 2 CTAs of one
+(sequence, head) form a cluster in which each TMA-loads half of W and K and multicasts it to both
+(many CTAs: throughput).  Warpgroup g owns the VB columns [col0, col0 + VB), col0 = (vb*WG +
+g)*VB, in its fp32 accumulators for the whole sequence.  Per chunk (slot c =
+slots.first_slot(cu_seqlens[n], n) + i, t0 = cu_seqlens[n] + 64 i, L = min(64, eos - t0)), for
+each warpgroup:
 
     h[c, hv, :, cols]  = bf16(S)                         (state at chunk entry)
     Vnew               = U - W @ S                       wgmma 1: M=64 rows, N=VB, K=128
@@ -22,69 +17,57 @@ for each warpgroup:
     P_j                = Vnew_j * exp(g_last - gcum_j) * rk_j   (j < L, else exactly 0)
     S                  = exp(g_last) S + K^T @ P         wgmma 2: M=128 (2 x 64), N=VB, K=64
 
-Organisation (WG warpgroups, 128*WG threads, no warp specialisation):
-  * W (64x128), K (64 tokens x 128, read as the MN-major A operand K^T) and U
-    (WG tiles of 64xVB, one per warpgroup, i.e. U[:, vb*VB*WG : (vb+1)*VB*WG])
-    arrive by TMA into a smem ring of _stages(WG) stages (4 for WG=1, 2 for WG=2)
-    shared by the whole CTA; each stage has one "full" mbarrier (arrive count 1 + the
-    transaction bytes of all 2 + WG copies; the latency build adds warp 0's 32 row-data
-    arrivals, _full_arrivals).  Warp 0 (one elected lane) issues the
-    loads of chunk i + stages - 1 right after wgmma 1 of chunk i (_refill), i.e. after
-    its first CTA barrier, once every warp of every warpgroup has finished (wgmma
-    waited) with chunk i - 1, whose stage it reuses; all threads wait on the full
-    barrier.  Without a cluster
-    no "empty" barriers are needed: the CTA barrier is the release.  With one, every
-    CTA writes into its peers' stages, so after barrier A thread 0 arrives on the
-    stage's "empty" mbarrier in every CTA of the cluster (count = cluster size), and
-    warp 0 waits on its own before refilling the stage; cluster barriers bracket the
-    kernel (barriers initialised before any peer traffic; nobody exits while a peer
-    may still arrive).
-  * The chunk-to-chunk chain is kept to what the recurrence needs, because with one
-    warp per scheduler every instruction on it is exposed (the per-row coefficients read
-    from smem, 16 LDS per thread per chunk, take 28 % of the stall samples under ncu).
-    So: each thread computes the coefficients of its own two accumulator
-    rows in registers, from its rows' gcum / rk: in the latency build copied into the
-    stage with the chunk's tiles (cp.async by warp 0, completing on the full mbarrier)
-    and read with 5 LDS under wgmma 1 (_rows_in_smem), in the throughput build loaded into
-    registers one chunk ahead; U comes in by ldmatrix
-    (2 instructions); h[c] and vnew leave by TMA stores issued by one warp per
-    warpgroup (h during wgmma 1, vnew during wgmma 2), not by thread stores.
-  * Per warpgroup (index g = warp // 4, thread ltid = tid % 128): its accumulators,
-    its bf16(S) tile sS[..., g], its P tile sP[..., g], its bf16(Vnew) tile(s) sVn[..., b*WG + g],
-    its U tile sU[..., stage*WG + g], the tiled MMAs / copies sliced with ltid (exactly
-    the one-warpgroup kernel).  Shared by the CTA: the W/K ring, the full mbarriers.
-  * Per chunk: two CTA barriers (all warpgroups in lockstep).  A: publishes
-    bf16(S) (B operand of wgmma 1, TMA source of h); B: publishes P (B operand of
-    wgmma 2), bf16(Vnew) (TMA source of vnew) and the zeroed tail rows of the K tile.
-    Each is preceded by fence.proxy.async so the ordinary st.shared are visible to the
-    async proxy (tensor cores, TMA); the fence before A also orders chunk i - 1's
-    ordinary reads/writes of its stage (K tail zeroing) before the TMA that refills
-    it.  Before barrier B the storing warp waits until its TMA stores have read sS
-    (rewritten in (1)) and the older sVn buffer.  In the latency build sVn is
-    double-buffered by chunk parity (_vn_buffers), so before barrier A that warp lets the
-    newest store (vnew of chunk i - 1) run on, (3) writing the other buffer; the
-    throughput build has one sVn tile and waits for it there.
-  * Masking: rows j >= L of the W/U/K tiles may hold another sequence's rows or
-    uninitialised workspace (NaN/Inf).  Rows of Vnew depend only on the same
-    rows of W and U, so rows j >= L of Vnew are dropped with a select (P = 0;
-    the last, partial chunk of a sequence stores rows j < L with 16-byte thread
-    stores instead of the TMA box).  Because NaN * 0 = NaN inside the MMA, the tail
-    rows of the K tile are also overwritten with zeros in smem (only in a partial
-    chunk; warpgroup g zeroes rows L + g, L + g + WG, ...).
-  * Accumulator element coordinates come from partitioning identity tensors with
-    the tiled MMAs (never hand-derived).
-  * ptxas pitfalls (ptxas -v): touching accumulator registers while a wgmma group is
-    in flight makes ptxas insert a wait for every group (C7517) or serialise all wgmma (C7514,
-    C7520), so the decay of S and all zeroing happen outside those windows; a SASS test checks
-    that each chunk has exactly the two waits written here.
+Organisation (128*WG threads, no warp specialisation):
+  * W (64x128), K (64 tokens x 128, read as the MN-major A operand K^T) and U (one 64xVB tile per
+    warpgroup) arrive by TMA into a ring of _stages(WG) stages shared by the CTA; each stage has
+    one "full" mbarrier (arrive count 1 + the transaction bytes of all 2 + WG copies; the latency
+    build adds warp 0's 32 row-data arrivals, _full_arrivals).  Warp 0 (one elected lane) issues
+    the loads of chunk i + stages - 1 right after wgmma 1 of chunk i (_refill), i.e. after the
+    CTA barrier that says every warp is done with chunk i - 1, whose stage it reuses; all threads
+    wait on the full barrier.  Without a cluster the CTA barrier is the release, no "empty"
+    barrier is needed.  With one, every CTA writes into its peers' stages, so after barrier A
+    thread 0 arrives on the stage's "empty" mbarrier in every CTA of the cluster (count = cluster
+    size) and warp 0 waits on its own before refilling; cluster barriers bracket the kernel
+    (barriers initialised before any peer traffic; nobody exits while a peer may still arrive).
+  * The chunk-to-chunk chain holds only what the recurrence needs, because with one warp per
+    scheduler every instruction on it is exposed: each thread computes the coefficients of its
+    own two accumulator rows in registers from its rows' gcum / rk (_rows_in_smem: the latency
+    build copies them into the stage with the chunk's tiles and reads them under wgmma 1, the
+    throughput build loads them into registers one chunk ahead); U comes in by ldmatrix; h[c] and
+    vnew leave by TMA stores issued by one warp per warpgroup (h during wgmma 1, vnew during
+    wgmma 2), not by thread stores.
+  * Per warpgroup (g = warp // 4, ltid = tid % 128): its accumulators, its bf16(S) tile
+    sS[..., g], its P tile sP[..., g], its bf16(Vnew) tile(s) sVn[..., b*WG + g], its U tile
+    sU[..., stage*WG + g], the tiled MMAs / copies sliced with ltid.  Shared by the CTA: the W/K
+    ring and the full mbarriers.
+  * Two CTA barriers per chunk (all warpgroups in lockstep).  A publishes bf16(S) (B operand of
+    wgmma 1, TMA source of h); B publishes P (B operand of wgmma 2), bf16(Vnew) (TMA source of
+    vnew) and the zeroed tail rows of the K tile.  Each is preceded by fence.proxy.async so the
+    ordinary st.shared are visible to the async proxy (tensor cores, TMA); the fence before A also
+    orders chunk i - 1's ordinary accesses of its stage (K tail zeroing) before the TMA that
+    refills it.  Before barrier B the storing warp waits until its TMA stores have read sS and
+    the older sVn buffer.  The latency build double-buffers sVn by chunk parity (_vn_buffers), so
+    before barrier A that warp lets the newest store (vnew of chunk i - 1) run on; the throughput
+    build has one sVn tile and waits for it there.
+  * Masking: rows j >= L of the W/U/K tiles may hold another sequence's rows or uninitialised
+    workspace (NaN/Inf).  Rows of Vnew depend only on the same rows of W and U, so rows j >= L of
+    Vnew are dropped with a select (P = 0; a sequence's partial last chunk stores rows j < L with
+    16-byte thread stores instead of the TMA box).  Because NaN * 0 = NaN inside the MMA, the tail
+    rows of the K tile are overwritten with zeros in smem (only in a partial chunk; warpgroup g
+    zeroes rows L + g, L + g + WG, ...).
+  * Accumulator element coordinates come from partitioning identity tensors with the tiled MMAs
+    (never hand-derived).
+  * ptxas: touching accumulator registers while a wgmma group is in flight makes ptxas insert a
+    wait for every group (C7517) or serialise all wgmma (C7514, C7520), so the decay of S and all
+    zeroing happen outside those windows; a SASS test checks that each chunk has exactly the two
+    waits written here.
 
-The tensor maps span all T tokens: a box that reaches past T is zero-filled by
-the TMA unit (and counted in full by the mbarrier transaction bytes).
+The tensor maps span all T tokens: a box that reaches past T is zero-filled by the TMA unit (and
+counted in full by the mbarrier transaction bytes).
 
-This module writes h and vnew for stage 3 (fwd_o).  The fused plan, whose spine computes the
-chunk output itself (no h, no vnew in HBM, no fwd_o launch), runs spine_rs.py (builds
-spine_rs_o_*), which reuses this module's TMA and store helpers and its parameter list
-(fake_args).
+This module writes h and vnew for stage 3 (fwd_o).  The fused plan's spine computes the chunk
+output itself (no h, no vnew in HBM, no fwd_o launch): spine_rs.py, which reuses this module's TMA
+and store helpers and its parameter list (fake_args).
 """
 from __future__ import annotations
 
@@ -111,11 +94,10 @@ VB = plan.WGMMA_SPINE_VBLOCK          # 32 state columns per warpgroup
 WG_BUILDS = (1, 2, 4)                 # warpgroups per CTA that compile (VARIANTS builds 1 and 2)
 def _stages(num_wg: int) -> int:
     """TMA ring depth of a build.  The latency build (1 warpgroup) issues a chunk's loads after its
-    wgmma 1 (out of the MMA's way), three chunks ahead: four stages.  At B=1 it streams ~89 KB per
-    chunk and head through DRAM at ~3.2 TB/s (65 % of DRAM peak, stalls waiting on a stage's full
-    barrier), so the loads' distance pays most where the ring fills least: four stages beat three
-    at every length, five are slower (docs/PERFORMANCE.md, the unfused plan's kernels).  The
-    throughput build, with its multicast cluster, two: three stages with a cluster are slower."""
+    wgmma 1 (out of the MMA's way), three chunks ahead: four stages.  At B=1 it is bound by DRAM
+    (its warps wait on the stages' full barriers), so the loads' distance is what pays: four is the
+    depth that measured best (docs/PERFORMANCE.md, the unfused plan's kernels).  The throughput
+    build, with its multicast cluster, two, its best depth likewise."""
     return 4 if num_wg == 1 else 2
 
 
@@ -123,8 +105,7 @@ def _vn_buffers(num_wg: int) -> int:
     """bf16(Vnew) tiles per warpgroup.  The latency build double-buffers them by chunk parity, so
     barrier A need not wait for the previous chunk's vnew store to read its tile.  The throughput
     build keeps one: its 115,712 B is what lets two CTAs share an SM (2 x (115,712 + 1 KB
-    reserved) = 228 KB); double buffered (123,904 B) it holds one CTA per SM and is much slower
-    (docs/PERFORMANCE.md, the unfused plan's kernels)."""
+    reserved) = 228 KB); double buffered it would hold one."""
     return 2 if num_wg == 1 else 1
 
 
@@ -133,9 +114,8 @@ def _rows_in_smem(num_wg: int) -> bool:
     them into its ring with each stage (cp.async by warp 0, completing on the stage's full
     mbarrier) and reads its two rows with LDS under wgmma 1.  Loaded into registers one chunk ahead
     instead (the throughput build), the loop's first instruction waits on their scoreboard, which
-    the initial state's loads share: ~15 % of the stall samples at B=1 (docs/PERFORMANCE.md, the
-    unfused plan's kernels).  The throughput build keeps the registers: 1 KB more would cost its
-    second CTA per SM."""
+    the initial state's loads share (docs/PERFORMANCE.md, the unfused plan's kernels).  The
+    throughput build keeps the registers: 1 KB more would cost its second CTA per SM."""
     return num_wg == 1
 
 
@@ -520,9 +500,8 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
             # latency build (1 warpgroup, B=1) issues the h store here, as early as possible (issued
             # after wgmma 1, barrier B waits for the store's read), and the stage's loads after wgmma
             # 1, which starts only when its last warp has issued it; with four stages they still land
-            # three chunks ahead (_stages; docs/PERFORMANCE.md, refuted: loads issued after the MMAs).
-            # The throughput build (2 warpgroups, B=8, ~6.5 us per chunk of slack) issues all of it
-            # after wgmma 1, out of the MMAs' way, where it is faster.
+            # three chunks ahead (_stages).  The throughput build (2 warpgroups, many CTAs: slack in
+            # every chunk) issues all of it after wgmma 1, out of the MMAs' way.
             if cutlass.const_expr(num_wg == 1):
                 nx_glast, nx_ga, nx_ra, nx_gb, nx_rb = _h_and_rows(
                     i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, sS_kv,
@@ -555,8 +534,8 @@ def _sequence(mma1: cute.TiledMma, mma2: cute.TiledMma, tidx: Int32, ltid: Int32
                 rU_cv[e] = Float32(rU_bf[e])
             warpgroup.wait_group(0)
             # (4) S *= exp(g_last) after the wait: accumulator registers touched while a wgmma is in
-            # flight make ptxas insert a wait for every group (ptxas -v: C7517), so "under wgmma 1"
-            # was never overlapped
+            # flight make ptxas insert a wait for every group (ptxas -v: C7517), so it cannot run
+            # under wgmma 1
             for e in cutlass.range_constexpr(cute.size(accS)):
                 accS[e] = accS[e] * decay
 

@@ -71,7 +71,7 @@ def segment_chunks(nch: Int32, checkpoint_chunks: Int32) -> Int32:
     """Chunks per segment of a spine's chunk loop: the checkpoint interval, or all of the
     sequence's chunks (at least 1) without checkpoints.  The spines run their chunk loop inside a
     loop over segments and store a checkpoint between segments: inside the chunk loop, the store's
-    code (never executed without checkpoints) cost the one-sequence rows 6-7 % (docs/PERFORMANCE.md)."""
+    code slows the one-sequence rows even where it never runs (docs/PERFORMANCE.md)."""
     return cutlass.select_(checkpoint_chunks > 0, checkpoint_chunks, cutlass.max(nch, 1))
 
 

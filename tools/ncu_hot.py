@@ -1,6 +1,6 @@
 """Where a kernel's warps stall, per SASS instruction, from an ncu report's source page.
 
-    ncu --clock-control none --set full --import-source no -k regex:spine -c 1 -o rep python3 tools/profile_one.py
+    ncu --clock-control none --set full --import-source no -k regex:FusedPrefill -c 1 -o rep python3 benchmarks/bench_fused.py --profile
     ncu -i rep.ncu-rep --page source --csv --print-source sass > src.csv
     python3 tools/ncu_hot.py src.csv [--top 40] [--cubin build/aot/cubin/VARIANT/*.cubin] [--sections]
 

@@ -124,8 +124,8 @@ def _keep_busy(run_one, n: int, seconds: float) -> None:
 def profiled_replays(call, n_sets: int, reps: int) -> list[tuple[float, float, str]]:
     """(start, end, name) of every CUDA kernel record, sorted, of `reps` replays of call(i)'s
     CUDA graphs (one per buffer set i, captured in one pool after an eager call of each, replayed
-    round-robin after WARM_S of warm replays) under torch.profiler: the tools' per-launch views
-    (tools/overlap_parts.py, tools/plan_timeline.py)."""
+    round-robin after WARM_S of warm replays) under torch.profiler: tools/overlap_parts.py's
+    per-launch view."""
     import torch
     for i in range(n_sets):
         call(i)

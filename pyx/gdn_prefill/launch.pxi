@@ -173,8 +173,8 @@ cdef int _load_modules(char *msg) noexcept nogil:
     return GDN_OK
 
 
-# Benchmark hook (tools/host_overhead.py): plan and validate as usual, then launch nothing, so the
-# host cost of everything but the launches can be timed on its own.
+# Benchmark hook (docs/DESIGN.md, the host cost of a call): plan and validate as usual, then
+# launch nothing, so the host cost of everything but the launches can be timed on its own.
 cdef bint _dry_run = False
 
 
