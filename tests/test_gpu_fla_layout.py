@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import gdn_prefill
-from gdn_prefill import fla, reference as ref
+from gdn_prefill import errors, fla, reference as ref
 from test_fla_layout import COPIED, IN_PLACE, conv_views, copied_case, in_place_case, inputs
 
 pytestmark = pytest.mark.gpu
@@ -86,15 +86,16 @@ def test_every_copy_at_once_on_packed_sequences():
 
 
 def test_fla_keywords_change_nothing():
-    """FLA's keywords at their defaults and the model's extra keywords: the same bits."""
+    """FLA's keywords at their defaults: the same bits; a model's keyword FLA does not know
+    (use_cache) is refused by name, nothing written."""
     a = inputs("cuda")
-    T = a["q"].shape[1]
     want_o, want_s = fla.chunk_gated_delta_rule(**a)
-    o, s = fla.chunk_gated_delta_rule(**a, use_cache=True, chunk_size=32, cu_seqlens_cpu=None, chunk_indices=None,
-                                      head_first=False, state_v_first=False, use_gate_in_kernel=False,
-                                      position_ids=torch.arange(T, device="cuda")[None])
+    o, s = fla.chunk_gated_delta_rule(**a, chunk_size=32, cu_seqlens_cpu=None, chunk_indices=None,
+                                      head_first=False, state_v_first=False, use_gate_in_kernel=False)
     torch.cuda.synchronize()
     assert _same(o, want_o) and _same(s, want_s)
+    with pytest.raises(errors.GdnArgumentError, match="^use_cache: not a keyword of FLA 0.6.0"):
+        fla.chunk_gated_delta_rule(**a, use_cache=True)
 
 
 def test_state_v_first_is_the_vk_pool():
