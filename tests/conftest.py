@@ -22,6 +22,17 @@ def offset_view(x):
     return view
 
 
+def explain_recorder(calls: list):
+    """A stand-in for prefill() that records each call's (args, kw) in `calls` and runs it through
+    explain() instead (CPU tensors, nothing launched): the doors' CPU tests check what they pass."""
+    import gdn_prefill
+
+    def prefill(*args, **kw):
+        calls.append((args, kw))
+        return gdn_prefill.explain(*args, **kw)
+    return prefill
+
+
 @pytest.fixture
 def repo_script():
     """load(relpath) -> a script of the repository (benchmarks/, tools/) imported as a module, so a

@@ -17,6 +17,7 @@ import torch
 import gdn_prefill
 from gdn_prefill import errors, flashinfer_api
 from gdn_prefill import reference as ref
+from conftest import explain_recorder
 
 T, HK, HV, D = 96, 2, 4, 128
 
@@ -40,11 +41,7 @@ def fi_args(device="cpu", pool=False, final=True):
 def recorded(monkeypatch):
     """The door's prefill() calls, recorded and run through explain() (CPU tensors, no launch)."""
     calls = []
-
-    def prefill(*args, **kw):
-        calls.append((args, kw))
-        return gdn_prefill.explain(*args, **kw)
-    monkeypatch.setattr(flashinfer_api, "_ext", types.SimpleNamespace(prefill=prefill))
+    monkeypatch.setattr(flashinfer_api, "_ext", types.SimpleNamespace(prefill=explain_recorder(calls)))
     return calls
 
 

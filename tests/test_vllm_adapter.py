@@ -23,6 +23,7 @@ import torch
 import gdn_prefill
 from gdn_prefill import errors
 from gdn_prefill.integrations import vllm as gv
+from conftest import explain_recorder
 
 T, HK, HV, D = 96, 2, 4, 128
 BF = torch.bfloat16
@@ -32,11 +33,7 @@ BF = torch.bfloat16
 def recorded(monkeypatch):
     """prefill() calls, recorded and run through explain() (CPU tensors, no launch)."""
     calls = []
-
-    def prefill(*args, **kw):
-        calls.append((args, kw))
-        return gdn_prefill.explain(*args, **kw)
-    monkeypatch.setattr(gdn_prefill, "prefill", prefill)
+    monkeypatch.setattr(gdn_prefill, "prefill", explain_recorder(calls))
     return calls
 
 
