@@ -101,6 +101,16 @@ def test_case_selection():
         bench.select_cases(heads="16/24")
 
 
+def test_the_qwen35_head_group():
+    """--heads qwen3.5: the family's seven GDN head counts (ratios 4, 3, 1), in order, each once, and
+    mixable with Hk/Hv pairs."""
+    sel = bench.select_cases(shapes="8x4K", heads="qwen3.5")
+    assert [c.heads for c in sel] == ["16/64", "8/32", "4/16", "2/8", "16/48", "8/24", "16/16"]
+    assert {c.Hv // c.Hk for c in sel} == {4, 3, 1}
+    sel = bench.select_cases(shapes="8x4K", heads="16/32,Qwen3.5,16/64")
+    assert [c.heads for c in sel][:3] == ["16/32", "16/64", "8/32"] and len(sel) == 8
+
+
 def test_impl_list_reports_what_is_missing():
     names, skipped = bench._impl_list(None)
     assert "gdn:scalar" in names and "gdn:wgmma" in names          # from compiled_variants()

@@ -321,7 +321,8 @@ def build_parser(default_out: str = os.path.join("benchmarks", "results")) -> ar
     ap.add_argument("--quick", action="store_true",
                     help=f"shapes {','.join(QUICK_SHAPES)} at Hk/Hv 16/32, fewer repetitions")
     ap.add_argument("--shapes", help=f"comma list of shapes or globs over {','.join(SHAPES)} (or new BxT, e.g. 4x1000)")
-    ap.add_argument("--heads", help="comma list of Hk/Hv (default 16/32,16/64,8/8; --quick: 16/32)")
+    ap.add_argument("--heads", help="comma list of Hk/Hv, or qwen3.5 (its GDN layers' seven head counts) "
+                                    "(default 16/32,16/64,8/8; --quick: 16/32)")
     ap.add_argument("--impls", help="comma list among gdn, gdn:<spine>, fla, flashinfer (default: all available)")
     ap.add_argument("--modes", default="graph,eager", help="graph,eager (default both)")
     ap.add_argument("--out", default=default_out, help="output directory (default %(default)s)")

@@ -103,11 +103,28 @@ class Case:
         return f"{self.shape}@{self.heads}"
 
 
+# named groups of head counts --heads takes beside Hk/Hv: the Qwen3.5 family's GDN layers, value-to-
+# key ratios 4, 3 and 1 (397B / 122B 16/64, and 8/32, 4/16, 2/8 under tensor parallelism; 27B 16/48
+# and 8/24; 2B / 0.8B 16/16)
+HEAD_GROUPS = {"qwen3.5": ("16/64", "8/32", "4/16", "2/8", "16/48", "8/24", "16/16")}
+
+
+def _heads(heads: str) -> list[tuple[int, int]]:
+    """A comma list of Hk/Hv and HEAD_GROUPS names, in order, each pair once."""
+    out: list[tuple[int, int]] = []
+    for item in (h.strip() for h in heads.split(",") if h.strip()):
+        for h in HEAD_GROUPS.get(item.lower(), (item,)):
+            pair = parse_heads(h)
+            if pair not in out:
+                out.append(pair)
+    return out
+
+
 def select_cases(quick: bool = False, shapes: str | None = None, heads: str | None = None) -> list[Case]:
     """The cases to run, heads-major (the first head config's shapes come first).
 
     `shapes`: comma list of shape names or globs over SHAPES ('1x*'), or new BxT shapes.
-    `heads`: comma list of Hk/Hv.
+    `heads`: comma list of Hk/Hv and HEAD_GROUPS names (e.g. 'qwen3.5').
     """
     base = QUICK_SHAPES if quick else SHAPES
     if shapes:
@@ -120,8 +137,7 @@ def select_cases(quick: bool = False, shapes: str | None = None, heads: str | No
             names += [h for h in hits if h not in names]
     else:
         names = list(base)
-    hs = [parse_heads(h.strip()) for h in heads.split(",") if h.strip()] if heads else \
-        list(QUICK_HEADS if quick else HEADS)
+    hs = _heads(heads) if heads else list(QUICK_HEADS if quick else HEADS)
     return [Case(s, tuple(parse_shape(s)), hk, hv) for hk, hv in hs for s in names]
 
 
