@@ -275,7 +275,7 @@ class FusedPrefill:
         if cu_seqlens.shape[0] - 1 <= self.RANK_MAX_SEQS:
             # clamped into [0, N) (defence: a permutation needs no clamp)
             n = cute.arch.make_warp_uniform(cutlass.min(cutlass.max(sOrder[0], Int32(0)), cu_seqlens.shape[0] - 2))
-        run, slot = sw._pool_slot(n, state_indices, use_state_indices)    # padding entries skip
+        run, slot = state_pool.pool_slot(n, state_indices, use_state_indices)    # padding entries skip
         bos = cu_seqlens[n]
         eos = cu_seqlens[n + 1]
         nch = (eos - bos + C - 1) // C

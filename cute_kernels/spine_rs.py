@@ -401,7 +401,7 @@ class SpineRS:
         else:
             cute.arch.sync_threads()
 
-        run, slot = sw._pool_slot(n, state_indices, use_state_indices)      # padding entries skip
+        run, slot = state_pool.pool_slot(n, state_indices, use_state_indices)      # padding entries skip
         if work == 0:
             run = Int32(0)
         # The dual build resizes each warpgroup's registers at one instruction that dominates all of its
