@@ -68,7 +68,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import bf16_sumsq, chain, intra_chunk, inverse_f16, pdl, state_pool, tma
 from cute_kernels import spine_rs as rs, spine_wgmma as sw
-from cute_kernels.recompute_wu import gate_cumsum, gate_rows
+from cute_kernels.gates import gate_cumsum, gate_rows
 from gdn_prefill import plan
 
 C = plan.CHUNK                  # 64
