@@ -704,7 +704,7 @@ def gate_scan(g: cute.Tensor, beta: cute.Tensor, t0: Int32, L: Int32, hv: Int32,
 @cute.jit
 def _rank_longest_first(cu_seqlens: cute.Tensor, order: cute.Tensor, kv_ptr, tidx: Int32):
     """order[r] = the sequence of rank r when the N <= ORDER_MAX_SEQS sequences are ordered longest
-    first, equal lengths by index (the fused spine reads it: spine_rs._longest_first).  Block 0 of
+    first, equal lengths by index (the fused spine reads it: handoff.longest_first).  Block 0 of
     the plan's first recompute_wu launch, before its own chunk: the lengths go to the kv region
     (free until the K tile's TMA load), each thread counts, for its up to ORDER_MAX_SEQS / NTHREADS
     sequences held in registers, the sequences ahead of them in one pass over the lengths (an
@@ -850,7 +850,7 @@ def _publish(ready: cute.Tensor, c: Int32, hv: Int32, tidx: Int32, store_warp):
     """ready[c, hv] = 1 once every store of this CTA (the TMA stores of W, U or Tu, P: complete, not just
     read out of smem; the thread stores of gcum, rq, rk and of a partial chunk's rows) is visible
     at GPU scope: bulk wait, proxy fence, CTA barrier, then one release store.  The spine's loader
-    acquires the flag before it reads the slot (spine_rs._await_ready)."""
+    acquires the flag before it reads the slot (handoff.await_ready)."""
     if store_warp:
         cute.arch.cp_async_bulk_wait_group(0, read=False)
         cute.arch.fence_proxy("async.global")
