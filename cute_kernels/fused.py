@@ -496,10 +496,7 @@ class FusedPrefill:
                 chain.staged_wait(bars + Bar.OSTAGED + s * CHAINS, wg, vs.phase)
                 if L >= C:      # a partial (last) chunk's rows the chains have stored (epilogue)
                     tma.store(tma_o, t["sV"][None, None, s * CHAINS + wg], tma.gmem_tile(mO_h, (t0, wg * VB), (C, VB)))
-            cute.arch.cp_async_bulk_wait_group(0, read=True)
-            cute.arch.sync_warp()
-            if lane == 0:
-                vt.consumer_release(vs)
+            tma.release_after_stores(vt, vs, lane)
             vs.advance()
         cute.arch.cp_async_bulk_wait_group(0)
 

@@ -568,10 +568,7 @@ class SpineRS:
                     chain.staged_wait(ostaged_bar, vs, (c // NSLOT) % 2)
                     tma.store_rows(L, True, tma_o, sV, mO_h, out, cp_v, thr_v, thr_v.partition_S(sV[None, None, vs]),
                                    tOC, t0, hv, col0 + wg * VB, vs, VB)
-            cute.arch.cp_async_bulk_wait_group(0, read=True)
-            cute.arch.sync_warp()
-            if lane == 0:
-                ring.consumer_release(ss)
+            tma.release_after_stores(ring, ss, lane)
             ss.advance()
         cute.arch.cp_async_bulk_wait_group(0)
 
