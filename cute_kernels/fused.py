@@ -68,7 +68,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import bf16_sumsq, chain, intra_chunk, inverse_f16, pdl, state_pool, tma
 from cute_kernels import spine_rs as rs, spine_wgmma as sw
-from cute_kernels.recompute_wu import gate_cumsum, gate_rows
+from cute_kernels.gates import gate_cumsum, gate_rows
 from gdn_prefill import plan
 
 C = plan.CHUNK                  # 64
@@ -275,7 +275,7 @@ class FusedPrefill:
         if cu_seqlens.shape[0] - 1 <= self.RANK_MAX_SEQS:
             # clamped into [0, N) (defence: a permutation needs no clamp)
             n = cute.arch.make_warp_uniform(cutlass.min(cutlass.max(sOrder[0], Int32(0)), cu_seqlens.shape[0] - 2))
-        run, slot = sw._pool_slot(n, state_indices, use_state_indices)    # padding entries skip
+        run, slot = state_pool.pool_slot(n, state_indices, use_state_indices)    # padding entries skip
         bos = cu_seqlens[n]
         eos = cu_seqlens[n + 1]
         nch = (eos - bos + C - 1) // C
@@ -496,10 +496,7 @@ class FusedPrefill:
                 chain.staged_wait(bars + Bar.OSTAGED + s * CHAINS, wg, vs.phase)
                 if L >= C:      # a partial (last) chunk's rows the chains have stored (epilogue)
                     tma.store(tma_o, t["sV"][None, None, s * CHAINS + wg], tma.gmem_tile(mO_h, (t0, wg * VB), (C, VB)))
-            cute.arch.cp_async_bulk_wait_group(0, read=True)
-            cute.arch.sync_warp()
-            if lane == 0:
-                vt.consumer_release(vs)
+            tma.release_after_stores(vt, vs, lane)
             vs.advance()
         cute.arch.cp_async_bulk_wait_group(0)
 

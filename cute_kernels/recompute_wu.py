@@ -108,6 +108,7 @@ from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import bf16_sumsq, fake, fastexp, mma_tf32, pdl, tma, wgmma_acc
+from cute_kernels.gates import gate_cumsum, gate_rows
 from cute_kernels.slots import chunk_of_slot
 from gdn_prefill import plan
 
@@ -701,36 +702,9 @@ def gate_scan(g: cute.Tensor, beta: cute.Tensor, t0: Int32, L: Int32, hv: Int32,
 
 
 @cute.jit
-def gate_rows(g: cute.Tensor, beta: cute.Tensor, t0: Int32, L: Int32, hv: Int32, lane: Int32):
-    """gate_scan's loads: (g_2l, g_2l+1, beta_2l, beta_2l+1) in their own types, without a branch
-    (a row at or past L reads row L - 1; gate_cumsum zeroes it).  Nothing here waits on the loads:
-    a caller that issues them before other work keeps their latency off its path."""
-    ra = t0 + cutlass.min(2 * lane, L - 1)
-    rb = t0 + cutlass.min(2 * lane + 1, L - 1)
-    return g[ra, hv], g[rb, hv], beta[ra, hv], beta[rb, hv]
-
-
-@cute.jit
-def gate_cumsum(g0: Float32, g1: Float32, b0, b1, L: Int32, lane: Int32):
-    """gate_scan's arithmetic on gate_rows' values: rows at or past L zeroed, beta in fp32, and the
-    inclusive scan of the pair sums over the warp -> (gcum_2l, gcum_2l+1, beta_2l, beta_2l+1)."""
-    r0 = 2 * lane
-    x0 = Float32(cutlass.select_(r0 < L, g0, Float32(0.0)))
-    x1 = Float32(cutlass.select_(r0 + 1 < L, g1, Float32(0.0)))
-    y0 = Float32(cutlass.select_(r0 < L, b0.to(Float32), Float32(0.0)))
-    y1 = Float32(cutlass.select_(r0 + 1 < L, b1.to(Float32), Float32(0.0)))
-    scan = x0 + x1
-    for sh in cutlass.range_constexpr(5):
-        up = cute.arch.shuffle_sync_up(scan, offset=1 << sh)
-        if lane >= (1 << sh):
-            scan = scan + up
-    return scan - x1, scan, y0, y1       # gcum of rows 2 lane, 2 lane + 1
-
-
-@cute.jit
 def _rank_longest_first(cu_seqlens: cute.Tensor, order: cute.Tensor, kv_ptr, tidx: Int32):
     """order[r] = the sequence of rank r when the N <= ORDER_MAX_SEQS sequences are ordered longest
-    first, equal lengths by index (the fused spine reads it: spine_rs._longest_first).  Block 0 of
+    first, equal lengths by index (the fused spine reads it: handoff.longest_first).  Block 0 of
     the plan's first recompute_wu launch, before its own chunk: the lengths go to the kv region
     (free until the K tile's TMA load), each thread counts, for its up to ORDER_MAX_SEQS / NTHREADS
     sequences held in registers, the sequences ahead of them in one pass over the lengths (an
@@ -876,7 +850,7 @@ def _publish(ready: cute.Tensor, c: Int32, hv: Int32, tidx: Int32, store_warp):
     """ready[c, hv] = 1 once every store of this CTA (the TMA stores of W, U or Tu, P: complete, not just
     read out of smem; the thread stores of gcum, rq, rk and of a partial chunk's rows) is visible
     at GPU scope: bulk wait, proxy fence, CTA barrier, then one release store.  The spine's loader
-    acquires the flag before it reads the slot (spine_rs._await_ready)."""
+    acquires the flag before it reads the slot (handoff.await_ready)."""
     if store_warp:
         cute.arch.cp_async_bulk_wait_group(0, read=False)
         cute.arch.fence_proxy("async.global")

@@ -56,8 +56,8 @@ Tu, K, q and P and multicast it (the overlap plan's); dual, one CTA per head wit
 warpgroups, each with a V tile of its own, and warpgroup 2's load and store warps giving their
 registers to the chains (DUAL_CHAIN_REGS).  Where the dual build's longest sequence would be the
 call's critical path its 2 Hv blocks run it solo-style (_dual_block, _lead_solo).  Every build
-starts the sequences longest first (_longest_first).  In the overlap plan the loader acquires
-stage 1's `ready` flag of each (slot, head) before it reads the chunk (_await_ready).
+starts the sequences longest first (handoff.longest_first).  In the overlap plan the loader acquires
+stage 1's `ready` flag of each (slot, head) before it reads the chunk (handoff.await_ready).
 
 Roles (Role, compile time; docs/DESIGN.md §3, the segmented plan): SEQUENCE, the above, from each
 sequence's initial state; MAPS (dual build), each segment's affine map S_end = A S_start + B as
@@ -92,7 +92,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from gdn_prefill import plan
 
-from cute_kernels import chain, pdl, slots, spine_wgmma as sw, state_pool, tma
+from cute_kernels import chain, handoff, pdl, slots, spine_wgmma as sw, state_pool, tma
 
 CHUNK = sw.CHUNK                      # 64
 DK = sw.DK                            # 128
@@ -105,7 +105,7 @@ NSLOT = 3                             # TMA ring slots (a slot is released one c
 # stores, warps 10 and 11 only give their registers back).
 DUAL_WG = plan.RS_SPINE_DUAL_WG
 assert DUAL_WG * VB == DV, "the dual build's warpgroups cover a head's V columns"
-ORDER_MAX_SEQS = plan.ORDER_MAX_SEQS   # _longest_first: stage 1 ranked the sequences up to this many
+ORDER_MAX_SEQS = plan.ORDER_MAX_SEQS   # handoff.longest_first: stage 1 ranked the sequences up to this many
 
 
 class Role(enum.IntEnum):
@@ -359,7 +359,7 @@ class SpineRS:
             nvb = DV // VB
             col0 = (bx % nvb) * VB
             hv = (bx // nvb) % Hv
-            n = _longest_first(bx // (nvb * Hv), cu_seqlens, order)
+            n = handoff.longest_first(bx // (nvb * Hv), cu_seqlens, order)
         else:
             n, hv, col0, active, work = _dual_block(bx, Hv, cu_seqlens, order)
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -401,7 +401,7 @@ class SpineRS:
         else:
             cute.arch.sync_threads()
 
-        run, slot = sw._pool_slot(n, state_indices, use_state_indices)      # padding entries skip
+        run, slot = state_pool.pool_slot(n, state_indices, use_state_indices)      # padding entries skip
         if work == 0:
             run = Int32(0)
         # The dual build resizes each warpgroup's registers at one instruction that dominates all of its
@@ -476,7 +476,7 @@ class SpineRS:
         bb = Float32(0.0)
         gl = Float32(0.0)
         if nch > 0:
-            _await_ready(ready, slot0, hv, ready_from)
+            handoff.await_ready(ready, slot0, hv, ready_from)
             gl, ga, ka, qa, ba, gb, kb, qb, bb = _row_data(gcum, rk, rq, beta32, hv, bos, eos, lane,
                                                            ga, ka, qa, ba, gb, kb, qb, bb)
         st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, NSLOT)
@@ -525,7 +525,7 @@ class SpineRS:
             ring.producer_commit(st)
             st.advance()
             if i + 1 < nch:
-                _await_ready(ready, slot0 + i + 1, hv, ready_from)
+                handoff.await_ready(ready, slot0 + i + 1, hv, ready_from)
                 gl, ga, ka, qa, ba, gb, kb, qb, bb = _row_data(gcum, rk, rq, beta32, hv, t0 + CHUNK, eos, lane,
                                                                ga, ka, qa, ba, gb, kb, qb, bb)
 
@@ -568,10 +568,7 @@ class SpineRS:
                     chain.staged_wait(ostaged_bar, vs, (c // NSLOT) % 2)
                     tma.store_rows(L, True, tma_o, sV, mO_h, out, cp_v, thr_v, thr_v.partition_S(sV[None, None, vs]),
                                    tOC, t0, hv, col0 + wg * VB, vs, VB)
-            cute.arch.cp_async_bulk_wait_group(0, read=True)
-            cute.arch.sync_warp()
-            if lane == 0:
-                ring.consumer_release(ss)
+            tma.release_after_stores(ring, ss, lane)
             ss.advance()
         cute.arch.cp_async_bulk_wait_group(0)
 
@@ -847,24 +844,6 @@ def _batch(cu_seqlens: cute.Tensor):
 
 
 @cute.jit
-def _longest_first(r: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor) -> Int32:
-    """The sequence of rank r: order[r], the longest-first ranking (equal lengths by index) that
-    stage 1's first CTA wrote (recompute_wu._rank_longest_first) for N <= ORDER_MAX_SEQS; beyond,
-    index order.  Blocks start roughly in index order, so a long sequence placed late in a batch
-    would start its chain in the last wave and end the call alone (plan.grid_spine_rs).  O(1) per
-    CTA at any N: no CTA scans cu_seqlens beyond the cap (a scan per CTA would make the call's cost
-    grow as N^2: docs/PERFORMANCE.md, many sequences)."""
-    N = cu_seqlens.shape[0] - 1
-    n = r
-    if N <= ORDER_MAX_SEQS:
-        # uniform for ptxas too (else every branch on n is divergent to it, and it serialises each
-        # wgmma behind them: C7520)
-        # (clamped: a spine launched on a workspace stage 1 never wrote stays inside cu_seqlens)
-        n = cute.arch.make_warp_uniform(cutlass.min(cutlass.max(order[r], Int32(0)), N - 1))
-    return n
-
-
-@cute.jit
 def _dual_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor):
     """The dual build's work for block bx: (n, hv, col0, active, work).  The grid has Hv blocks more
     than heads (plan.grid_spine_rs): blocks [0, 2 Hv) belong to the longest sequence, the rest to
@@ -878,7 +857,7 @@ def _dual_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor, order: cute.Tenso
     work = Int32(1)
     n = Int32(0)
     if bx < 2 * Hv:
-        n = _longest_first(Int32(0), cu_seqlens, order)
+        n = handoff.longest_first(Int32(0), cu_seqlens, order)
         lead_solo = Int32(0)
         if cu_seqlens.shape[0] - 1 <= ORDER_MAX_SEQS:    # beyond, all dual: no scan of cu_seqlens
             lead_solo = _lead_solo(_batch(cu_seqlens), Hv)
@@ -892,7 +871,7 @@ def _dual_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor, order: cute.Tenso
             work = Int32(0)
     else:
         hv = (bx - 2 * Hv) % Hv
-        n = _longest_first(1 + (bx - 2 * Hv) // Hv, cu_seqlens, order)
+        n = handoff.longest_first(1 + (bx - 2 * Hv) // Hv, cu_seqlens, order)
     return n, hv, col0, active, work
 
 
@@ -934,20 +913,6 @@ def _chunks(cu_seqlens: cute.Tensor, n: Int32, seg: _Segment, seg_chunks: Int32)
     if seg.nseg > 1:
         nch = cutlass.min(nch, seg_chunks)
     return bos, eos, nch
-
-
-@cute.jit
-def _await_ready(ready: cute.Tensor, c: Int32, hv: Int32, ready_from: Int32):
-    """Overlap plan: chunk slot c >= ready_from is produced by the recompute_wu launch running
-    beside this spine; spin (every lane: each reads the rows after its own acquire) until it has
-    published ready[c, hv] (recompute_wu._publish), then order this warp's TMA loads of the slot
-    (async proxy) after the acquire."""
-    if c >= ready_from:
-        flag = ready.iterator + cute.crd2idx((c, hv), ready.layout)
-        seen = cute.arch.load(flag, Int32, sem="acquire", scope="gpu")
-        while seen == 0:
-            seen = cute.arch.load(flag, Int32, sem="acquire", scope="gpu")
-        cute.arch.fence_proxy("async.global")
 
 
 @cute.jit

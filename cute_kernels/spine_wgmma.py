@@ -325,7 +325,7 @@ def spine_wgmma_kernel(
         cute.arch.sync_threads()
 
     # ---- which sequence / slot; PADDING: state_indices[n] == -1 skips everything
-    run, slot = _pool_slot(n, state_indices, use_state_indices)
+    run, slot = state_pool.pool_slot(n, state_indices, use_state_indices)
 
     if run != 0:
         _sequence(mma1, mma2, tidx, ltid, wg, warp_idx, n, hv, vb, slot,
@@ -338,19 +338,6 @@ def spine_wgmma_kernel(
         # no CTA leaves while a peer may still arrive on its barriers (one chunk count per cluster)
         cute.arch.cluster_arrive()
         cute.arch.cluster_wait()
-
-
-@cute.jit
-def _pool_slot(n: Int32, state_indices: cute.Tensor, use_state_indices: Int32):
-    """(run, slot) of sequence n: its state-pool slot (n itself without a pool), and run = 0 for a
-    padding entry (a negative slot: the sequence is skipped entirely)."""
-    run = Int32(1)
-    slot = n
-    if use_state_indices != 0:
-        slot = state_indices[n]
-        if slot < 0:
-            run = Int32(0)
-    return run, slot
 
 
 @cute.jit

@@ -1,6 +1,6 @@
-"""What every spine reads from and writes into the state pool besides its own slot: where the
-initial state comes from, and which pool slot, if any, takes a checkpoint of the state after a
-chunk (prefix caching).  One rule for every spine, so that no two of them can disagree.
+"""What every spine reads from and writes into the state pool: which slot is the sequence's own
+(pool_slot), where the initial state comes from, and which pool slot, if any, takes a checkpoint
+of the state after a chunk (prefix caching).  One rule for every spine, so that no two of them can disagree.
 
 The initial state (gdn_problem_t.state_in, set by the launcher): 0, zeros; 1, the sequence's slot
 of `state` (in place: read, then overwritten with the final state); 2, the same slot of
@@ -64,6 +64,19 @@ def from_f32(x: Float32, dtype: cutlass.Constexpr):
         return x
     else:
         return x.to(dtype)
+
+
+@cute.jit
+def pool_slot(n: Int32, state_indices: cute.Tensor, use_state_indices: Int32):
+    """(run, slot) of sequence n: its state-pool slot (n itself without a pool), and run = 0 for a
+    padding entry (a negative slot: the sequence is skipped entirely)."""
+    run = Int32(1)
+    slot = n
+    if use_state_indices != 0:
+        slot = state_indices[n]
+        if slot < 0:
+            run = Int32(0)
+    return run, slot
 
 
 @cute.jit

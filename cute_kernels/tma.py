@@ -3,9 +3,9 @@
 A tile moves by one bulk-tensor copy issued by one warp: `view` reorders a global tensor's modes
 so that the first two are the box, `gmem_tile` cuts the box at an element origin, `load`
 completes on an mbarrier (optionally multicast over a cluster), `store` is one bulk async-group of
-the calling warp.  `store_rows` is how a staged (64, cols) output tile leaves: one TMA store for
-a full chunk, 16-byte thread stores (`rows_copy`) of rows < L for a sequence's partial last
-chunk, whose rows >= L belong to the next sequence.
+the calling warp (`release_after_stores` frees its slot once read).  `store_rows` is how a staged
+(64, cols) output tile leaves: one TMA store for a full chunk, 16-byte thread stores (`rows_copy`)
+of rows < L for a sequence's partial last chunk, whose rows >= L belong to the next sequence.
 """
 from __future__ import annotations
 
@@ -52,6 +52,16 @@ def store(atom: cute.CopyAtom, s_tile: cute.Tensor, g_tile: cute.Tensor):
                                    cute.group_modes(s_tile, 0, 2), cute.group_modes(g_tile, 0, 2))
     cute.copy(atom, ts, tg)
     cute.arch.cp_async_bulk_commit_group()
+
+
+@cute.jit
+def release_after_stores(ring, state, lane: Int32):
+    """A store warp's end of a chunk: wait until its bulk stores have read shared memory, then
+    lane 0 releases the staged slot (`state` of `ring`) to be refilled; the caller advances it."""
+    cute.arch.cp_async_bulk_wait_group(0, read=True)
+    cute.arch.sync_warp()
+    if lane == 0:
+        ring.consumer_release(state)
 
 
 def rows_copy(cols: int, threads: int = 128) -> cute.TiledCopy:

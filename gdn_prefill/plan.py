@@ -112,7 +112,7 @@ def grid_spine_wgmma(T, N, Hv, warpgroups=1):
 def grid_spine_rs(T, N, Hv, dual=False):
     """spine_rs (the state in registers).  Solo and pair: one CTA per (sequence, value head, 64
     state columns), block x = (rank * Hv + hv) * (V / 64) + vb with the sequences ranked longest
-    first (spine_rs._longest_first): the CTAs that read one head's Tu, K, q and pqk tiles (and the
+    first (handoff.longest_first): the CTAs that read one head's Tu, K, q and pqk tiles (and the
     heads that share a key head's K and q) run side by side, so those tiles come from DRAM once and
     from L2 after (with n slowest they were 256 CTAs apart at B=8: 1.7 GB read where 1.0 GB is the
     data), and a long sequence starts in the first wave.  Dual: one CTA per

@@ -117,7 +117,7 @@ def _gate_loads_before_tile_wait(cubin, io: int) -> list[str]:
 @pytest.mark.parametrize("build", ["fused_prefill_betabf16_kv", "fused_prefill_betaf32_vk",
                                    "fused_prefill_betabf16_vk_sf8e4m3"])
 def test_norm_warps_load_the_gates_before_the_tile_wait(build):
-    """The norm warps issue a chunk's g and beta loads (recompute_wu.gate_rows) back to back in the
+    """The norm warps issue a chunk's g and beta loads (gates.gate_rows) back to back in the
     block that ends in their wait for its tiles: no branch and no conversion between a load and
     the wait, which would wait for each load in turn (the first form, loads under `if row < L`
     with bf16 beta converted there, cost 23 %; loads after the norms cost 3-7 %)."""

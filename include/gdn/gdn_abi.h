@@ -76,7 +76,7 @@
 /* the fused plan's sequence order: stage 1's first CTA ranks up to this many sequences longest
  * first (an O(N^2) count over the lengths in its shared memory) into the workspace's `order`, and
  * the fused spine starts its chains in that order; beyond it, index order, and no CTA reads more
- * than a fixed number of lengths (cute_kernels/spine_rs.py _longest_first) */
+ * than a fixed number of lengths (cute_kernels/handoff.py longest_first) */
 #define GDN_ORDER_MAX_SEQS 1024
 /* overlap plan (opt-in: GDN_PREFILL_OVERLAP=1; fused spine, few sequences): recompute_wu's slots
  * [0, split) run first, then the spine on a library-owned high-priority stream beside recompute_wu's

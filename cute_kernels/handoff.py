@@ -1,0 +1,45 @@
+"""What a spine reads of what stage 1 (recompute_wu) wrote for it: the longest-first order of the
+sequences (written by recompute_wu._rank_longest_first) and the overlap plan's per-(slot, head)
+ready flags (published by recompute_wu._publish): the reader's side of both handoffs, in no kernel.
+"""
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Int32
+
+from gdn_prefill import plan
+
+ORDER_MAX_SEQS = plan.ORDER_MAX_SEQS   # longest_first: stage 1 ranked the sequences up to this many
+
+
+@cute.jit
+def longest_first(r: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor) -> Int32:
+    """The sequence of rank r: order[r], the longest-first ranking (equal lengths by index) that
+    stage 1's first CTA wrote (recompute_wu._rank_longest_first) for N <= ORDER_MAX_SEQS; beyond,
+    index order.  Blocks start roughly in index order, so a long sequence placed late in a batch
+    would start its chain in the last wave and end the call alone (plan.grid_spine_rs).  O(1) per
+    CTA at any N: no CTA scans cu_seqlens beyond the cap (a scan per CTA would make the call's cost
+    grow as N^2: docs/PERFORMANCE.md, many sequences)."""
+    N = cu_seqlens.shape[0] - 1
+    n = r
+    if N <= ORDER_MAX_SEQS:
+        # uniform for ptxas too (else every branch on n is divergent to it, and it serialises each
+        # wgmma behind them: C7520)
+        # (clamped: a spine launched on a workspace stage 1 never wrote stays inside cu_seqlens)
+        n = cute.arch.make_warp_uniform(cutlass.min(cutlass.max(order[r], Int32(0)), N - 1))
+    return n
+
+
+@cute.jit
+def await_ready(ready: cute.Tensor, c: Int32, hv: Int32, ready_from: Int32):
+    """Overlap plan: chunk slot c >= ready_from is produced by the recompute_wu launch running
+    beside this spine; spin (every lane: each reads the rows after its own acquire) until it has
+    published ready[c, hv] (recompute_wu._publish), then order this warp's TMA loads of the slot
+    (async proxy) after the acquire."""
+    if c >= ready_from:
+        flag = ready.iterator + cute.crd2idx((c, hv), ready.layout)
+        seen = cute.arch.load(flag, Int32, sem="acquire", scope="gpu")
+        while seen == 0:
+            seen = cute.arch.load(flag, Int32, sem="acquire", scope="gpu")
+        cute.arch.fence_proxy("async.global")
