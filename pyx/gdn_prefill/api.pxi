@@ -86,37 +86,60 @@ cdef bint _initial_flag(object x) except -1:
 # has_initial_state mask to bool.  One small elementwise kernel each on the call's stream: no host
 # sync, graph-capturable (the copies come from torch's caching allocator).  The values must fit
 # int32, which their own ranges already require (offsets <= T < 2^30, slots < P < 2^31).
-cdef list _conversions(const gdn_problem_t *p):
-    out = []
+cdef enum:
+    CONVERT_CU = 1          # _conversion_flags: int64 cu_seqlens
+    CONVERT_INDICES = 2     # int64 state_indices
+    CONVERT_MASK = 4        # an int32 / int64 has_initial_state mask
+
+
+cdef int _conversion_flags(const gdn_problem_t *p) noexcept nogil:
+    """CONVERT_* of the tensors a filled problem has in a dtype the kernels do not read: the one
+    rule prefill() converts by and explain() reports."""
+    cdef int f = 0
     if p.cu_seqlens.dtype == DTYPE_I64:
-        out.append("cu_seqlens: int64 -> int32")
+        f |= CONVERT_CU
     if p.state_indices.rank != 0 and p.state_indices.dtype == DTYPE_I64:
-        out.append("state_indices: int64 -> int32")
+        f |= CONVERT_INDICES
     if p.has_initial.rank != 0 and (p.has_initial.dtype == DTYPE_I64 or p.has_initial.dtype == GDN_DTYPE_I32):
+        f |= CONVERT_MASK
+    return f
+
+
+cdef list _conversions(gdn_problem_t *p):
+    """explain()'s view of the conversions: their descriptions, and p's dtypes set to those the
+    kernels will read (it reads no data)."""
+    cdef int f = _conversion_flags(p)
+    out = []
+    if f & CONVERT_CU:
+        out.append("cu_seqlens: int64 -> int32")
+        p.cu_seqlens.dtype = GDN_DTYPE_I32
+    if f & CONVERT_INDICES:
+        out.append("state_indices: int64 -> int32")
+        p.state_indices.dtype = GDN_DTYPE_I32
+    if f & CONVERT_MASK:
         out.append(f"has_initial_state: {_dtype_name(p.has_initial.dtype).decode()} -> bool (entry != 0)")
+        p.has_initial.dtype = GDN_DTYPE_BOOL
     return out
 
 
-cdef void _as_converted(gdn_problem_t *p) noexcept nogil:
-    """explain()'s view of the conversions: the dtypes the kernels will read (it reads no data)."""
-    if p.cu_seqlens.dtype == DTYPE_I64:
-        p.cu_seqlens.dtype = GDN_DTYPE_I32
-    if p.state_indices.rank != 0 and p.state_indices.dtype == DTYPE_I64:
-        p.state_indices.dtype = GDN_DTYPE_I32
-    if p.has_initial.rank != 0 and (p.has_initial.dtype == DTYPE_I64 or p.has_initial.dtype == GDN_DTYPE_I32):
-        p.has_initial.dtype = GDN_DTYPE_BOOL
+cdef object _alloc_stream(object stream, void *sp, int device):
+    """None when the call runs on torch's current stream; else that stream as a torch stream, to
+    allocate under: torch's caching allocator orders a block's reuse on the stream current at
+    allocation, so memory a call's kernels use is allocated under the call's stream."""
+    cdef void *cur = NULL
+    if stream is None:
+        return None
+    _stream_of(device, &cur)
+    if cur == sp:
+        return None
+    return stream if isinstance(stream, _torch.cuda.Stream) else _torch.cuda.ExternalStream(<uintptr_t>sp, device=device)
 
 
 cdef object _convert(object x, bint mask, object stream, void *sp, int device):
-    """x converted on the call's stream (mask: x != 0 as bool; else int32).  torch's caching
-    allocator orders the copy's reuse on the stream current at allocation, so with another `stream`
-    the copy is made under that stream (as _own_workspace)."""
-    cdef void *cur = NULL
-    if stream is not None:
-        _stream_of(device, &cur)
-    if stream is None or cur == sp:
+    """x converted on the call's stream (mask: x != 0 as bool; else int32)."""
+    s = _alloc_stream(stream, sp, device)
+    if s is None:
         return (x != 0) if mask else x.to(_torch.int32)
-    s = stream if isinstance(stream, _torch.cuda.Stream) else _torch.cuda.ExternalStream(<uintptr_t>sp, device=device)
     with _torch.cuda.stream(s):
         return (x != 0) if mask else x.to(_torch.int32)
 
@@ -277,12 +300,9 @@ cdef object _own_workspace(int64_t need, object stream, void *sp, int device):
     orders a block's reuse on the stream current at allocation; when `stream` names another one,
     the block is allocated under that stream, so no other stream's work gets the bytes before
     this call's kernels are done with them."""
-    cdef void *cur = NULL
-    if stream is not None:
-        _stream_of(device, &cur)
-    if stream is None or cur == sp:
+    s = _alloc_stream(stream, sp, device)
+    if s is None:
         return _torch.empty(max(need, 1), dtype=_torch.uint8, device=_torch.device("cuda", device))
-    s = stream if isinstance(stream, _torch.cuda.Stream) else _torch.cuda.ExternalStream(<uintptr_t>sp, device=device)
     with _torch.cuda.stream(s):
         return _torch.empty(max(need, 1), dtype=_torch.uint8, device=_torch.device("cuda", device))
 
@@ -316,7 +336,7 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     """
     cdef gdn_problem_t p
     cdef gdn_tensor_t ws
-    cdef int spine_code = 0, layout_code = 0, device
+    cdef int spine_code = 0, layout_code = 0, device, convert
     cdef void *sp = NULL
     if _torch is None:
         _torch_init()
@@ -328,14 +348,14 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
                     DEVICES_CUDA, &ws, workspace, checkpoints, checkpoint_every, initial_state, has_initial_state,
                     max_seqlen, checkpoint_pool)
-    if (p.cu_seqlens.dtype == DTYPE_I64 or p.state_indices.dtype == DTYPE_I64 or p.has_initial.dtype == DTYPE_I64
-            or p.has_initial.dtype == GDN_DTYPE_I32):
-        # the engines' int64 metadata or integer mask (_conversions): converted on the call's stream
-        if p.cu_seqlens.dtype == DTYPE_I64:
+    convert = _conversion_flags(&p)
+    if convert:
+        # the engines' int64 metadata or integer mask: converted on the call's stream
+        if convert & CONVERT_CU:
             cu_seqlens = _convert(cu_seqlens, False, stream, sp, device)
-        if p.state_indices.dtype == DTYPE_I64:
+        if convert & CONVERT_INDICES:
             state_indices = _convert(state_indices, False, stream, sp, device)
-        if p.has_initial.dtype == DTYPE_I64 or p.has_initial.dtype == GDN_DTYPE_I32:
+        if convert & CONVERT_MASK:
             has_initial_state = _convert(has_initial_state, True, stream, sp, device)
         device = _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
                         DEVICES_CUDA, &ws, workspace, checkpoints, checkpoint_every, initial_state, has_initial_state,
@@ -596,7 +616,6 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
            DEVICES_ONE if check_device else DEVICES_ANY, &ws, workspace, checkpoints, checkpoint_every,
            initial_state, has_initial_state, max_seqlen, checkpoint_pool)
     conversions = _conversions(&p)
-    _as_converted(&p)
     own_pool = p.checkpoint_pool.rank != 0
     pools = p.state.rank != 0 or p.initial_state.rank != 0 or own_pool
     # prefill()'s planning call, off the device (no device check; without check_device, the SM count

@@ -5,7 +5,7 @@
 # ----------------------------------------------------------------------------- guards
 cdef enum:
     DTYPE_I64 = 101         # int64 index tensors: no GDN_DTYPE_* (the kernels read int32); prefill()
-                            # converts them on the device (api.pxi _as_int32), the C entry refuses them
+                            # converts them on the device (api.pxi _convert), the C entry refuses them
 
 
 cdef const char *_dtype_name(int d) noexcept nogil:
@@ -249,23 +249,21 @@ cdef int _checkpoints_given(const gdn_problem_t *p, char *msg) noexcept nogil:
 cdef int _checkpoint_pool_apart(const gdn_problem_t *p, char *msg) noexcept nogil:
     """A checkpoint_pool of its own is an output: its slots distinct memory, sharing none with any
     other tensor of the call (the state pool itself is passed as state, or as the absent pool)."""
-    cdef const gdn_tensor_t *others[11]
-    cdef const char *names[11]
+    cdef const gdn_tensor_t *others[12]
+    cdef const char *names[12]
     cdef int i, rc
     if p.checkpoint_pool.rank == 0:
         return GDN_OK
     rc = _no_self_overlap(&p.checkpoint_pool, "checkpoint_pool", msg)
     if rc: return rc
     others[:] = [&p.q, &p.k, &p.v, &p.g, &p.beta, &p.out, &p.state, &p.cu_seqlens, &p.state_indices,
-                 &p.checkpoints, &p.initial_state]
+                 &p.checkpoints, &p.initial_state, &p.has_initial]
     names[:] = [b"q", b"k", b"v", b"g", b"beta", b"out", b"state", b"cu_seqlens", b"state_indices", b"checkpoints",
-                b"initial_state"]
-    for i in range(11):
+                b"initial_state", b"has_initial_state"]
+    for i in range(12):
         if others[i].rank != 0:
             rc = _no_overlap(&p.checkpoint_pool, "checkpoint_pool", others[i], names[i], msg)
             if rc: return rc
-    if p.has_initial.rank != 0:
-        return _no_overlap(&p.checkpoint_pool, "checkpoint_pool", &p.has_initial, "has_initial_state", msg)
     return GDN_OK
 
 
