@@ -101,6 +101,7 @@ def prefill(
     has_initial_state: bool | Tensor = True,
     max_seqlen: int | None = None,
     checkpoint_pool: Tensor | None = None,
+    batch_invariant: bool = False,
 ) -> _RanSpineName: ...
 def explain(
     q: Tensor,
@@ -126,4 +127,5 @@ def explain(
     max_seqlen: int | None = None,
     check_device: bool = True,
     checkpoint_pool: Tensor | None = None,
+    batch_invariant: bool = False,
 ) -> Plan: ...

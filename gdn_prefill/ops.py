@@ -8,7 +8,7 @@ and ``torch.export`` programs without a graph break:
     gdn_prefill.ops.prefill_op(q, k, v, g, beta, out, state, cu_seqlens=cu, state_layout="vk")
     # the op itself takes every argument (none has a default):
     torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu, None, "kv", None, False, "auto", None,
-                                  None, None, None, True, None, None, None)
+                                  None, None, None, True, None, None, None, False)
 
 Schema (what the compiler sees):
 
@@ -16,7 +16,8 @@ Schema (what the compiler sees):
         Tensor(a6!)? state, Tensor? cu_seqlens, Tensor? state_indices, str state_layout,
         float? scale, bool use_qk_l2norm, str spine, Tensor(a13!)? workspace,
         Tensor? checkpoints, SymInt? checkpoint_every, Tensor? initial_state, bool has_initial_state,
-        SymInt? max_seqlen, Tensor(a19!)? checkpoint_pool, Tensor? has_initial) -> ()
+        SymInt? max_seqlen, Tensor(a19!)? checkpoint_pool, Tensor? has_initial,
+        bool batch_invariant) -> ()
 
 The operator writes ``out`` and updates ``state`` (and scratch ``workspace``) in place (the
 checkpoints, when asked for, go into slots of ``checkpoint_pool``, or of ``state``) and
@@ -55,14 +56,16 @@ def _prefill(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Tens
              state_indices: Optional[Tensor], state_layout: str, scale: Optional[float],
              use_qk_l2norm: bool, spine: str, workspace: Optional[Tensor], checkpoints: Optional[Tensor],
              checkpoint_every: Optional[int], initial_state: Optional[Tensor], has_initial_state: bool,
-             max_seqlen: Optional[int], checkpoint_pool: Optional[Tensor], has_initial: Optional[Tensor]) -> None:
+             max_seqlen: Optional[int], checkpoint_pool: Optional[Tensor], has_initial: Optional[Tensor],
+             batch_invariant: bool) -> None:
     # No device_types restriction: CPU tensors reach prefill(), which names the argument
     # ("q: must be a CUDA tensor ...") instead of a dispatcher "no kernel for CPU" error.
     _ext.prefill(q, k, v, g, beta, out, state, cu_seqlens=cu_seqlens, state_indices=state_indices,
                  state_layout=state_layout, scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine,
                  workspace=workspace, checkpoints=checkpoints, checkpoint_every=checkpoint_every,
                  initial_state=initial_state, has_initial_state=has_initial if has_initial is not None
-                 else has_initial_state, max_seqlen=max_seqlen, checkpoint_pool=checkpoint_pool)
+                 else has_initial_state, max_seqlen=max_seqlen, checkpoint_pool=checkpoint_pool,
+                 batch_invariant=batch_invariant)
 
 
 def _concrete(x: Optional[Tensor]) -> bool:
@@ -116,7 +119,8 @@ def _prefill_fake(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out:
                   state_indices: Optional[Tensor], state_layout: str, scale: Optional[float],
                   use_qk_l2norm: bool, spine: str, workspace: Optional[Tensor], checkpoints: Optional[Tensor],
                   checkpoint_every: Optional[int], initial_state: Optional[Tensor], has_initial_state: bool,
-                  max_seqlen: Optional[int], checkpoint_pool: Optional[Tensor], has_initial: Optional[Tensor]) -> None:
+                  max_seqlen: Optional[int], checkpoint_pool: Optional[Tensor], has_initial: Optional[Tensor],
+                  batch_invariant: bool) -> None:
     tensors = (q, k, v, g, beta, out, state, cu_seqlens, state_indices, workspace, checkpoints, initial_state,
                checkpoint_pool, has_initial)
     # prefill()'s order: each tensor's kind (a sparse one has no strides to make a view of), then
@@ -144,7 +148,8 @@ def _prefill_fake(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out:
                      scale=scale, use_qk_l2norm=use_qk_l2norm, spine=spine, workspace=mw, checkpoints=mck,
                      checkpoint_every=checkpoint_every, initial_state=minit,
                      has_initial_state=mmask if mmask is not None else has_initial_state,
-                     max_seqlen=max_seqlen, check_device=False, checkpoint_pool=mpool)
+                     max_seqlen=max_seqlen, check_device=False, checkpoint_pool=mpool,
+                     batch_invariant=batch_invariant)
     return None
 
 
@@ -154,7 +159,8 @@ def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Te
                use_qk_l2norm: bool = False, spine: str = "auto", workspace: Optional[Tensor] = None,
                checkpoint_every: Optional[int] = None, checkpoints: Optional[Tensor] = None,
                initial_state: Optional[Tensor] = None, has_initial_state: bool | Tensor = True,
-               max_seqlen: Optional[int] = None, checkpoint_pool: Optional[Tensor] = None) -> None:
+               max_seqlen: Optional[int] = None, checkpoint_pool: Optional[Tensor] = None,
+               batch_invariant: bool = False) -> None:
     """``torch.ops.gdn_prefill.prefill`` with prefill()'s signature (no ``stream``: the
     current stream is used).  Writes ``out`` and updates ``state`` in place; returns None.
     Arguments of the wrong type raise GdnTypeError naming the argument (the operator's own
@@ -174,8 +180,9 @@ def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Te
             raise GdnTypeError(f"{name}: must be a str, got {type(opt).__qualname__}")
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float))):
         raise GdnTypeError(f"scale: must be a real number or None, got {type(scale).__qualname__}")
-    if not isinstance(use_qk_l2norm, bool):
-        raise GdnTypeError(f"use_qk_l2norm: must be a bool, got {type(use_qk_l2norm).__qualname__}")
+    for name, flag in (("use_qk_l2norm", use_qk_l2norm), ("batch_invariant", batch_invariant)):
+        if not isinstance(flag, bool):
+            raise GdnTypeError(f"{name}: must be a bool, got {type(flag).__qualname__}")
     mask = has_initial_state if isinstance(has_initial_state, Tensor) else None
     if mask is None and not isinstance(has_initial_state, bool):
         raise GdnTypeError(f"has_initial_state: must be a bool or a per-sequence tensor [N], "
@@ -186,4 +193,5 @@ def prefill_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Te
         raise GdnTypeError(f"max_seqlen: must be an int (tokens) or None, got {type(max_seqlen).__qualname__}")
     torch.ops.gdn_prefill.prefill(q, k, v, g, beta, out, state, cu_seqlens, state_indices, state_layout,
                                   scale, use_qk_l2norm, spine, workspace, checkpoints, checkpoint_every, initial_state,
-                                  True if mask is not None else has_initial_state, max_seqlen, checkpoint_pool, mask)
+                                  True if mask is not None else has_initial_state, max_seqlen, checkpoint_pool, mask,
+                                  batch_invariant)

@@ -289,6 +289,7 @@ def _option_mutations() -> list[Mutation]:
         _scalars("scale", ["0.1", [0.1], True, 1j, b"1", torch.tensor(0.1)],
                  [float("inf"), float("-inf"), float("nan"), 1e39], [0.0, -0.5, 1, np.float32(0.25), None])
         + _scalars("use_qk_l2norm", ["yes", 2, [True], None, 1.5, -1], [], [True, 1, 0, np.bool_(True)])
+        + _scalars("batch_invariant", ["yes", 2, [True], None, 1.5, -1], [], [True, 1, 0, np.bool_(True)])
         + _scalars("spine", [1, None, b"auto", ["auto"]], ["mma", "", "AUTO", "scalar "], ["scalar", "wgmma"])
         + _scalars("state_layout", [0, None, b"kv", ["kv"]], ["kvv", "KV", ""], ["vk"])
         + _scalars("stream", ["0", 1.5, [0], True, object()], [], [0, None])
@@ -473,7 +474,7 @@ def _call_prefill(fn, a: dict, **extra):
 
 
 def _op_args(a: dict) -> tuple:
-    """The raw op's 21 arguments (none has a default; a per-sequence has_initial_state is its
+    """The raw op's 22 arguments (none has a default; a per-sequence has_initial_state is its
     has_initial)."""
     h = a.get("has_initial_state", True)
     mask = h if isinstance(h, torch.Tensor) else None
@@ -481,7 +482,7 @@ def _op_args(a: dict) -> tuple:
             a.get("state_indices"), a.get("state_layout", "kv"), a.get("scale"), a.get("use_qk_l2norm", False),
             a.get("spine", "auto"), a.get("workspace"), a.get("checkpoints"), a.get("checkpoint_every"),
             a.get("initial_state"), True if mask is not None else h, a.get("max_seqlen"), a.get("checkpoint_pool"),
-            mask)
+            mask, a.get("batch_invariant", False))
 
 
 def _fakeable(a: dict) -> bool:

@@ -48,7 +48,8 @@ def test_op_registered_with_mutation_schema():
     names = [a.name for a in schema.arguments]
     assert names == ["q", "k", "v", "g", "beta", "out", "state", "cu_seqlens", "state_indices", "state_layout",
                      "scale", "use_qk_l2norm", "spine", "workspace", "checkpoints", "checkpoint_every", "initial_state",
-                     "has_initial_state", "max_seqlen", "checkpoint_pool", "has_initial"]
+                     "has_initial_state", "max_seqlen", "checkpoint_pool", "has_initial",
+                     "batch_invariant"]
     # prefill_op mirrors prefill()'s keyword arguments (less `stream`: the op uses the current one;
     # the op's has_initial is prefill_op's has_initial_state given as a tensor)
     import inspect
@@ -58,11 +59,11 @@ def test_op_registered_with_mutation_schema():
 
 
 def _all_args(args, state, kw):
-    """The op's 21 arguments in order: none has a default (see gdn_prefill/ops.py)."""
+    """The op's 22 arguments in order: none has a default (see gdn_prefill/ops.py)."""
     return (*args, state, kw.get("cu_seqlens"), kw.get("state_indices"), kw.get("state_layout", "kv"),
             kw.get("scale"), kw.get("use_qk_l2norm", False), kw.get("spine", "auto"), kw.get("workspace"),
             kw.get("checkpoints"), kw.get("checkpoint_every"), kw.get("initial_state"), kw.get("has_initial_state", True),
-            kw.get("max_seqlen"), kw.get("checkpoint_pool"), kw.get("has_initial"))
+            kw.get("max_seqlen"), kw.get("checkpoint_pool"), kw.get("has_initial"), kw.get("batch_invariant", False))
 
 
 @pytest.mark.parametrize("pool", [False, True], ids=["per_seq_state", "pool_vk"])

@@ -65,9 +65,12 @@ def test_signature_is_vllms():
     want = [("q", e), ("k", e), ("v", e), ("g", e), ("beta", e), ("initial_state", e), ("output_final_state", e),
             ("cu_seqlens", None), ("chunk_indices", None), ("chunk_offsets", None),
             ("use_qk_l2norm_in_kernel", True), ("core_attn_out", None), ("aiter_prefill_metadata", None)]
-    got = [(p.name, p.default) for p in inspect.signature(gv.chunk_gated_delta_rule).parameters.values()]
+    params = inspect.signature(gv.chunk_gated_delta_rule).parameters.values()
+    got = [(p.name, p.default) for p in params if p.kind != p.KEYWORD_ONLY]
     assert got == want
     assert tuple(n for n, _ in want) == gv.OP_PARAMETERS
+    # beyond vLLM's: batch_invariant, keyword-only (the op binds it), so vLLM's calls cannot reach it
+    assert [(p.name, p.default) for p in params if p.kind == p.KEYWORD_ONLY] == [("batch_invariant", False)]
 
 
 @pytest.mark.parametrize("pool_dtype", [torch.float32, torch.bfloat16])
@@ -87,7 +90,7 @@ def test_layer_call_reaches_prefill_packed_and_vk(recorded, pool_dtype):
     assert out.shape == (T, HV, D) and out.dtype == BF and o.shape == (1, T, HV, D) and o.data_ptr() == out.data_ptr()
     assert state is final and final.shape == (2, HV, D, D) and final.dtype == pool_dtype
     assert kw == dict(cu_seqlens=a["cu_seqlens"], state_layout="vk", use_qk_l2norm=False,
-                      initial_state=a["initial_state"], has_initial_state=True)
+                      initial_state=a["initial_state"], has_initial_state=True, batch_invariant=False)
     assert torch.equal(a["initial_state"], before)
 
 
@@ -213,6 +216,29 @@ def test_pool_call_reaches_prefill_in_place(recorded, spec_blocks):
     assert kw["state_indices"].is_contiguous() and kw["state_indices"].tolist() == [4, 2]
     assert kw["has_initial_state"] is mask and kw["cu_seqlens"] is a["cu_seqlens"]
     assert kw["state_layout"] == "vk" and kw["use_qk_l2norm"] is True and kw["max_seqlen"] == 56
+
+
+@pytest.mark.parametrize("switch, want", [(None, False), (False, False), (True, True)])
+def test_vllms_batch_invariant_switch_reaches_both_calls(recorded, monkeypatch, switch, want):
+    """VLLM_BATCH_INVARIANT, read through vllm.envs as vLLM 0.33 reads it (absent: off), and each
+    call's batch_invariant handed to prefill() as given."""
+    import types
+    envs = types.ModuleType("vllm.envs")
+    if switch is not None:
+        envs.VLLM_BATCH_INVARIANT = switch
+    pkg = types.ModuleType("vllm")
+    pkg.envs = envs
+    monkeypatch.setitem(sys.modules, "vllm", pkg)
+    monkeypatch.setitem(sys.modules, "vllm.envs", envs)
+    assert gv.vllm_batch_invariant() is want
+    a = layer_args()
+    gv.chunk_gated_delta_rule(**a, batch_invariant=want)
+    gv.prefill_pool(a["q"][0], a["k"][0], a["v"][0], a["g"][0], a["beta"][0], torch.empty(T, HV, D, dtype=BF),
+                    paged_pool(), cu_seqlens=a["cu_seqlens"], state_indices=torch.tensor([4, 2], dtype=torch.int32),
+                    has_initial_state=torch.tensor([True, True]), batch_invariant=want)
+    assert [kw["batch_invariant"] for _, kw in recorded] == [want, want]
+    assert all(e["plan"]["why"].startswith("batch_invariant=True") == want
+               for e in (gdn_prefill.explain(*args, **kw) for args, kw in recorded))
 
 
 def test_pool_call_takes_int64_metadata(recorded):

@@ -29,6 +29,8 @@ def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
             names.append("gdn:wgmma-overlap")
         if "wgmma" in spines and any(v.startswith("fused_prefill_") for v in gdn_prefill.compiled_variants()):
             names.append("gdn:wgmma-single")
+        if "wgmma" in spines and "spine_rs_o_kv" in gdn_prefill.compiled_variants():
+            names.append("gdn:invariant")
     except Exception:
         pass
     from importlib import import_module
@@ -66,7 +68,8 @@ def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, split: int = 0, 
               state_indices=None) -> str:
     """One gdn call of `impl` ("gdn:<spine>" -> prefill(spine=<spine>); "gdn:wgmma-4k" -> the
     unfused plan with the wgmma spine, "gdn:wgmma-overlap" -> the fused plan split at chunk slot
-    `split` (0: serial), "gdn:wgmma-single" -> the single plan, all through the stage hook);
+    `split` (0: serial), "gdn:wgmma-single" -> the single plan, all through the stage hook;
+    "gdn:invariant" -> prefill(batch_invariant=True));
     returns what ran.  max_seqlen: the longest sequence, as a serving engine passes it (the
     planner's segmented and single plans read it).  state_indices: the sequences' slots of a state
     pool (prefill() only)."""
@@ -89,6 +92,10 @@ def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, split: int = 0, 
         return spine
     if state_indices is not None and spine.startswith("wgmma-"):
         raise ValueError(f"gdn:{spine} runs through the stage hook, which takes no state pool")
+    if spine == "invariant":
+        gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, use_qk_l2norm=use_l2,
+                            workspace=ws, max_seqlen=max_seqlen, state_indices=state_indices, batch_invariant=True)
+        return spine
     return gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, spine=spine,
                                use_qk_l2norm=use_l2, workspace=ws, max_seqlen=max_seqlen,
                                state_indices=state_indices)

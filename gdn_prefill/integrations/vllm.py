@@ -40,6 +40,7 @@ file and line numbers of vLLM 0.33.0: docs/INTEGRATIONS.md.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import os
@@ -103,7 +104,8 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Ten
                            cu_seqlens: Optional[Tensor] = None, chunk_indices: Optional[Tensor] = None,
                            chunk_offsets: Optional[Tensor] = None, use_qk_l2norm_in_kernel: bool = True,
                            core_attn_out: Optional[Tensor] = None,
-                           aiter_prefill_metadata: object = None) -> tuple[Tensor, Optional[Tensor]]:
+                           aiter_prefill_metadata: object = None, *,
+                           batch_invariant: bool = False) -> tuple[Tensor, Optional[Tensor]]:
     """vLLM 0.33's ChunkGatedDeltaRule.forward (FLA's conventions), over prefill().
 
     q, k [B, T, Hk, 128], v [B, T, Hv, 128] bf16; g (log-space decay) and beta fp32 [B, T, Hv];
@@ -124,6 +126,7 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Ten
       a temporary otherwise);
     - chunk_indices, chunk_offsets (FLA's chunk tables) and aiter_prefill_metadata (ROCm's) are
       ignored: the kernels read cu_seqlens on the device and derive their own.
+    batch_invariant (not vLLM's parameter: the op binds it from VLLM_BATCH_INVARIANT) is prefill()'s.
     Errors (GdnError subclasses naming the argument) are raised before any launch.
     """
     import torch
@@ -158,7 +161,8 @@ def chunk_gated_delta_rule(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Ten
         state = torch.empty((N, Hv, V, k.shape[-1]), device=v.device,
                             dtype=torch.float32 if initial_state is None else initial_state.dtype)
     gdn_prefill.prefill(qp, kp, vp, gp, bp, out, state, cu_seqlens=cu, state_layout="vk", use_qk_l2norm=l2,
-                        initial_state=initial_state, has_initial_state=initial_state is not None)
+                        initial_state=initial_state, has_initial_state=initial_state is not None,
+                        batch_invariant=batch_invariant)
     return out.view(B, T, Hv, V), state
 
 
@@ -191,7 +195,8 @@ def _output_view(buf: Tensor, rows: int, Hv: int, V: int, dtype: Any) -> Tensor:
 # ----------------------------------------------------------------------------- the layer's call
 def prefill_pool(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: Tensor, ssm_state: Tensor, *,
                  cu_seqlens: Tensor, state_indices: Tensor, has_initial_state: Tensor,
-                 use_qk_l2norm: bool = True, max_seqlen: Optional[int] = None) -> None:
+                 use_qk_l2norm: bool = True, max_seqlen: Optional[int] = None,
+                 batch_invariant: bool = False) -> None:
     """A prefill batch of vLLM's GDN layer straight into its state pool, in place.
 
     q, k [T, Hk, 128], v [T, Hv, 128] bf16, g and beta fp32 [T, Hv] (vLLM's fused_post_conv_prep,
@@ -202,7 +207,7 @@ def prefill_pool(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: 
     prefill_state_indices) and has_initial_state [N] (bool: prefill_has_initial_state; a false
     entry starts that sequence from zero, its slot's old contents unread).  Sequence n reads and
     writes slot state_indices[n]; max_seqlen is a host bound on the longest sequence (prefill()'s
-    planning hint).
+    planning hint); batch_invariant is prefill()'s (the layer passes VLLM_BATCH_INVARIANT).
 
     vLLM's op route moves each sequence's state four more times (a gather of the slots, a
     fill of the fresh ones, a scatter of the final states, through a temporary) and copies the
@@ -215,7 +220,7 @@ def prefill_pool(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, out: 
         state_indices = state_indices.contiguous()
     gdn_prefill.prefill(q, k, v, g, beta, out, ssm_state, cu_seqlens=cu_seqlens, state_indices=state_indices,
                         state_layout="vk", use_qk_l2norm=use_qk_l2norm, has_initial_state=has_initial_state,
-                        max_seqlen=max_seqlen)
+                        max_seqlen=max_seqlen, batch_invariant=batch_invariant)
 
 
 # ----------------------------------------------------------------------------- whose kernels run
@@ -270,6 +275,13 @@ def decide(requested: str, why_not: Optional[tuple[type, str]]) -> bool:
     return True
 
 
+def vllm_batch_invariant() -> bool:
+    """vLLM's deterministic-serving switch (VLLM_BATCH_INVARIANT=1, read through vllm.envs as
+    vLLM 0.33 reads it): then every prefill of ours runs with batch_invariant=True."""
+    from vllm import envs
+    return bool(getattr(envs, "VLLM_BATCH_INVARIANT", False))
+
+
 # ----------------------------------------------------------------------------- vLLM's classes
 def _build_op_class() -> type:
     from vllm.config import get_current_vllm_config
@@ -295,7 +307,8 @@ def _build_op_class() -> type:
             from gdn_prefill import _ext  # noqa: F401  # a broken install fails here, not at the first prefill
             CustomOp.__init__(self)
             self.gdn_prefill_backend = BACKEND
-            self._forward_method = chunk_gated_delta_rule
+            self._forward_method = (functools.partial(chunk_gated_delta_rule, batch_invariant=True)
+                                    if vllm_batch_invariant() else chunk_gated_delta_rule)
             _log_once(logging.INFO, "gdn_prefill: vLLM's GDN prefill runs gdn_prefill's kernels (sm_90a)")
 
     GdnChunkGatedDeltaRule.__module__ = __name__
@@ -337,6 +350,7 @@ def _build_layer_class() -> type:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._gdn_pool_in_place = self.chunk_gated_delta_rule.gdn_prefill_backend == BACKEND
+            self._gdn_batch_invariant = vllm_batch_invariant()
 
         def _forward_core(self, mixed_qkv: Any, b: Any, a: Any, core_attn_out: Any) -> None:
             raw = qwen.get_forward_context().attn_metadata
@@ -368,7 +382,7 @@ def _build_layer_class() -> type:
                 head_v_dim=self.head_v_dim, apply_l2norm=False, output_g_exp=False)
             prefill_pool(q, k, v, g, beta, core_attn_out[d:n], ssm_state, cu_seqlens=md.prefill_query_start_loc,
                          state_indices=md.prefill_state_indices, has_initial_state=md.prefill_has_initial_state,
-                         use_qk_l2norm=True, max_seqlen=_max_seqlen(md))
+                         use_qk_l2norm=True, max_seqlen=_max_seqlen(md), batch_invariant=self._gdn_batch_invariant)
 
     GdnQwenGatedDeltaNetAttention.__module__ = __name__
     return GdnQwenGatedDeltaNetAttention

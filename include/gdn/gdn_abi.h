@@ -154,6 +154,9 @@ typedef struct {
  *   has_initial   [N] bool or uint8, any stride: 0 = sequence n starts from zero whatever
  *                 state_in says (state_in 3, 4); data NULL = no per-sequence mask
  *   zero_initial  1: every sequence starts from zero (`state`, when bound, is only written)
+ *   batch_invariant  1: each sequence's output and final state are the same bits in any batch: the
+ *                 planner runs the serial plan for every call (never the single or segmented plan,
+ *                 whose choice and rounding depend on the batch); 0: the rules
  *   state_in      where the initial state comes from, set by the launcher (callers leave it): 0 zeros
  *                 (no state, or zero_initial), 2 `initial_state` when bound, else 1 `state` (in place);
  *                 3 and 4: 1 and 2 for the sequences whose has_initial entry is nonzero, zeros for
@@ -214,6 +217,7 @@ typedef struct {
     gdn_tensor_t beta32;             /* the fused plans' workspace: beta in fp32 for the spine */
     gdn_tensor_t has_initial;        /* [N] per-sequence initial-state mask (state_in 3, 4)   */
     gdn_tensor_t checkpoint_pool;    /* the checkpoints' pool (the launcher binds state when absent) */
+    int32_t batch_invariant;         /* caller: 1 = every sequence's bits independent of its batch */
 } gdn_problem_t;
 
 #endif /* GDN_ABI_H */

@@ -310,7 +310,7 @@ cdef object _own_workspace(int64_t need, object stream, void *sp, int device):
 def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
             state_layout="kv", scale=None, use_qk_l2norm=False, spine="auto",
             stream=None, workspace=None, checkpoint_every=None, checkpoints=None, initial_state=None,
-            has_initial_state=True, max_seqlen=None, checkpoint_pool=None):
+            has_initial_state=True, max_seqlen=None, checkpoint_pool=None, batch_invariant=False):
     """Run the Gated DeltaNet chunked prefill; writes `out` and updates `state` in place.
 
     q, k [T, Hk, 128] and v, out [T, Hv, 128] bf16 (last dim contiguous, other strides
@@ -332,7 +332,9 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     written; has_initial_state=False, every sequence starts from zero; a device tensor [N] (bool,
     or integer: entry != 0), sequence n starts from zero where its entry is false.  max_seqlen (optional): the longest sequence's tokens, when the caller knows it on the
     host (serving engines do); with several sequences it lets the planner split long ones across
-    the SMs (explain()["plan"]).  Returns the name of the spine that ran.
+    the SMs (explain()["plan"]).  batch_invariant=True: each sequence's output and final state are the
+    same bits in any batch it is part of (every call runs the serial plan; explain()["plan"]["why"]).
+    Returns the name of the spine that ran.
     """
     cdef gdn_problem_t p
     cdef gdn_tensor_t ws
@@ -341,6 +343,7 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     if _torch is None:
         _torch_init()
     _codes(spine, state_layout, &spine_code, &layout_code)
+    invariant = _flag(batch_invariant, "batch_invariant")
     if stream is not None:      # its type, like every argument's, before the device rule
         sp = <void *><uintptr_t>_stream_handle(stream)
     if cu_seqlens is None:
@@ -362,6 +365,7 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
                         max_seqlen, checkpoint_pool)
     if stream is None:
         _stream_of(device, &sp)
+    p.batch_invariant = invariant
     return _run(&p, &ws, workspace, stream, device, sp, spine_code, layout_code, state_layout)
 
 
@@ -576,7 +580,8 @@ def _compose_maps(maps, states):
 def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices=None,
             state_layout="kv", scale=None, use_qk_l2norm=False, spine="auto",
             stream=None, workspace=None, checkpoint_every=None, checkpoints=None, initial_state=None,
-            has_initial_state=True, max_seqlen=None, check_device=True, checkpoint_pool=None):
+            has_initial_state=True, max_seqlen=None, check_device=True, checkpoint_pool=None,
+            batch_invariant=False):
     """The plan prefill() would run, without launching anything.
 
     Takes prefill's arguments and applies every rule prefill() applies that does not need the GPU
@@ -610,6 +615,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     if stream is not None:
         _stream_handle(stream)
     check_device = _flag(check_device, "check_device")
+    invariant = _flag(batch_invariant, "batch_invariant")
     if cu_seqlens is None:
         cu_seqlens = _whole_sequence(q, False)
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm,
@@ -620,6 +626,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     pools = p.state.rank != 0 or p.initial_state.rank != 0 or own_pool
     # prefill()'s planning call, off the device (no device check; without check_device, the SM count
     # of an H100 / H200), with its reasons
+    p.batch_invariant = invariant
     rc = _plan_call(&p, spine_code, layout_code, 0 if check_device else GDN_SM_COUNT, &_NO_FORCE, False, &plan,
                     &reasons, msg)
     if rc != GDN_OK:

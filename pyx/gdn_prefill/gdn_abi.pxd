@@ -109,6 +109,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         gdn_tensor_t beta32
         gdn_tensor_t has_initial
         gdn_tensor_t checkpoint_pool
+        int32_t batch_invariant
 
 cdef extern from "gdn/gdn_kernels.h" nogil:
     int gdn_num_variants()

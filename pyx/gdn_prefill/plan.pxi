@@ -221,6 +221,7 @@ cdef struct plan_t:
     int32_t seg_model_chunks    # the segment length segmented_ns prices (kept where the serial plan wins)
     int fused_rc            # the fused plans' guard (_fused_guard): GDN_OK, its status, -1 not reached
     int64_t workspace_bytes # the plan's workspace (_plan_workspace_bytes)
+    int invariant           # 1: planned under batch_invariant=True (_INVARIANT)
 
 
 cdef struct plan_reasons_t:
@@ -239,6 +240,7 @@ cdef struct plan_force_t:
     int rs_build            # RS_*: the serial plan's spine_rs_o build
     int64_t split           # 0: no overlap; > 0: the overlap plan split there
     int32_t seg_chunks      # 0: not segmented; > 0: the segmented plan with these segments
+    int invariant           # 1: the problem's batch_invariant (_INVARIANT)
 
 
 cdef plan_force_t _NO_FORCE
@@ -247,6 +249,18 @@ _NO_FORCE.fused = -1
 _NO_FORCE.rs_build = -1
 _NO_FORCE.split = -1
 _NO_FORCE.seg_chunks = -1
+_NO_FORCE.invariant = 0
+
+# batch_invariant (gdn_problem_t; prefill(batch_invariant=True)): a sequence's arithmetic must not depend on the rest of its batch, so
+# the plan may not either.  The single plan (stage 1 and the chain in one CTA) and the segmented plan
+# (a split that depends on the batch's shape) each round differently from the serial plan, so every
+# call runs the serial family: no single plan, no segments.  The spine_rs_o builds (solo, pair, dual)
+# and the overlap split compute the same bits (test_fused_spine_builds_agree_bit_for_bit), so their
+# rules stay; where the fused plans do not run, the unfused plan runs as it would.
+cdef plan_force_t _INVARIANT
+_INVARIANT = _NO_FORCE
+_INVARIANT.seg_chunks = 0
+_INVARIANT.invariant = 1
 
 
 cdef inline int64_t _cdiv(int64_t a, int64_t b) noexcept nogil:
@@ -356,7 +370,8 @@ cdef int _plan_call(gdn_problem_t *p, int spine, int state_layout, int sms, cons
     the first rule the problem breaks.  In order: validate (_validate); prepare the problem for the
     kernels in place (_derive: flags, logical views); on_device: the current device must be a
     Hopper; the spine (_choose); then the plan (_make_plan) for `sms` SMs (0: the current device's,
-    _sm_count).  force: the rules (&_NO_FORCE) or the hooks' forced choices.  reasons: NULL, or
+    _sm_count).  force: the rules (&_NO_FORCE) or the hooks' forced choices (the problem's
+    batch_invariant overrides both: _INVARIANT).  reasons: NULL, or
     what explain() shows (each spine's guard, and _make_plan's reasons).  Nothing here reads
     device memory, takes the GIL or launches."""
     cdef int chosen = 0, rc, s
@@ -378,6 +393,8 @@ cdef int _plan_call(gdn_problem_t *p, int spine, int state_layout, int sms, cons
     rc = _choose(p, spine, state_layout, &chosen, msg)
     if rc != GDN_OK:
         return rc
+    if p.batch_invariant:
+        force = &_INVARIANT
     return _make_plan(p, chosen, state_layout, sms if sms > 0 else _sm_count(), force, plan, reasons, msg)
 
 
@@ -413,6 +430,7 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
         fused_why, single_why, overlap_why = &reasons.fused[0], &reasons.single[0], &reasons.overlap[0]
     memset(plan, 0, sizeof(plan_t))
     plan.chosen = chosen
+    plan.invariant = force.invariant
     # the longest sequence: the call's tokens for one sequence; for several, the caller's max_seqlen
     # (the lengths are on the device), and without it no segmented plan (0)
     if N == 1:
@@ -488,6 +506,9 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
     cdef int64_t nseg
     if plan.kind == PLAN_SINGLE:
         snprintf(r.single, MSG_CAP, "runs")
+    elif plan.invariant:
+        snprintf(r.single, MSG_CAP, "batch_invariant=True: the serial plan runs instead (the single plan rounds "
+                 "differently%s)", " and its rule would apply here" if single_ok else "")
     elif single_ok:
         snprintf(r.single, MSG_CAP, "a forced plan runs instead")
     if plan.kind == PLAN_SINGLE or plan.kind == PLAN_SEGMENTED:
@@ -508,6 +529,10 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
                  <long long>plan.longest, <long long>nseg, <int>plan.seg_chunks,
                  <long long>(_segment_slots(T, N, plan.seg_chunks) * Hv * 2), plan.segmented_ns / 1000.0,
                  plan.serial_ns / 1000.0)
+    elif plan.invariant:
+        snprintf(r.why, MSG_CAP, "batch_invariant=True: the serial plan's arithmetic for a sequence is the same "
+                 "in any batch (its builds and the overlap split agree bit for bit); the single and segmented plans, "
+                 "which the rules choose by the batch's shape, round differently")
     elif plan.kind == PLAN_OVERLAP:
         snprintf(r.why, MSG_CAP, "opted in (GDN_PREFILL_OVERLAP=1) and its rule applies (\"overlap\")")
     elif plan.longest == 0:

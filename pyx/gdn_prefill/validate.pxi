@@ -306,6 +306,9 @@ cdef int _validate(const gdn_problem_t *p, int state_layout, char *msg) noexcept
             return GDN_ERR_ARGUMENT
     rc = _checkpoints_given(p, msg)
     if rc: return rc
+    if p.batch_invariant != 0 and p.batch_invariant != 1:
+        snprintf(msg, MSG_CAP, "batch_invariant: must be 0 or 1, got %d", <int>p.batch_invariant)
+        return GDN_ERR_ARGUMENT
     # dtypes
     rc = _dtype(&p.q, "q", GDN_DTYPE_BF16, 0, msg)
     if rc: return rc
