@@ -10,7 +10,7 @@ import subprocess
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DOCS = ["README.md"] + [os.path.join("docs", f) for f in ("API.md", "DESIGN.md", "PERFORMANCE.md")]
+DOCS = ["README.md"] + [os.path.join("docs", f) for f in ("API.md", "DESIGN.md", "PERFORMANCE.md", "BENCHMARKS.md")]
 
 CODE_SUFFIXES = (".py", ".pxi", ".pyx", ".pxd", ".h", ".sh", ".cu")
 # a device run, a range of them, a session or a numbered build, cited by number (examples below);
