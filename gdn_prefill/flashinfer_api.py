@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from . import _ext
 from ._ext import _check_tensor  # type: ignore[attr-defined]  # a private helper: no stub
-from .errors import GdnArgumentError, GdnDtypeError, GdnError, GdnShapeError, GdnTypeError
+from .errors import GdnArgumentError, GdnDeviceError, GdnDtypeError, GdnError, GdnShapeError, GdnTypeError
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -167,7 +167,8 @@ def _checkpoint_table(cu_starts: Tensor, buffers: Tensor, cu_seqlens: Tensor, ev
     if cu_starts.dtype not in (torch.int32, torch.int64):
         raise GdnDtypeError(f"checkpoint_cu_starts: dtype must be int32 or int64, got {cu_starts.dtype}")
     if cu_starts.device != device:
-        raise GdnArgumentError(f"checkpoint_cu_starts: on {cu_starts.device}, the other tensors on {device}")
+        raise GdnDeviceError(f"checkpoint_cu_starts: is on {cu_starts.device} but the other tensors are on {device}; "
+                             "all tensors must be on one device")
     if buffers.dim() != 4:
         raise GdnShapeError(f"state_checkpoints: must be [total, Hv, 128, 128], got {buffers.dim()} dims")
     J = max(1, min(int(buffers.shape[0]), T // every))
