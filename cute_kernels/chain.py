@@ -7,15 +7,14 @@ their operands and accumulators (both kernels' chains and spine_rs's map chain f
 acc_as_a_layout reads an accumulator in place as an A operand, issue issues one MMA's k-steps on
 a ring slot, y_t and vnew turn G1's and G1b's results into the next A operands with the chunk's
 coefficient table (table_row: one row of it), zero_tail zeroes a partial chunk's K and V rows,
-transposed_block is the state pool's (v, k) view of the warpgroup's columns, thread_ring makes a
-ring that feeds the chain, and staged_init / staged_signal / staged_wait hand each chunk's staged
-output to the store warp.
+transposed_block is the state pool's (v, k) view of the warpgroup's columns, and staged_init /
+staged_signal / staged_wait hand each chunk's staged output to the store warp (the rings that feed
+the chain: rings.py).
 """
 from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
@@ -27,25 +26,13 @@ CHUNK = plan.CHUNK                    # 64
 DK = plan.HEAD_DIM_K                  # 128
 VB = plan.RS_SPINE_VBLOCK             # 64 state columns per warpgroup: M of every MMA
 
-
-def thread_ring(slots: int, barriers, producers: int, consumers: int):
-    """A ring's full / empty barriers (full at barriers, empty after it) as a cutlass.pipeline
-    PipelineAsync in which every arrival is one thread's (a TMA's arrive-and-expect-tx counts as
-    one producer); a producer's first round finds its slots free (PipelineState's phase rule).
-    No CTA sync here (defer_sync): the kernel fences and syncs once, after all its barriers."""
-    return pipeline.PipelineAsync.create(
-        num_stages=slots, barrier_storage=barriers, defer_sync=True,
-        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, producers),
-        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers))
-
-
 STAGED_ARRIVALS = 4                   # a chain warpgroup's four warps
 
 
 def staged_init(barriers, count: int):
     """One thread: the `count` staged-output signals at `barriers` (staged_signal, staged_wait)."""
     for b in range(count):
-        cute.arch.mbarrier_init(barriers + b, STAGED_ARRIVALS)
+        cute.arch.mbarrier_init(barriers + b, STAGED_ARRIVALS)    # one-way: the slot's ring frees the slot
 
 
 @cute.jit
@@ -57,13 +44,13 @@ def staged_signal(barriers, stage: Int32, lane: Int32):
     cute.arch.fence_proxy("async.shared", space="cta")
     cute.arch.sync_warp()
     if lane == 0:
-        cute.arch.mbarrier_arrive(barriers + stage)
+        cute.arch.mbarrier_arrive(barriers + stage)     # one-way, not a ring: the store warp only waits on it
 
 
 def staged_wait(barriers, stage: Int32, phase: Int32):
     """The store warp: the four chain warps of signal `stage` have staged their rows (its `phase`:
     the slot's pass over the ring, mod 2)."""
-    cute.arch.mbarrier_wait(barriers + stage, phase)
+    cute.arch.mbarrier_wait(barriers + stage, phase)    # one-way, not a ring: nobody waits for a release
 
 
 def can_implement(K: int, V: int, Hk: int, Hv: int, qkv_aligned16: bool) -> tuple[bool, str]:

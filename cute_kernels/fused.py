@@ -36,8 +36,8 @@ of 128 per thread to the chains (192 / 104 / 24):
   gate ring and write the chains' table.
 - STORE (warp 15): the output's TMA stores of full chunks.
 
-Two rings (cutlass.pipeline PipelineAsync, as the gate ring), because K and q live longer than
-the rest:
+Two rings (cute_kernels/rings.py: KQ a PipelineTmaAsync, TMA its only producer; VT a PipelineAsync,
+as the gate ring), because K and q live longer than the rest:
 - KQ (KQ_SLOTS): K, q (TMA) and P (the role) of chunk i.  The role reads K, q in chunk i, the
   chains K, q, P in theirs.  full: the TMA bytes; empty: the role, the norm warps, the chains
   (at the end of their chunk i).
@@ -66,7 +66,7 @@ from cutlass import BFloat16, Boolean, Float32, Int32
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-from cute_kernels import bf16_sumsq, chain, intra_chunk, inverse_f16, pdl, state_pool, tma
+from cute_kernels import bf16_sumsq, chain, intra_chunk, inverse_f16, pdl, rings, state_pool, tma
 from cute_kernels import spine_rs as rs, spine_wgmma as sw
 from cute_kernels.gates import gate_cumsum, gate_rows
 from gdn_prefill import plan
@@ -111,16 +111,6 @@ class Bar(enum.IntEnum):
     OSTAGED = VT_EMPTY + VT_SLOTS         # [(c % VT_SLOTS) CHAINS + wg]: chunk c's output of chain wg
     GATES = OSTAGED + VT_SLOTS * CHAINS   # the gate ring's full / empty (cutlass.pipeline)
     COUNT = GATES + 2 * VT_SLOTS
-
-
-def _state(slots: int, producer: bool):
-    return pipeline.make_pipeline_state(
-        pipeline.PipelineUserType.Producer if producer else pipeline.PipelineUserType.Consumer, slots)
-
-
-def _state_at(slots: int, c: Int32, producer: bool):
-    """The ring state of chunk c: _state(slots, producer) advanced c times."""
-    return pipeline.PipelineState(slots, c, c % slots, ((c // slots) % 2) ^ (1 if producer else 0))
 
 
 class FusedPrefill:
@@ -256,9 +246,10 @@ class FusedPrefill:
         if tidx < 2 * intra_chunk.BLK:       # the role's identity row (IntraChunk.inverse's sEye)
             storage.eye.get_tensor(cute.make_layout(2 * intra_chunk.BLK))[tidx] = cutlass.select_(
                 tidx == intra_chunk.BLK - 1, Float32(1.0), Float32(0.0))
-        # the KQ and VT rings (chain.thread_ring; the gate ring's create below fences and syncs the CTA)
-        kq = chain.thread_ring(KQ_SLOTS, bars + Bar.KQ_FULL, 1, self.KQ_EMPTY_ARRIVALS)
-        vt = chain.thread_ring(VT_SLOTS, bars + Bar.VT_FULL, self.VT_FULL_ARRIVALS, self.VT_EMPTY_ARRIVALS)
+        # the KQ and VT rings (rings.tma_ring, rings.thread_ring; the gate ring's create below fences and
+        # syncs the CTA)
+        kq = rings.tma_ring(KQ_SLOTS, bars + Bar.KQ_FULL, self.kq_bytes, self.KQ_EMPTY_ARRIVALS)
+        vt = rings.thread_ring(VT_SLOTS, bars + Bar.VT_FULL, self.VT_FULL_ARRIVALS, self.VT_EMPTY_ARRIVALS)
         if tidx == 0:
             chain.staged_init(bars + Bar.OSTAGED, VT_SLOTS * CHAINS)
         sOrder = storage.order.get_tensor(cute.make_layout(4))
@@ -367,23 +358,18 @@ class FusedPrefill:
         mK_h = mK[None, None, hk]
         mQ_h = mQ[None, None, hk]
         mV_h = mV[None, None, hv]
-        ks = _state(KQ_SLOTS, True)
-        vs = _state(VT_SLOTS, True)
+        ks = rings.state(KQ_SLOTS, True)
+        vs = rings.state(VT_SLOTS, True)
         for i in cutlass.range(nch, unroll=1):
             t0 = bos + i * C
             sa = ks.index
             kq.producer_acquire(ks)
             bar = kq.producer_get_barrier(ks)
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(bar, self.kq_bytes)
             tma.load(tma_k, tma.gmem_tile(mK_h, (t0, 0), (C, DK)), t["sKk"][None, None, sa], bar, Int32(0), 1)
             tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (C, DK)), t["sQ"][None, None, sa], bar, Int32(0), 1)
             ks.advance()
             sb = vs.index
-            vt.producer_acquire(vs)
-            bar = vt.producer_get_barrier(vs)
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(bar, self.v_bytes)
+            bar = rings.tma_acquire(vt, vs, self.v_bytes)
             for wg in cutlass.range_constexpr(CHAINS):
                 tma.load(tma_v, tma.gmem_tile(mV_h, (t0, wg * VB), (C, VB)), t["sV"][None, None, sb * CHAINS + wg],
                          bar, Int32(0), 1)
@@ -413,8 +399,8 @@ class FusedPrefill:
         for i in cutlass.range(nch, unroll=1):
             # the rings' states and the lane formed per chunk (inverse_f16.opaque): held across
             # the loop, they spill in the fp8-pool builds' 24 registers
-            ks = _state_at(KQ_SLOTS, i, False)
-            vs = _state_at(VT_SLOTS, i, True)
+            ks = rings.state_at(KQ_SLOTS, i, False)
+            vs = rings.state_at(VT_SLOTS, i, True)
             lane = inverse_f16.opaque(ntid) & 31
             th = cp.get_slice(lane)
             t0 = bos + i * C
@@ -487,7 +473,7 @@ class FusedPrefill:
         not hold the row addresses of its thread stores."""
         lane = cute.arch.lane_idx()
         mO_h = mO[None, None, hv]
-        vs = _state(VT_SLOTS, False)
+        vs = rings.state(VT_SLOTS, False)
         for c in cutlass.range(nch, unroll=1):
             t0 = bos + c * C
             L = cutlass.min(eos - t0, C)
@@ -526,8 +512,8 @@ class FusedPrefill:
         # A -> its fp16 matrix (inverse_f16's padded rows) by stmatrix
         st_a = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4),
                                                          cutlass.Float16), mma).get_slice(ltid)
-        ks = _state(KQ_SLOTS, False)
-        vs = _state(VT_SLOTS, True)
+        ks = rings.state(KQ_SLOTS, False)
+        vs = rings.state(VT_SLOTS, True)
         for i in cutlass.range(nch, unroll=1):
             sa = ks.index
             sb = vs.index
@@ -646,8 +632,8 @@ class FusedPrefill:
         if wg == 1:
             self._pass(wg)              # chain 0 issues first
         seg = state_pool.segment_chunks(nch, checkpoint_chunks)
-        ks = _state(KQ_SLOTS, False)
-        vs = _state(VT_SLOTS, False)
+        ks = rings.state(KQ_SLOTS, False)
+        vs = rings.state(VT_SLOTS, False)
         for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
             i_end = cutlass.min((sg + 1) * seg, nch)
             for i in cutlass.range(sg * seg, i_end, unroll=1):

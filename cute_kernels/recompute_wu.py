@@ -108,7 +108,7 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-from cute_kernels import bf16_sumsq, fake, fastexp, mma_tf32, pdl, tma, wgmma_acc
+from cute_kernels import bf16_sumsq, fake, fastexp, mma_tf32, pdl, rings, tma, wgmma_acc
 from cute_kernels.gates import gate_cumsum, gate_rows
 from cute_kernels.slots import chunk_of_slot
 from gdn_prefill import plan
@@ -442,11 +442,10 @@ class RecomputeWU:
             sRq = storage.rq.get_tensor(cute.make_layout(C))
         mbar = None
         if cutlass.const_expr(self.aligned):
-            # one load, one phase: not a ring (the CTA owns one chunk)
             mbar = storage.mbar.data_ptr()
             if tidx == 0:
-                cute.arch.mbarrier_init(mbar, 1)
-                cute.arch.mbarrier_init_fence()
+                cute.arch.mbarrier_init(mbar, 1)    # not a ring: one chunk per CTA, one load, one phase
+                cute.arch.mbarrier_init_fence()     # (a ring's publish would sync the CTA here, tiles does)
         return _Smem(storage, sKV, sRC, sKK, sT2, sA, sA4, sA2, sX, sG, sB, sE, sR, sQK, sRq, mbar)
 
     # ------------------------------------------------------------------ phase 1
@@ -463,9 +462,7 @@ class RecomputeWU:
         need_q = Int32(1) if cutlass.const_expr(self.with_pqk) else use_qk_l2norm
         cute.arch.sync_threads()
         if th.warp == Warp.LEAD:
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(
-                    s.mbar, cutlass.select_(need_q != 0, Int32(2 * C * DK * 2), Int32(C * DK * 2)))
+            rings.arm(s.mbar, cutlass.select_(need_q != 0, Int32(2 * C * DK * 2), Int32(C * DK * 2)))
             tma.load(tma_kl, tma.gmem_tile(mKl[None, None, ch.hk], (ch.t0, 0), (C, DK)), s.kk[None, None, 0],
                      s.mbar, Int32(0), 1)
             if need_q != 0:
@@ -510,7 +507,7 @@ class RecomputeWU:
         lane, warp, t0, L, hv, hk = th.lane, th.warp, ch.t0, ch.L, ch.hv, ch.hk
         if cutlass.const_expr(self.aligned):
             tLc, tLk, tLq = tl
-            cute.arch.mbarrier_wait(s.mbar, 0)
+            cute.arch.mbarrier_wait(s.mbar, 0)     # not a ring: the tiles' one phase, never released
             if L < C:
                 zero8 = cute.make_rmem_tensor_like(tLk[(None, 0, 0)], BFloat16)
                 zero8.fill(0.0)

@@ -84,7 +84,6 @@ import cuda.bindings.driver as cuda
 
 import cutlass
 import cutlass.cute as cute
-import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import cpasync, warpgroup
@@ -92,7 +91,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from gdn_prefill import plan
 
-from cute_kernels import chain, handoff, pdl, slots, spine_wgmma as sw, state_pool, tma
+from cute_kernels import chain, handoff, pdl, rings, slots, spine_wgmma as sw, state_pool, tma
 
 CHUNK = sw.CHUNK                      # 64
 DK = sw.DK                            # 128
@@ -390,16 +389,11 @@ class SpineRS:
             for t in (tma_t, tma_v, tma_k, tma_o, tma_q, tma_pq):
                 cpasync.prefetch_descriptor(t)
         # full: the TMA bytes' arrive + the 32 table writers; empty: empty_arrivals
-        ring = chain.thread_ring(NSLOT, full_bar, 1 + 32, self.empty_arrivals(active, self.role != Role.MAPS))
+        ring = rings.thread_ring(NSLOT, full_bar, 1 + 32, self.empty_arrivals(active, self.role != Role.MAPS))
         if tidx == 0:
             chain.staged_init(ostaged_bar, NSLOT * self.nwg)         # V stage s nwg + wg of slot s
-        cute.arch.mbarrier_init_fence()
-        if cutlass.const_expr(self.cz > 1):
-            # every CTA of the cluster has initialised its barriers before a peer multicasts or arrives
-            cute.arch.cluster_arrive_relaxed()
-            cute.arch.cluster_wait()
-        else:
-            cute.arch.sync_threads()
+        # every CTA (of the cluster) has initialised its barriers before a peer multicasts or arrives
+        rings.publish(self.cz)
 
         run, slot = state_pool.pool_slot(n, state_indices, use_state_indices)      # padding entries skip
         if work == 0:
@@ -479,20 +473,16 @@ class SpineRS:
             handoff.await_ready(ready, slot0, hv, ready_from)
             gl, ga, ka, qa, ba, gb, kb, qb, bb = _row_data(gcum, rk, rq, beta32, hv, bos, eos, lane,
                                                            ga, ka, qa, ba, gb, kb, qb, bb)
-        st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, NSLOT)
+        st = rings.state(NSLOT, True)
         for i in cutlass.range(nch, unroll=1):
             s = st.index
             t0 = bos + i * CHUNK
             L = cutlass.min(eos - t0, CHUNK)
-            ring.producer_acquire(st)
-            bar = ring.producer_get_barrier(st)
-            if cutlass.const_expr(self.role == Role.MAPS):
-                with cute.arch.elect_one():
-                    cute.arch.mbarrier_arrive_and_expect_tx(
-                        bar, _T_BYTES + _K_BYTES + cutlass.select_(map_ == Map.B, active * _V_BYTES, 0))
+            if cutlass.const_expr(self.role == Role.MAPS):      # no q or P tile; V for a B chain only
+                bar = rings.tma_acquire(ring, st, lambda: _T_BYTES + _K_BYTES + cutlass.select_(
+                    map_ == Map.B, active * _V_BYTES, 0))
             else:
-                with cute.arch.elect_one():
-                    cute.arch.mbarrier_arrive_and_expect_tx(bar, _TMA_BYTES + (active - 1) * _V_BYTES)
+                bar = rings.tma_acquire(ring, st, lambda: _TMA_BYTES + (active - 1) * _V_BYTES)
             # Tu, K, q, P are the same for both CTAs of a head (pair build: each loads 1/cz, multicast)
             tma.load(tma_t, tma.gmem_tile(mT_h, (t0, 0), (CHUNK, CHUNK)), sT[None, None, s], bar, rank, self.cz)
             if cutlass.const_expr(self.role == Role.MAPS):
@@ -552,7 +542,7 @@ class SpineRS:
         cp_v = tma.rows_copy(VB, 32)
         thr_v = cp_v.get_slice(lane)
         tOC = thr_v.partition_S(cute.make_identity_tensor((CHUNK, VB)))
-        ss = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, NSLOT)
+        ss = rings.state(NSLOT, False)
         if lane == 0:
             ring.consumer_release(ss)
         ss.advance()
@@ -617,7 +607,7 @@ class SpineRS:
         # the loop, a checkpoint store's code slows the chain even where none is taken:
         # docs/PERFORMANCE.md, serving features)
         seg = state_pool.segment_chunks(nch, checkpoint_chunks)
-        cs = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, NSLOT)
+        cs = rings.state(NSLOT, False)
         prev = cs.clone()
         for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
             i_end = cutlass.min((sg + 1) * seg, nch)
@@ -680,7 +670,7 @@ class SpineRS:
             rO.store(accY_cv.load().to(BFloat16))
             # staged in slot nch % NSLOT's V region, free once chunk nch - NSLOT's slot is released (its
             # output read by the store warp): the wait the loader would make for a chunk nch
-            ring.producer_acquire(pipeline.PipelineState(NSLOT, cs.count, cs.index, cs.phase ^ 1))
+            ring.producer_acquire(rings.as_producer(cs))
             self.epilogue(nch - 1, ltid, wg, ring, prev, ostaged_bar, rO, st_o, sV_vj, cs.index * self.nwg + wg)
         if has_state != 0 and last != 0:
             state_pool.store(accSt, tScS, gSt)
@@ -711,7 +701,7 @@ class SpineRS:
         else:
             accSt.fill(0.0)
         mma_s.set(warpgroup.Field.ACCUMULATE, True)
-        cs = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, NSLOT)
+        cs = rings.state(NSLOT, False)
         for i in cutlass.range(nch, unroll=1):
             s = cs.index
             L = cutlass.min(eos - (bos + i * CHUNK), CHUNK)

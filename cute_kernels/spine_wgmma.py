@@ -79,7 +79,6 @@ import cuda.bindings.driver as cuda
 
 import cutlass
 import cutlass.cute as cute
-import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
@@ -87,7 +86,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 from gdn_prefill import plan
 
-from cute_kernels import fake, pdl, slots, state_pool, tma
+from cute_kernels import fake, pdl, rings, slots, state_pool, tma
 
 CHUNK = plan.CHUNK                    # 64 tokens per chunk
 DK = plan.HEAD_DIM_K                  # 128
@@ -380,10 +379,7 @@ class SpineWgmma:
         # the W/K ring (full: the TMA bytes and the latency build's row-data lanes; empty: one arrival
         # per CTA of the cluster; without a cluster the CTA barrier A releases a stage, and the empty
         # barriers stay unused)
-        ring = pipeline.PipelineAsync.create(
-            num_stages=self.ns, barrier_storage=storage.full.data_ptr(), defer_sync=True,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, _full_arrivals(num_wg)),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, cz))
+        ring = rings.thread_ring(self.ns, storage.full.data_ptr(), _full_arrivals(num_wg), cz)
         sW = storage.sW.get_tensor(lay_w.outer, swizzle=lay_w.inner)
         sK = storage.sK.get_tensor(lay_k.outer, swizzle=lay_k.inner)
         sU = storage.sU.get_tensor(lay_u.outer, swizzle=lay_u.inner)
@@ -407,13 +403,8 @@ class SpineWgmma:
             cpasync.prefetch_descriptor(tma_k)
             cpasync.prefetch_descriptor(tma_vn)
             cpasync.prefetch_descriptor(tma_h)
-        cute.arch.mbarrier_init_fence()
-        if cutlass.const_expr(cz > 1):
-            # every CTA of the cluster has initialised its barriers before a peer multicasts or arrives
-            cute.arch.cluster_arrive_relaxed()
-            cute.arch.cluster_wait()
-        else:
-            cute.arch.sync_threads()
+        # every CTA (of the cluster) has initialised its barriers before a peer multicasts or arrives
+        rings.publish(cz)
 
         # ---- which sequence / slot; PADDING: state_indices[n] == -1 skips everything
         run, slot = state_pool.pool_slot(n, state_indices, use_state_indices)
@@ -524,7 +515,7 @@ class SpineWgmma:
         if warp_idx == Warp.LOAD:
             for p in cutlass.range_constexpr(ns - 1):
                 if p < nch:
-                    self.issue_loads(ld, t, ring, _chunk_state(Int32(p), ns, True), bos + p * CHUNK, sq,
+                    self.issue_loads(ld, t, ring, rings.state_at(ns, Int32(p), True), bos + p * CHUNK, sq,
                                      Int32(p), (eos - bos) // CHUNK, checkpoints, checkpoint_chunks)
         # throughput build: per-row data of the NEXT chunk to run, loaded one chunk ahead (off the
         # dependency chain): g_last of the chunk, and gcum_j, rk_j of this thread's rows row_a, row_b
@@ -583,7 +574,7 @@ class SpineWgmma:
                         i, nch, eos, t0, c, hv, vblk, store_warp, wg, row_a, row_b, tma_h, mH, t.sS_kv,
                         gcum, rk, nx_glast, nx_ga, nx_ra, nx_gb, nx_rb)
 
-                ring.consumer_wait(_chunk_state(i, ns, False))
+                ring.consumer_wait(rings.state_at(ns, i, False))
                 self.mma1(f, mma1, t, L, ltid, wg, stage)
                 self.refill(i, sq, warp_idx, ld, t, ring, checkpoints, checkpoint_chunks)
                 if cutlass.const_expr(rows_smem):
@@ -623,7 +614,7 @@ class SpineWgmma:
         if tidx == 0:
             if i > 0:
                 for r in cutlass.range_constexpr(self.cz):
-                    ring.sync_object_empty.arrive(_chunk_state(i - 1, self.ns, False).index, r)
+                    ring.sync_object_empty.arrive(rings.state_at(self.ns, i - 1, False).index, r)
 
     @cute.jit
     def mma1(self, f: _Frag, mma1: cute.TiledMma, t: _Tiles, L: Int32, ltid: Int32, wg: Int32, stage: Int32):
@@ -710,7 +701,7 @@ class SpineWgmma:
         if warp_idx == Warp.LOAD:
             nxt = i + (ns - 1)
             if nxt < sq.nch:
-                st = _chunk_state(nxt, ns, True)
+                st = rings.state_at(ns, nxt, True)
                 if cutlass.const_expr(self.cz > 1):
                     if nxt >= ns:     # the stage's previous chunk released by every CTA
                         ring.producer_acquire(st)
@@ -730,8 +721,7 @@ class SpineWgmma:
         num_wg, cz = self.num_wg, self.cz
         stage = st.index
         bar = ring.producer_get_barrier(st)
-        with cute.arch.elect_one():
-            cute.arch.mbarrier_arrive_and_expect_tx(bar, _tma_bytes_per_stage(num_wg))
+        rings.arm(bar, _tma_bytes_per_stage(num_wg))
         tma.load(ld.tma_w, tma.gmem_tile(ld.mW_h, (t0, 0), (CHUNK, DK)), t.sW[None, None, stage], bar, sq.rank, cz)
         for g in cutlass.range_constexpr(num_wg):
             tma.load(ld.tma_u, tma.gmem_tile(ld.mU_h, (t0, sq.cta_col0 + g * VB), (CHUNK, VB)),
@@ -782,13 +772,6 @@ def spine_wgmma_kernel(
         tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn, gcum, rk, cu_seqlens, state, state_indices, vnew,
         has_state, use_state_indices, hv_per_hk, checkpoints, checkpoint_chunks, initial_state, state_in,
         has_initial, checkpoint_pool)
-
-
-def _chunk_state(i, ns: int, producer: bool):
-    """The ring's PipelineState of chunk i (stage i % ns): a consumer waits for phase (i // ns) % 2
-    of the stage's full barrier, the producer for the release of chunk i - ns (its first round
-    passes: parity 1 of a fresh barrier)."""
-    return pipeline.PipelineState(ns, i, i % ns, (i // ns + (1 if producer else 0)) % 2)
 
 
 @cute.jit
@@ -842,7 +825,7 @@ def _issue_rows(gcum: cute.Tensor, rk: cute.Tensor, sRow: cute.Tensor, hv: Int32
         if j < L:
             cute.copy(atom, cute.local_tile(gG, (1,), (t0 + j,)), cute.local_tile(sRow[None, 0, stage], (1,), (j,)))
             cute.copy(atom, cute.local_tile(gR, (1,), (t0 + j,)), cute.local_tile(sRow[None, 1, stage], (1,), (j,)))
-    cute.arch.cp_async_mbarrier_arrive_noinc(bar)
+    cute.arch.cp_async_mbarrier_arrive_noinc(bar)   # the ring's second producer: cp.async, not a thread's arrive
 
 
 @cute.jit
