@@ -1,5 +1,5 @@
-"""The register-state chain's building blocks, shared by spine_rs (its chunk loop) and the fused
-kernel (cute_kernels/fused.py, whose chain warpgroups run the same loop on two rings).
+"""The register-state chain's building blocks, shared by spine_rs (its chunk loop) and the single
+plan's kernel (cute_kernels/single.py, whose chain warpgroups run the same loop on two rings).
 
 One consumer warpgroup carries S^T for 64 state columns (VB) in its accumulators; per chunk it
 issues G1, G1b, G2, G3, G4 (spine_rs's module docstring): tiled_mmas makes their MMAs, Fragments
@@ -20,11 +20,11 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
 from cute_kernels import bf16_sumsq, wgmma_acc
-from gdn_prefill import plan
+from gdn_prefill import grids
 
-CHUNK = plan.CHUNK                    # 64
-DK = plan.HEAD_DIM_K                  # 128
-VB = plan.RS_SPINE_VBLOCK             # 64 state columns per warpgroup: M of every MMA
+CHUNK = grids.CHUNK                   # 64
+DK = grids.HEAD_DIM_K                 # 128
+VB = grids.RS_SPINE_VBLOCK            # 64 state columns per warpgroup: M of every MMA
 
 STAGED_ARRIVALS = 4                   # a chain warpgroup's four warps
 
@@ -54,9 +54,9 @@ def staged_wait(barriers, stage: Int32, phase: Int32):
 
 
 def can_implement(K: int, V: int, Hk: int, Hv: int, qkv_aligned16: bool) -> tuple[bool, str]:
-    """What a kernel built on this chain accepts (spine_rs's and fused.py's can_implement): K = V = 128,
+    """What a kernel built on this chain accepts (spine_rs's and single.py's can_implement): K = V = 128,
     Hv a multiple of Hk, and q, k, v, out TMA-readable; the reason where it does not."""
-    if K != DK or V != plan.HEAD_DIM_V:
+    if K != DK or V != grids.HEAD_DIM_V:
         return False, f"head dims must be {DK} (got K={K}, V={V})"
     if Hk <= 0 or Hv % Hk != 0:
         return False, f"Hv ({Hv}) must be a multiple of Hk ({Hk})"
@@ -224,7 +224,7 @@ def zero_tail(sK, sV_vj, L: Int32, ltid: Int32, wg, active, s: Int32, nwg: cutla
     ... (the tile is every active warpgroup's); and this warpgroup's V rows (another sequence's),
     column ltid % 64, rows L + ltid // 64, + 2, ...: with Z's columns there 0 (K rows) and a_j = 0
     (the table), Y^T's columns j >= L are then exactly 0 without a select per element.  vs: the
-    V tile's slot where it is not s (the fused kernel's rings); bar: the named barrier of the
+    V tile's slot where it is not s (the single kernel's rings); bar: the named barrier of the
     consumer warpgroups (128 active threads)."""
     for j in cutlass.range(L + wg, CHUNK, active, unroll=1):
         sK[ltid, j, s] = BFloat16(0.0)

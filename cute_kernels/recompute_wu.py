@@ -53,7 +53,7 @@ operand) and folds
 (the exp shared with A), rounds P to bf16 (as fwd_o rounds its P), stages it with stmatrix in the
 Tw slot once both warpgroups' Q K^T have read the q tile there (one more CTA barrier) and stores
 rows i < L to pqk[t0 + i, hv, :] right after the phase-2 barrier.  The kernel then ends after 3.4
-with Tu alone (rows i < L -> tu[t0 + i, hv, :]; no Tw, no V load, no phase 4): the fused spine
+with Tu alone (rows i < L -> tu[t0 + i, hv, :]; no Tw, no V load, no phase 4): the register-state spine
 forms Vnew = Tu (V - diag(exp(gcum) rk) K S) itself (spine_rs.py), so stage 1 stores 8 KB per
 chunk and head instead of 32.
 
@@ -79,9 +79,9 @@ swizzle) followed by A / Tm (fp32, 64 rows of stride 68), whose first 16 KB beco
 (/ rq) vectors; the TMA loads' mbarrier (aligned builds only).
 
 Sequence order and launch range: block 0 of the launch that starts at slot 0 first ranks the
-sequences longest first into the workspace's `order` for the fused spine's grid
+sequences longest first into the workspace's `order` for the register-state spine's grid
 (_rank_longest_first).  A launch covers chunk slots [slot_begin, slot_end)
-(plan.grid_recompute_wu_slots); in the overlap plan the slots >= ready_from run beside the fused
+(grids.grid_recompute_wu_slots); in the overlap plan the slots >= ready_from run beside the register-state
 spine and publish ready[slot, hv] for it (_finish_stores, _publish), and that launch asks for more
 shared memory than it uses, so that three CTAs, not four, share an SM with the spine
 (launch_smem_bytes).
@@ -111,12 +111,12 @@ from cutlass.tensor_utils import LayoutEnum
 from cute_kernels import bf16_sumsq, fake, fastexp, mma_tf32, pdl, rings, tma, wgmma_acc
 from cute_kernels.gates import gate_cumsum, gate_rows
 from cute_kernels.slots import chunk_of_slot
-from gdn_prefill import plan
+from gdn_prefill import grids
 
-C = plan.CHUNK                    # 64 tokens per chunk
-DK = plan.HEAD_DIM_K              # 128
-DV = plan.HEAD_DIM_V              # 128
-NTHREADS = plan.RECOMPUTE_WU_THREADS   # 256
+C = grids.CHUNK                   # 64 tokens per chunk
+DK = grids.HEAD_DIM_K             # 128
+DV = grids.HEAD_DIM_V             # 128
+NTHREADS = grids.RECOMPUTE_WU_THREADS  # 256
 WG = 128                          # threads per warpgroup
 assert C == 64 and DK == 128 and DV == 128 and NTHREADS == 2 * WG, \
     "recompute_wu's thread mapping is written for C=64, K=V=128, 256 threads (two warpgroups)"
@@ -128,7 +128,7 @@ NWARPS = NTHREADS // 32           # 8
 # so more CTAs per SM hide each other's load and barrier waits: at fewer the SM sits idle or
 # stalled (docs/PERFORMANCE.md, stage 1).
 CTAS_PER_SM = 4
-# ... except beside the fused spine: the overlap plan's second part (the launch that publishes ready
+# ... except beside the register-state spine: the overlap plan's second part (the launch that publishes ready
 # flags) runs at three, held there by the dynamic shared memory it asks for (launch_smem_bytes).  It
 # runs on the SMs the spine leaves, and its loads and stores slow the spine's chain (the call's
 # critical path) the more, the faster it goes: the count balances the two kernels' rates
@@ -145,7 +145,7 @@ XS = HALF + 4                     # solve scratch row stride (fp32)
 A_OFF = C * DK                    # the A / Tm matrix (fp32) and later the V tile: the kv region's
                                   # second tile, in bf16 elements from its start
 L2_EPS = 1e-6
-ORDER_MAX_SEQS = plan.ORDER_MAX_SEQS  # sequences _rank_longest_first ranks (gdn_abi.h)
+ORDER_MAX_SEQS = grids.ORDER_MAX_SEQS  # sequences _rank_longest_first ranks (gdn_abi.h)
 ORDER_PER_THREAD = ORDER_MAX_SEQS // NTHREADS
 assert ORDER_PER_THREAD * NTHREADS == ORDER_MAX_SEQS
 
@@ -337,7 +337,7 @@ class _Smem(typing.NamedTuple):
 
 class RecomputeWU:
     """One build of stage 1 (module docstring).  Config: aligned (the k / q tiles by TMA, the V
-    tile by cp.async) and with_pqk (P and Tu for the fused spine, no phase 4).  `kernel` runs the
+    tile by cp.async) and with_pqk (P and Tu for the register-state spine, no phase 4).  `kernel` runs the
     phases in order, a method each: tiles (1b'), gates (1a), rows (1b / 1c), products (2), solve
     (3.1-3.3), stage_t (3.4), then outputs (the V load and phase 4) or the pqk build's Tu store."""
 
@@ -361,7 +361,7 @@ class RecomputeWU:
         pdl.enter()
         tidx, _, _ = cute.arch.thread_idx()
         bx, _, _ = cute.arch.block_idx()
-        # plan.grid_recompute_wu_slots: the value head runs fastest.  Both divisions by runtime head
+        # grids.grid_recompute_wu_slots: the value head runs fastest.  Both divisions by runtime head
         # counts use divisors the launch precomputes (a multiply and a shift each, where ptxas emulated
         # three divisions at ~17 instructions per thread; not measurable in time on its own)
         cr, hv = divmod(bx, div_hv)
@@ -375,7 +375,7 @@ class RecomputeWU:
         if cutlass.const_expr(self.with_pqk):
             if bx == 0:
                 if slot_begin == 0:
-                    # the fused plan's first CTA: the sequences longest first, for the fused spine's grid
+                    # the fused plan's first CTA: the sequences longest first, for the register-state spine's grid
                     _rank_longest_first(cu_seqlens, order, s.storage.kv.data_ptr(), tidx)
 
         active, n, t0, L = chunk_of_slot(slot, cu_seqlens, state_indices, use_state_indices)
@@ -491,7 +491,7 @@ class RecomputeWU:
         if r0 < L:
             gcum[t0 + r0, hv] = c0
             if cutlass.const_expr(self.with_pqk):
-                beta32[t0 + r0, hv] = b0      # the fused spine scales Y by it (Tu holds no beta)
+                beta32[t0 + r0, hv] = b0      # the register-state spine scales Y by it (Tu holds no beta)
         if r0 + 1 < L:
             gcum[t0 + r0 + 1, hv] = c1
             if cutlass.const_expr(self.with_pqk):
@@ -728,7 +728,7 @@ class RecomputeWU:
             tm = s.a[i, j]
             if cutlass.const_expr(not self.with_pqk):
                 rTw[e] = BFloat16(tm * (s.e[j] * s.r[j]))
-            rTu[e] = BFloat16(tm)             # Tm alone: beta goes on Y (the fused spine) or V (the V load)
+            rTu[e] = BFloat16(tm)             # Tm alone: beta goes on Y (the register-state spine) or V (the V load)
         if cutlass.const_expr(not self.with_pqk):
             cute.copy(cp_t, rTw, tTw)
         cute.copy(cp_t, rTu, tTu)
@@ -824,7 +824,7 @@ def gate_scan(g: cute.Tensor, beta: cute.Tensor, t0: Int32, L: Int32, hv: Int32,
 @cute.jit
 def _rank_longest_first(cu_seqlens: cute.Tensor, order: cute.Tensor, kv_ptr, tidx: Int32):
     """order[r] = the sequence of rank r when the N <= ORDER_MAX_SEQS sequences are ordered longest
-    first, equal lengths by index (the fused spine reads it: handoff.longest_first).  Block 0 of
+    first, equal lengths by index (the register-state spine reads it: handoff.longest_first).  Block 0 of
     the plan's first recompute_wu launch, before its own chunk: the lengths go to the kv region
     (free until the K tile's TMA load), each thread counts, for its up to ORDER_MAX_SEQS / NTHREADS
     sequences held in registers, the sequences ahead of them in one pass over the lengths (an
@@ -956,7 +956,7 @@ def _load_v(v: cute.Tensor, hv: Int32, t0: Int32, L: Int32, wtid: Int32, sV: cut
 @cute.jit
 def _finish_stores(ready: cute.Tensor, slot: Int32, hv: Int32, ready_from: Int32, tidx: Int32, store_warp):
     """The CTA's last step, after its stores are issued: in the overlap plan's second part
-    (slot >= ready_from) publish the (slot, head) the running fused spine waits for; otherwise
+    (slot >= ready_from) publish the (slot, head) the running register-state spine waits for; otherwise
     the storing warp waits until its TMA stores have read their staging tiles, before the CTA's
     shared memory is released."""
     if slot >= ready_from:
@@ -985,7 +985,7 @@ def _publish(ready: cute.Tensor, c: Int32, hv: Int32, tidx: Int32, store_warp):
 @functools.cache
 def _make_launch(with_pqk: bool):
     """The launch function; with_pqk (compile time): also the in-chunk attention P -> pqk, for
-    the fused spine + output (spine_rs_o).  Parameter names: gdn_problem_t fields."""
+    the register-state spine + output (spine_rs_o).  Parameter names: gdn_problem_t fields."""
 
     @cute.jit
     def recompute_wu(
@@ -1036,7 +1036,7 @@ def _make_launch(with_pqk: bool):
             scale, use_qk_l2norm, use_state_indices, slot_begin, ready_from,
             cute.fast_divmod_create_divisor_v2(Hv), cute.fast_divmod_create_divisor_v2(Hv // k.shape[1]),
             aligned, with_pqk,
-        ).launch(grid=plan.grid_recompute_wu_slots(slot_begin, slot_end, Hv), block=[NTHREADS, 1, 1], stream=stream,
+        ).launch(grid=grids.grid_recompute_wu_slots(slot_begin, slot_end, Hv), block=[NTHREADS, 1, 1], stream=stream,
              smem=smem, min_blocks_per_mp=CTAS_PER_SM, preferred_smem_carveout=100, use_pdl=pdl.USE_PDL)
 
     return recompute_wu
@@ -1054,7 +1054,7 @@ VARIANTS: dict[str, dict] = {
     # q/k/v with 16-byte aligned bases and token/head strides that are multiples of 8 elements
     "recompute_wu_bf16_betaf32_a16": {"beta_dtype": Float32, "aligned": True},
     "recompute_wu_bf16_betabf16_a16": {"beta_dtype": BFloat16, "aligned": True},
-    # ... that also write the in-chunk attention P for the fused spine + output (spine_rs_o)
+    # ... that also write the in-chunk attention P for the register-state spine + output (spine_rs_o)
     "recompute_wu_bf16_betaf32_a16_pqk": {"beta_dtype": Float32, "aligned": True, "with_pqk": True},
     "recompute_wu_bf16_betabf16_a16_pqk": {"beta_dtype": BFloat16, "aligned": True, "with_pqk": True},
 }

@@ -84,14 +84,14 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-from gdn_prefill import plan
+from gdn_prefill import grids
 
 from cute_kernels import fake, pdl, rings, slots, state_pool, tma
 
-CHUNK = plan.CHUNK                    # 64 tokens per chunk
-DK = plan.HEAD_DIM_K                  # 128
-DV = plan.HEAD_DIM_V                  # 128
-VB = plan.WGMMA_SPINE_VBLOCK          # 32 state columns per warpgroup
+CHUNK = grids.CHUNK                   # 64 tokens per chunk
+DK = grids.HEAD_DIM_K                 # 128
+DV = grids.HEAD_DIM_V                 # 128
+VB = grids.WGMMA_SPINE_VBLOCK         # 32 state columns per warpgroup
 WG_BUILDS = (1, 2, 4)                 # warpgroups per CTA that compile (VARIANTS builds 1 and 2)
 def _stages(num_wg: int) -> int:
     """TMA ring depth of a build.  The latency build (1 warpgroup) issues a chunk's loads after its
@@ -342,22 +342,12 @@ class SpineWgmma:
         self.rows_smem = _rows_in_smem(num_wg)
 
     @cute.jit
-    def kernel(
-        self,
-        tma_w: cute.CopyAtom, mW: cute.Tensor,
-        tma_u: cute.CopyAtom, mU: cute.Tensor,
-        tma_k: cute.CopyAtom, mK: cute.Tensor,
-        tma_h: cute.CopyAtom, mH: cute.Tensor,
-        tma_vn: cute.CopyAtom, mVn: cute.Tensor,
-        gcum: cute.Tensor, rk: cute.Tensor,
-        cu_seqlens: cute.Tensor,
-        state: cute.Tensor, state_indices: cute.Tensor, vnew: cute.Tensor,
-        has_state: Int32, use_state_indices: Int32, hv_per_hk: Int32,
-        checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
-        has_initial: cute.Tensor, checkpoint_pool: cute.Tensor,
-    ):
-        """The kernel's body (spine_wgmma_kernel, the entry, calls it): shared memory, the W/K ring
-        and the TMA descriptors, then the sequence unless it is padding."""
+    def kernel(self, tma_w, mW, tma_u, mU, tma_k, mK, tma_h, mH, tma_vn, mVn, gcum, rk, cu_seqlens, state,
+               state_indices, vnew, has_state, use_state_indices, hv_per_hk, checkpoints, checkpoint_chunks,
+               initial_state, state_in, has_initial, checkpoint_pool):
+        """The kernel's body (spine_wgmma_kernel, the entry, declares the parameters' types and calls
+        it): shared memory, the W/K ring and the TMA descriptors, then the sequence unless it is
+        padding."""
         num_wg, cz = self.num_wg, self.cz
         pdl.enter()
         tidx, _, _ = cute.arch.thread_idx()
@@ -902,7 +892,7 @@ def _make_launch(num_wg: int, multicast: bool):
             gcum, rk, cu_seqlens,
             state, state_indices, vnew, has_state, use_state_indices, hv_per_hk, checkpoints, checkpoint_chunks,
             initial_state, state_in, has_initial, checkpoint_pool, num_wg, cz,
-        ).launch(grid=plan.grid_spine_wgmma(T, N, Hv, num_wg), block=[threads, 1, 1],
+        ).launch(grid=grids.grid_spine_wgmma(T, N, Hv, num_wg), block=[threads, 1, 1],
                  cluster=[1, 1, cz], stream=stream, use_pdl=pdl.USE_PDL)
 
     return spine_wgmma
