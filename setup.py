@@ -81,18 +81,18 @@ def _generated(manifest: dict) -> str:
     """Write the Cython the extension's planner includes, generated from their one source (no DSL
     needed): variants_table.pxi, the launcher's variant tables from the build's manifest
     (cute_kernels/registry.py maps each compiled variant's VARIANTS kwargs to its table entry), and
-    plan_formulas.pxi, the planner's nogil copies of gdn_prefill/plan.py's slot and grid formulas.
+    plan_formulas.pxi, the planner's nogil copies of gdn_prefill/grids.py's slot and grid formulas.
     Checks that gdn_abi.pxd declares exactly the header's constants.  Returns the directory, for
     Cython's include path."""
     sys.path.insert(0, ROOT)
     from cute_kernels import registry
-    from gdn_prefill import plan
+    from gdn_prefill import grids
 
     _check_abi_pxd()
     out = os.path.join(ROOT, "build", "generated")
     os.makedirs(out, exist_ok=True)
     for name, text in (("variants_table.pxi", registry.launch_table_pxi(manifest["variants"], ROOT)),
-                       ("plan_formulas.pxi", plan.c_formulas_pxi())):
+                       ("plan_formulas.pxi", grids.c_formulas_pxi())):
         path = os.path.join(out, name)
         if not os.path.isfile(path) or open(path).read() != text:      # unchanged: no recompile
             with open(path, "w") as f:

@@ -1,4 +1,4 @@
-"""Where to split stage 1 around the fused spine (the overlap plan): a sweep of the split slot.
+"""Where to split stage 1 around the register-state spine (the overlap plan): a sweep of the split slot.
 
     python benchmarks/bench_overlap.py [--shapes 1x1K,1x2K,1x8K,1x64K] [--heads 16/32] [--build solo|pair|dual]
                                        [--pcts 0,15,25,35,45,55,70 | --slots 2,4,8] [--json PATH] [--md PATH]
@@ -16,7 +16,7 @@ import argparse
 import datetime
 import sys
 
-from gdn_prefill import bench, plan
+from gdn_prefill import bench, grids
 from gdn_prefill.bench import write_json, write_text
 from gdn_prefill.bench.cases import parse_count, parse_heads
 
@@ -33,7 +33,7 @@ def time_split(B: int, T: int, hk: int, hv: int, split: int, rs_build: int = -1)
     lens = [T] * B
     sets = [ref.make_inputs(lens, hk, hv, seed=s, device="cuda", state="dense", l2norm_inputs=True) for s in range(3)]
     N, Ttot = B, B * T
-    cb = plan.chunk_slots(Ttot, N)
+    cb = grids.chunk_slots(Ttot, N)
     ws = torch.empty(gdn_prefill.workspace_bytes(Ttot, N, hv), dtype=torch.uint8, device="cuda")
     outs = [torch.empty(Ttot, hv, 128, dtype=torch.bfloat16, device="cuda") for _ in sets]
 
@@ -58,8 +58,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default="1x1K,1x2K,1x8K,1x64K", help="comma list of BxT (T may end in K)")
     ap.add_argument("--heads", default="16/32", help="Hk/Hv")
-    ap.add_argument("--build", choices=("rule",) + plan.RS_BUILDS, default="rule",
-                    help="the fused spine's build: the launcher's rule (pair wherever the overlap plan runs) or "
+    ap.add_argument("--build", choices=("rule",) + grids.RS_BUILDS, default="rule",
+                    help="the register-state spine's build: the launcher's rule (pair wherever the overlap plan runs) or "
                          "forced solo / pair (a head's two CTAs as a multicasting cluster) / dual (one CTA "
                          "per head, two chains)")
     ap.add_argument("--pcts", default=",".join(map(str, FRACTIONS)),
@@ -87,8 +87,8 @@ def main(argv=None) -> int:
         if not _ext._overlap_fits_rule(B, hv, sms):
             print(f"{B}x{T}: the spine's CTAs would hold more than half of the SMs (deadlock guard); skipped")
             continue
-        build = -1 if a.build == "rule" else plan.RS_BUILDS.index(a.build)
-        cb = plan.chunk_slots(B * T, B)
+        build = -1 if a.build == "rule" else grids.RS_BUILDS.index(a.build)
+        cb = grids.chunk_slots(B * T, B)
         # (the split % shown, the split slot): the requested percentages, or each slot's share
         points = ([(0, 0)] + [(round(100 * min(x, cb) / cb, 1), min(x, cb)) for x in slots] if slots
                   else [(p, cb * p // 100) for p in pcts])
@@ -103,7 +103,7 @@ def main(argv=None) -> int:
                        "graph harness (a CUDA graph per buffer set, replayed round-robin, median of 20-50 "
                        "CUDA-event timings)")
     lines = [f"Overlap split sweep — {meta['card']}, {meta['date']}, Hk/Hv = {a.heads}, {meta['method']}; "
-             f"the launcher's rule: slot {meta['rule_slots']}; fused spine build: {a.build}", "",
+             f"the launcher's rule: slot {meta['rule_slots']}; register-state spine build: {a.build}", "",
              "| shape | split % | split slot / slots | µs | vs serial |", "|---|---|---|---|---|"]
     base = {r["shape"]: r["us"] for r in rows if r["split"] == 0}
     for r in rows:

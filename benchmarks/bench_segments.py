@@ -18,7 +18,7 @@ import argparse
 import datetime
 import sys
 
-from gdn_prefill import bench, plan
+from gdn_prefill import bench, grids
 from gdn_prefill.bench import table_report
 from gdn_prefill.bench.cases import parse_count, parse_heads
 
@@ -42,7 +42,7 @@ def time_shape(B: int, T: int, hk: int, hv: int, counts: list[int], passes: bool
     lens = [T] * B
     sets = [ref.make_inputs(lens, hk, hv, seed=s, device="cuda", state="dense", l2norm_inputs=True) for s in range(3)]
     N, Ttot = B, B * T
-    chunks = -(-T // plan.CHUNK)
+    chunks = -(-T // grids.CHUNK)
     outs = [torch.empty(Ttot, hv, 128, dtype=torch.bfloat16, device="cuda") for _ in sets]
     shape = f"{B}x{T // 1024}K" if T % 1024 == 0 else f"{B}x{T}"
     sms = torch.cuda.get_device_properties(0).multi_processor_count

@@ -156,7 +156,7 @@ def _emit(lines: list[str], rows: list[dict], json_path=None, md_path=None) -> N
 # Batches where one sequence holds most of the tokens: the dual build's chain is ~1.6x slower per
 # chunk than solo's, so where that sequence's chain is the critical path the dual loses although
 # the heads fill the SMs; varlen16 and an even batch beside them.  The dual build then runs
-# the longest solo-style where its own model says so (plan.dual_lead_solo); the last three rows sit
+# the longest solo-style where its own model says so (grids.dual_lead_solo); the last three rows sit
 # near that model's boundary (docs/PERFORMANCE.md, the lead rule).
 SKEW_CASES = {"8x4K": [4096] * 8, "varlen16": None, "8K+31x512": [8192] + [512] * 31,
               "16K+15x1K": [16384] + [1024] * 15, "32K+15x2K": [32768] + [2048] * 15,
@@ -169,11 +169,11 @@ SKEW_CASES = {"8x4K": [4096] * 8, "varlen16": None, "8K+31x512": [8192] + [512] 
 
 
 def rs_skew(json_path=None, md_path=None, cases=None) -> None:
-    """The fused spine's solo and dual builds (and the rule's pick) on SKEW_CASES (or the named
+    """The register-state spine's solo and dual builds (and the rule's pick) on SKEW_CASES (or the named
     ones), µs per call."""
     import torch
 
-    from gdn_prefill import plan
+    from gdn_prefill import grids
     from gdn_prefill.bench import varlen_lengths
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
@@ -187,7 +187,7 @@ def rs_skew(json_path=None, md_path=None, cases=None) -> None:
                       for b in (0, 2))
         from gdn_prefill import _ext
         rule = _ext._spine_rs_build(sum(lens), len(lens), 32, sms)    # the launcher's rule
-        lead = "solo-style" if plan.dual_lead_solo(lens, 32, sms) else "dual"   # the kernel's own pick
+        lead = "solo-style" if grids.dual_lead_solo(lens, 32, sms) else "dual"  # the kernel's own pick
         rows += [dict(solo, case=name), dict(dual, case=name, dual_longest=lead)]
         lines.append(f"| {name} | {len(lens)} | {sum(lens)} | {rule} | {lead} | {solo['us']:.1f} | {dual['us']:.1f} | "
                      f"{dual['us'] / solo['us']:.2f} |")
@@ -204,10 +204,10 @@ def main(argv=None) -> int:
                     help="time the wgmma spine's WG=1 and WG=2 builds at B = 1..8 (T = 4096) to place the "
                          "launcher's switch")
     ap.add_argument("--rs-crossover", action="store_true",
-                    help="time the fused spine's solo, pair and dual builds (wgmma-o) at B = 1..8 (T = 4096) to "
+                    help="time the register-state spine's solo, pair and dual builds (wgmma-o) at B = 1..8 (T = 4096) to "
                          "place the launcher's switch (gdn_abi.h GDN_RS_SOLO_WAVE_NS, GDN_RS_DUAL_WAVE_NS)")
     ap.add_argument("--rs-skew", action="store_true",
-                    help="time the fused spine's solo and dual builds on batches with one long sequence")
+                    help="time the register-state spine's solo and dual builds on batches with one long sequence")
     ap.add_argument("--cases", help=f"with --rs-skew: comma list of batches to time (of {', '.join(SKEW_CASES)})")
     ap.add_argument("--spines", help="comma-separated subset of scalar,wgmma,wgmma-o (default: every compiled one)")
     a = ap.parse_args(argv)
@@ -223,7 +223,7 @@ def main(argv=None) -> int:
     import torch
 
     import gdn_prefill
-    from gdn_prefill import plan
+    from gdn_prefill import grids
     spines = [s for s in ("scalar", "wgmma") if any(v.startswith(f"spine_{s}_") for v in gdn_prefill.compiled_variants())]
     if "spine_rs_o_kv" in gdn_prefill.compiled_variants():
         spines.append("wgmma-o")
@@ -237,7 +237,7 @@ def main(argv=None) -> int:
         if any(n not in gdn_prefill.compiled_variants() for n in names):
             ap.error(f"--rs-crossover: {names} must all be compiled into this build")
         crossover("wgmma-o", "N*Hv*2 (solo CTAs)", 2,
-                  tuple((label, dict(rs_build=i)) for i, label in enumerate(plan.RS_BUILDS)), a.json, a.md)
+                  tuple((label, dict(rs_build=i)) for i, label in enumerate(grids.RS_BUILDS)), a.json, a.md)
         return 0
     if a.rs_skew:
         rs_skew(a.json, a.md, cases)

@@ -34,7 +34,7 @@ def main(argv=None) -> int:
     import torch
 
     import gdn_prefill
-    from gdn_prefill import _ext, plan, reference as ref
+    from gdn_prefill import _ext, grids, reference as ref
     rows = []
     for hk, hv in (parse_heads(h) for h in a.heads.split(",")):
         for T in (int(t) for t in a.T.split(",")):
@@ -43,7 +43,7 @@ def main(argv=None) -> int:
                 o_ref, s_ref = ref.chunked(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], state=inp["state"])
             args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"])
             info = gdn_prefill.explain(*args, torch.empty_like(inp["v"]), inp["state"])["plan"]
-            chunks = -(-T // plan.CHUNK)
+            chunks = -(-T // grids.CHUNK)
             sc = info.get("segment_chunks") or -(-chunks // a.segments)
             ws = torch.empty(max(gdn_prefill.workspace_bytes(T, 1, hv), _ext._segmented_workspace_bytes(T, 1, hv, sc)),
                              dtype=torch.uint8, device="cuda")

@@ -1,5 +1,5 @@
-"""The register-state chain's building blocks, shared by spine_rs (its chunk loop) and the fused
-kernel (cute_kernels/fused.py, whose chain warpgroups run the same loop on two rings).
+"""The register-state chain's building blocks, shared by spine_rs (its chunk loop) and the single
+plan's kernel (cute_kernels/single.py, whose chain warpgroups run the same loop on two rings).
 
 One consumer warpgroup carries S^T for 64 state columns (VB) in its accumulators; per chunk it
 issues G1, G1b, G2, G3, G4 (spine_rs's module docstring): tiled_mmas makes their MMAs, Fragments
@@ -7,37 +7,24 @@ their operands and accumulators (both kernels' chains and spine_rs's map chain f
 acc_as_a_layout reads an accumulator in place as an A operand, issue issues one MMA's k-steps on
 a ring slot, y_t and vnew turn G1's and G1b's results into the next A operands with the chunk's
 coefficient table (table_row: one row of it), zero_tail zeroes a partial chunk's K and V rows,
-transposed_block is the state pool's (v, k) view of the warpgroup's columns, thread_ring makes a
-ring that feeds the chain, and staged_init / staged_signal / staged_wait hand each chunk's staged
-output to the store warp.
+transposed_block is the state pool's (v, k) view of the warpgroup's columns, and staged_init /
+staged_signal / staged_wait hand each chunk's staged output to the store warp (the rings that feed
+the chain: rings.py).
 """
 from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
 from cute_kernels import bf16_sumsq, wgmma_acc
-from gdn_prefill import plan
+from gdn_prefill import grids
 
-CHUNK = plan.CHUNK                    # 64
-DK = plan.HEAD_DIM_K                  # 128
-VB = plan.RS_SPINE_VBLOCK             # 64 state columns per warpgroup: M of every MMA
-
-
-def thread_ring(slots: int, barriers, producers: int, consumers: int):
-    """A ring's full / empty barriers (full at barriers, empty after it) as a cutlass.pipeline
-    PipelineAsync in which every arrival is one thread's (a TMA's arrive-and-expect-tx counts as
-    one producer); a producer's first round finds its slots free (PipelineState's phase rule).
-    No CTA sync here (defer_sync): the kernel fences and syncs once, after all its barriers."""
-    return pipeline.PipelineAsync.create(
-        num_stages=slots, barrier_storage=barriers, defer_sync=True,
-        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, producers),
-        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers))
-
+CHUNK = grids.CHUNK                   # 64
+DK = grids.HEAD_DIM_K                 # 128
+VB = grids.RS_SPINE_VBLOCK            # 64 state columns per warpgroup: M of every MMA
 
 STAGED_ARRIVALS = 4                   # a chain warpgroup's four warps
 
@@ -45,7 +32,7 @@ STAGED_ARRIVALS = 4                   # a chain warpgroup's four warps
 def staged_init(barriers, count: int):
     """One thread: the `count` staged-output signals at `barriers` (staged_signal, staged_wait)."""
     for b in range(count):
-        cute.arch.mbarrier_init(barriers + b, STAGED_ARRIVALS)
+        cute.arch.mbarrier_init(barriers + b, STAGED_ARRIVALS)    # one-way: the slot's ring frees the slot
 
 
 @cute.jit
@@ -57,19 +44,19 @@ def staged_signal(barriers, stage: Int32, lane: Int32):
     cute.arch.fence_proxy("async.shared", space="cta")
     cute.arch.sync_warp()
     if lane == 0:
-        cute.arch.mbarrier_arrive(barriers + stage)
+        cute.arch.mbarrier_arrive(barriers + stage)     # one-way, not a ring: the store warp only waits on it
 
 
 def staged_wait(barriers, stage: Int32, phase: Int32):
     """The store warp: the four chain warps of signal `stage` have staged their rows (its `phase`:
     the slot's pass over the ring, mod 2)."""
-    cute.arch.mbarrier_wait(barriers + stage, phase)
+    cute.arch.mbarrier_wait(barriers + stage, phase)    # one-way, not a ring: nobody waits for a release
 
 
 def can_implement(K: int, V: int, Hk: int, Hv: int, qkv_aligned16: bool) -> tuple[bool, str]:
-    """What a kernel built on this chain accepts (spine_rs's and fused.py's can_implement): K = V = 128,
+    """What a kernel built on this chain accepts (spine_rs's and single.py's can_implement): K = V = 128,
     Hv a multiple of Hk, and q, k, v, out TMA-readable; the reason where it does not."""
-    if K != DK or V != plan.HEAD_DIM_V:
+    if K != DK or V != grids.HEAD_DIM_V:
         return False, f"head dims must be {DK} (got K={K}, V={V})"
     if Hk <= 0 or Hv % Hk != 0:
         return False, f"Hv ({Hv}) must be a multiple of Hk ({Hk})"
@@ -237,7 +224,7 @@ def zero_tail(sK, sV_vj, L: Int32, ltid: Int32, wg, active, s: Int32, nwg: cutla
     ... (the tile is every active warpgroup's); and this warpgroup's V rows (another sequence's),
     column ltid % 64, rows L + ltid // 64, + 2, ...: with Z's columns there 0 (K rows) and a_j = 0
     (the table), Y^T's columns j >= L are then exactly 0 without a select per element.  vs: the
-    V tile's slot where it is not s (the fused kernel's rings); bar: the named barrier of the
+    V tile's slot where it is not s (the single kernel's rings); bar: the named barrier of the
     consumer warpgroups (128 active threads)."""
     for j in cutlass.range(L + wg, CHUNK, active, unroll=1):
         sK[ltid, j, s] = BFloat16(0.0)

@@ -12,7 +12,7 @@ segment 0's B already starts from the sequence's initial state, so it is the sta
 into seg_state[slot of segment j + 1], where the last pass (spine_rs, Role.SEGMENT) starts each
 segment's chain.  The chain over j is the plan's serial part: nseg - 2 products of 128 x 128 by
 128 x 128 per head.  A_j maps each state column on its own, so a CTA owns COLS columns of one
-(sequence, head) and needs no other CTA: plan.grid_compose, N x Hv x (V / COLS) CTAs, each
+(sequence, head) and needs no other CTA: grids.grid_compose, N x Hv x (V / COLS) CTAs, each
 walking its sequence's segments.
 
 The products run on the tensor cores at fp32 accuracy: mma.sync m16n8k8 in three TF32 passes
@@ -38,13 +38,13 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32
 
-from gdn_prefill import plan
+from gdn_prefill import grids
 
 from cute_kernels import pdl, slots
 from cute_kernels.mma_tf32 import mma_3xtf32, split_tf32
 
-DK = plan.HEAD_DIM_K
-DV = plan.HEAD_DIM_V
+DK = grids.HEAD_DIM_K
+DV = grids.HEAD_DIM_V
 assert DK == DV, "a segment map is a K x K state"
 
 
@@ -52,7 +52,7 @@ class Compose:
     """The composition kernel (module docstring).  Configuration: COLS state columns per CTA (one
     n8 tile), WARPS warps (one m16 tile of rows each), ACCS accumulators per warp."""
 
-    COLS = plan.COMPOSE_COLS
+    COLS = grids.COMPOSE_COLS
     WARPS = DK // 16
     THREADS = 32 * WARPS
     VEC = 4                          # fp32 per 16-byte piece
@@ -88,7 +88,7 @@ class Compose:
             if state_indices[n] < 0:
                 live = Int32(0)
         bos = cu_seqlens[n]
-        nch = (cu_seqlens[n + 1] - bos + (plan.CHUNK - 1)) // plan.CHUNK
+        nch = (cu_seqlens[n + 1] - bos + (grids.CHUNK - 1)) // grids.CHUNK
         nseg = (nch + seg_chunks - 1) // seg_chunks
         if live != 0 and nseg > 1:
             s0 = slots.first_segment_slot(bos, n, seg_chunks)
@@ -211,7 +211,7 @@ def compose(cu_seqlens: cute.Tensor, state_indices: cute.Tensor, use_state_indic
     N = cu_seqlens.shape[0] - 1
     Hv = maps.shape[1]
     op.kernel(cu_seqlens, state_indices, use_state_indices, maps, seg_state, seg_chunks, Hv).launch(
-        grid=plan.grid_compose(N, Hv), block=[Compose.THREADS, 1, 1], stream=stream, use_pdl=pdl.USE_PDL)
+        grid=grids.grid_compose(N, Hv), block=[Compose.THREADS, 1, 1], stream=stream, use_pdl=pdl.USE_PDL)
 
 
 LAUNCH = compose

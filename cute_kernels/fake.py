@@ -11,7 +11,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 
-from gdn_prefill.plan import HEAD_DIM_K, HEAD_DIM_V
+from gdn_prefill.grids import HEAD_DIM_K, HEAD_DIM_V
 
 
 class Dims:

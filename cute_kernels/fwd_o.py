@@ -74,13 +74,13 @@ from cutlass.tensor_utils import LayoutEnum
 from cute_kernels import fake, pdl, wgmma_acc
 from cute_kernels.fastexp import exp as _exp
 from cute_kernels.slots import chunk_of_slot
-from gdn_prefill import plan
+from gdn_prefill import grids
 
 # ---- tile geometry (static) ----------------------------------------------------
-_C = plan.CHUNK                  # 64 rows per chunk
-_K = plan.HEAD_DIM_K             # 128
-_V = plan.HEAD_DIM_V             # 128
-_NT = plan.FWD_O_THREADS         # 256 = two warpgroups
+_C = grids.CHUNK                 # 64 rows per chunk
+_K = grids.HEAD_DIM_K            # 128
+_V = grids.HEAD_DIM_V            # 128
+_NT = grids.FWD_O_THREADS        # 256 = two warpgroups
 _WG = 128                        # threads per warpgroup
 _NWG = _NT // _WG                # 2
 _VW = _V // _NWG                 # 64 output columns per warpgroup
@@ -475,7 +475,7 @@ def fwd_o(
     T = q.shape[0]
     N = cu_seqlens.shape[0] - 1
     Hv = out.shape[1]
-    gx, gy, gz = plan.grid_fwd_o(T, N, Hv)
+    gx, gy, gz = grids.grid_fwd_o(T, N, Hv)
     # compile-time: the 16-byte path iff the q, k and out types promise 16-byte rows
     aligned = _aligned16(q) and _aligned16(k) and _aligned16(out)
     _fwd_o_kernel(
@@ -485,7 +485,7 @@ def fwd_o(
 
 
 LAUNCH = fwd_o
-THREADS = plan.FWD_O_THREADS
+THREADS = grids.FWD_O_THREADS
 VARIANTS: dict[str, dict] = {
     "fwd_o_bf16": {},                          # any strides (2-byte alignment)
     "fwd_o_bf16_a16": {"aligned": True},       # q, k, out 16-byte aligned, token/head strides % 8 == 0

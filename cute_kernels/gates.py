@@ -1,5 +1,5 @@
 """A chunk's gates as one warp reads them: lane l holds rows 2 l and 2 l + 1.  Stage 1 (recompute_wu's
-gate_scan) and the fused kernel's norm warps both use them, so the row rule has one home.
+gate_scan) and the single kernel's norm warps both use them, so the row rule has one home.
 """
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32
 
-from gdn_prefill import plan
+from gdn_prefill import grids
 
-ORDER_MAX_SEQS = plan.ORDER_MAX_SEQS   # longest_first: stage 1 ranked the sequences up to this many
+ORDER_MAX_SEQS = grids.ORDER_MAX_SEQS  # longest_first: stage 1 ranked the sequences up to this many
 
 
 @cute.jit
@@ -18,7 +18,7 @@ def longest_first(r: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor) -> Int3
     """The sequence of rank r: order[r], the longest-first ranking (equal lengths by index) that
     stage 1's first CTA wrote (recompute_wu._rank_longest_first) for N <= ORDER_MAX_SEQS; beyond,
     index order.  Blocks start roughly in index order, so a long sequence placed late in a batch
-    would start its chain in the last wave and end the call alone (plan.grid_spine_rs).  O(1) per
+    would start its chain in the last wave and end the call alone (grids.grid_spine_rs).  O(1) per
     CTA at any N: no CTA scans cu_seqlens beyond the cap (a scan per CTA would make the call's cost
     grow as N^2: docs/PERFORMANCE.md, many sequences)."""
     N = cu_seqlens.shape[0] - 1

@@ -1,6 +1,6 @@
 """The single plan's intra-chunk role: stage 1 of one (sequence, value head), one warpgroup.
 
-cute_kernels/fused.py runs these phases in its role warpgroup, one chunk ahead of the chains that
+cute_kernels/single.py runs these phases in its role warpgroup, one chunk ahead of the chains that
 consume Tu and P from shared memory.  Per chunk of 64 tokens (docs/DESIGN.md, section 1), with
 gcum, rk, rq and beta from the I/O warps:
 
@@ -31,9 +31,9 @@ from cutlass import BFloat16, Boolean, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
 
 from cute_kernels import fastexp, inverse_f16, mma_tf32, wgmma_acc
-from gdn_prefill import plan
+from gdn_prefill import grids
 
-C = plan.CHUNK                    # 64 tokens per chunk
+C = grids.CHUNK                   # 64 tokens per chunk
 BLK = 16                          # diagonal block of the solve
 HALF = C // 2
 AS = C + 4                        # A / Tm row stride (fp32): 16-byte rows, conflict-free float4 rows

@@ -17,7 +17,7 @@ hard input, every fp16 operand within [-1.8, 1.8] for beta < 1.9.
 The range check (gates_in_range, voted by a norm warp per chunk, and key_in_range, by the role's
 threads on K K^T's diagonal, agreed by barrier_and; docs/DESIGN.md, the fp16 inverse): if every
 row m < L of the chunk has 0 <= beta_m <= 2, g_m <= 0 and ||k_m||^2 <= 1 + 2^-6 (the key as the
-kernel uses it: after the in-kernel l2norm, or as given; gdn_prefill.plan's F16_INVERSE_*), then
+kernel uses it: after the in-kernel l2norm, or as given; gdn_prefill.grids's F16_INVERSE_*), then
 Tm = D T0 D^-1 with D = diag(exp(gcum)) and T0 the inverse without decay, whose entries are
 T0_ij = -beta_i k_i . (F_{i-1} ... F_{j+1}) k_j, F_m = I - beta_m k_m k_m^T of norm <= 1 + 2^-5.
 So |Tm_ij| <= 2 (1 + 2^-6) (1 + 2^-5)^62 < 14, |A_ij| < 2.05, and each product X = T22 A21 of
@@ -34,9 +34,9 @@ from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 from cute_kernels import mma_tf32
-from gdn_prefill import plan
+from gdn_prefill import grids
 
-C = plan.CHUNK
+C = grids.CHUNK
 HS = C + 8                        # fp16 row stride of A / Tm (144 bytes)
 
 
@@ -111,7 +111,7 @@ def barrier_and(pred, bar_id: cutlass.Constexpr, threads: cutlass.Constexpr, *, 
 def key_in_range(n2: Float32):
     """The range check's key part for one row: its key's squared norm n2 (as the kernel uses the
     key) within F16_INVERSE_KNORM2_MAX.  NaN fails."""
-    return n2 <= Float32(plan.F16_INVERSE_KNORM2_MAX)
+    return n2 <= Float32(grids.F16_INVERSE_KNORM2_MAX)
 
 
 @cute.jit
@@ -119,7 +119,7 @@ def gates_in_range(g0: Float32, g1: Float32, b0: Float32, b1: Float32):
     """The range check's gate part for lane l: rows 2 l, 2 l + 1's g <= 0 and 0 <= beta <=
     F16_INVERSE_BETA_MAX (rows clamped to L - 1: all real rows).  A comparison with NaN fails: fp32.  The caller votes
     over its warp; the chunk takes the fp16 inverse if this and every key row's part hold."""
-    bmax = Float32(plan.F16_INVERSE_BETA_MAX)
+    bmax = Float32(grids.F16_INVERSE_BETA_MAX)
     ok = (b0 >= Float32(0.0)) & (b0 <= bmax) & (b1 >= Float32(0.0)) & (b1 <= bmax)
     return ok & (g0 <= Float32(0.0)) & (g1 <= Float32(0.0))
 
@@ -145,7 +145,7 @@ def _store(sw: cute.Tensor, y: list, r: Int32, c: Int32, lane: Int32, rows: cutl
 def invert(base: Int32, sw: cute.Tensor, ltid: Int32, bar_id: cutlass.Constexpr):
     """In place over the fp16 matrix at shared address base (sw: its 32-bit word view, (C, HS // 2)):
     A (strictly lower, zeros elsewhere) -> Tm = (I + A)^-1.  128 threads; bar_id: their named barrier."""
-    ltid = opaque(ltid) & 127          # non-negative: 32-bit shifts and masks (fused.py, the role's index)
+    ltid = opaque(ltid) & 127          # non-negative: 32-bit shifts and masks (single.py, the role's index)
     warp = ltid // 32
     lane = ltid % 32
     zero = [Float32(0.0)] * 4

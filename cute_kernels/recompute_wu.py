@@ -53,7 +53,7 @@ operand) and folds
 (the exp shared with A), rounds P to bf16 (as fwd_o rounds its P), stages it with stmatrix in the
 Tw slot once both warpgroups' Q K^T have read the q tile there (one more CTA barrier) and stores
 rows i < L to pqk[t0 + i, hv, :] right after the phase-2 barrier.  The kernel then ends after 3.4
-with Tu alone (rows i < L -> tu[t0 + i, hv, :]; no Tw, no V load, no phase 4): the fused spine
+with Tu alone (rows i < L -> tu[t0 + i, hv, :]; no Tw, no V load, no phase 4): the register-state spine
 forms Vnew = Tu (V - diag(exp(gcum) rk) K S) itself (spine_rs.py), so stage 1 stores 8 KB per
 chunk and head instead of 32.
 
@@ -79,9 +79,9 @@ swizzle) followed by A / Tm (fp32, 64 rows of stride 68), whose first 16 KB beco
 (/ rq) vectors; the TMA loads' mbarrier (aligned builds only).
 
 Sequence order and launch range: block 0 of the launch that starts at slot 0 first ranks the
-sequences longest first into the workspace's `order` for the fused spine's grid
+sequences longest first into the workspace's `order` for the register-state spine's grid
 (_rank_longest_first).  A launch covers chunk slots [slot_begin, slot_end)
-(plan.grid_recompute_wu_slots); in the overlap plan the slots >= ready_from run beside the fused
+(grids.grid_recompute_wu_slots); in the overlap plan the slots >= ready_from run beside the register-state
 spine and publish ready[slot, hv] for it (_finish_stores, _publish), and that launch asks for more
 shared memory than it uses, so that three CTAs, not four, share an SM with the spine
 (launch_smem_bytes).
@@ -97,6 +97,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import typing
 
 import cuda.bindings.driver as cuda
 
@@ -107,15 +108,15 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-from cute_kernels import bf16_sumsq, fake, fastexp, mma_tf32, pdl, tma, wgmma_acc
+from cute_kernels import bf16_sumsq, fake, fastexp, mma_tf32, pdl, rings, tma, wgmma_acc
 from cute_kernels.gates import gate_cumsum, gate_rows
 from cute_kernels.slots import chunk_of_slot
-from gdn_prefill import plan
+from gdn_prefill import grids
 
-C = plan.CHUNK                    # 64 tokens per chunk
-DK = plan.HEAD_DIM_K              # 128
-DV = plan.HEAD_DIM_V              # 128
-NTHREADS = plan.RECOMPUTE_WU_THREADS   # 256
+C = grids.CHUNK                   # 64 tokens per chunk
+DK = grids.HEAD_DIM_K             # 128
+DV = grids.HEAD_DIM_V             # 128
+NTHREADS = grids.RECOMPUTE_WU_THREADS  # 256
 WG = 128                          # threads per warpgroup
 assert C == 64 and DK == 128 and DV == 128 and NTHREADS == 2 * WG, \
     "recompute_wu's thread mapping is written for C=64, K=V=128, 256 threads (two warpgroups)"
@@ -127,7 +128,7 @@ NWARPS = NTHREADS // 32           # 8
 # so more CTAs per SM hide each other's load and barrier waits: at fewer the SM sits idle or
 # stalled (docs/PERFORMANCE.md, stage 1).
 CTAS_PER_SM = 4
-# ... except beside the fused spine: the overlap plan's second part (the launch that publishes ready
+# ... except beside the register-state spine: the overlap plan's second part (the launch that publishes ready
 # flags) runs at three, held there by the dynamic shared memory it asks for (launch_smem_bytes).  It
 # runs on the SMs the spine leaves, and its loads and stores slow the spine's chain (the call's
 # critical path) the more, the faster it goes: the count balances the two kernels' rates
@@ -144,7 +145,7 @@ XS = HALF + 4                     # solve scratch row stride (fp32)
 A_OFF = C * DK                    # the A / Tm matrix (fp32) and later the V tile: the kv region's
                                   # second tile, in bf16 elements from its start
 L2_EPS = 1e-6
-ORDER_MAX_SEQS = plan.ORDER_MAX_SEQS  # sequences _rank_longest_first ranks (gdn_abi.h)
+ORDER_MAX_SEQS = grids.ORDER_MAX_SEQS  # sequences _rank_longest_first ranks (gdn_abi.h)
 ORDER_PER_THREAD = ORDER_MAX_SEQS // NTHREADS
 assert ORDER_PER_THREAD * NTHREADS == ORDER_MAX_SEQS
 
@@ -285,127 +286,228 @@ def _aligned16(t: cute.Tensor) -> bool:
 
 
 # --------------------------------------------------------------------------- kernel
-@cute.kernel
-def recompute_wu_kernel(
-    q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
-    cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
-    gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
-    pqk: cute.Tensor, tu: cute.Tensor, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom,
-    mU: cute.Tensor, tma_p: cute.CopyAtom, mP: cute.Tensor, tma_t: cute.CopyAtom, mT: cute.Tensor,
-    tma_kl: cute.CopyAtom, mKl: cute.Tensor, tma_ql: cute.CopyAtom, mQl: cute.Tensor, ready: cute.Tensor,
-    order: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32, slot_begin: Int32, ready_from: Int32,
-    div_hv: cute.FastDivmodDivisorV2, div_group: cute.FastDivmodDivisorV2,
-    aligned: cutlass.Constexpr, with_pqk: cutlass.Constexpr,
-):
-    pdl.enter()
-    tidx, _, _ = cute.arch.thread_idx()
-    bx, _, _ = cute.arch.block_idx()
-    # plan.grid_recompute_wu_slots: the value head runs fastest.  Both divisions by runtime head
-    # counts use divisors the launch precomputes (a multiply and a shift each, where ptxas emulated
-    # three divisions at ~17 instructions per thread; not measurable in time on its own)
-    cr, hv = divmod(bx, div_hv)
-    slot = slot_begin + cr            # the chunk slot (`c` is reused below as a column index)
-    lane = tidx % 32
-    warp = tidx // 32
-    wg = tidx // WG                   # warpgroup 0 / 1
-    wtid = tidx % WG                  # thread index inside the warpgroup
+class Warp(enum.IntEnum):
+    """A warp with work of its own beside the CTA's phases."""
+    LEAD = 0                      # the k / q tiles' TMA loads (1b'), the gate scan (1a), P's and Tu's stores
 
-    lay_kv, lay_kv_rc, lay_kk, lay_t2 = _smem_layouts()
-    mma_g, mma_o = _tiled_mmas()
 
-    # ---- shared memory ---------------------------------------------------------
-    SharedStorage = _shared_storage(with_pqk, aligned)
-    assert cute.cosize(lay_kv) == 2 * C * DK <= _kv_elems() and cute.cosize(lay_t2) == 2 * C * C
-    assert SharedStorage.size_in_bytes() == _smem_bytes(with_pqk, aligned), (SharedStorage.size_in_bytes(), with_pqk)
-    smem = cutlass.utils.SmemAllocator()
-    storage = smem.allocate(SharedStorage)
-    sKV = storage.kv.get_tensor(lay_kv.outer, swizzle=lay_kv.inner)           # (128, 64, 2) B of phase 4
-    sRC = storage.kv.get_tensor(lay_kv_rc.outer, swizzle=lay_kv_rc.inner)     # (64, 128, 2) rows, cols
-    sKK = storage.kv.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)           # (64, 128, 1) K K^T operand
-    sT2 = storage.t2.get_tensor(lay_t2.outer, swizzle=lay_t2.inner)           # (64, 64, 2) Tw, Tu
-    # A / Tm (fp32) over the V tile's bytes (stage 1 of sKV / sRC), V loaded there after phase 3.4;
-    # the solve scratch (fp32) in t2's Tu slot, free from phase 2's end (P is in the Tw slot) to 3.4
-    a_ptr = cute.recast_ptr(storage.kv.data_ptr() + A_OFF, dtype=Float32)
-    sA = cute.make_tensor(a_ptr, cute.make_layout((C, C), stride=(AS, 1)))
-    sA4 = cute.make_tensor(a_ptr, cute.make_layout((C, C // 4, 4), stride=(AS, 4, 1)))   # float4 view
-    sA2 = cute.make_tensor(a_ptr, cute.make_layout((C, C // 2, 2), stride=(AS, 2, 1)))   # float2 view
-    x_ptr = cute.recast_ptr(storage.t2.data_ptr() + C * C, dtype=Float32)
-    sX = cute.make_tensor(x_ptr, cute.make_layout((HALF, HALF), stride=(XS, 1)))
-    sG = storage.gc.get_tensor(cute.make_layout(C))     # gcum
-    sB = storage.be.get_tensor(cute.make_layout(C))     # beta
-    sE = storage.ee.get_tensor(cute.make_layout(C))     # beta * exp(gcum)
-    sR = storage.rr.get_tensor(cute.make_layout(C))     # rk
-    # the q tile (K-major, swizzled as the K tile: the A operand of Q K^T with_pqk, else only the
-    # norms read it) occupies the Tw/Tu region (the same 16 KB) until phase 2 is done with it; P is
-    # staged there next, Tw/Tu written in phase 3.4
-    sQK = storage.t2.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)        # (64, 128, 1)
-    if cutlass.const_expr(with_pqk):
-        sRq = storage.rq.get_tensor(cute.make_layout(C))                  # rq
-    if cutlass.const_expr(aligned):
-        mbar = storage.mbar.data_ptr()
-        if tidx == 0:
-            cute.arch.mbarrier_init(mbar, 1)
-            cute.arch.mbarrier_init_fence()
+class Group(enum.IntEnum):
+    """The warpgroups' parts after phase 3.4 (the first warp of each issues its TMA store)."""
+    W = 0                         # W = Tw K
+    U = 1                         # the V load, then U = Tu V
 
-    if cutlass.const_expr(with_pqk):
-        if bx == 0:
-            if slot_begin == 0:
-                # the fused plan's first CTA: the sequences longest first, for the fused spine's grid
-                _rank_longest_first(cu_seqlens, order, storage.kv.data_ptr(), tidx)
 
-    # ---- which chunk, which sequence -------------------------------------------
-    active, n, t0, L = chunk_of_slot(slot, cu_seqlens, state_indices, use_state_indices)
+class _Thread(typing.NamedTuple):
+    """A thread's place in the CTA."""
+    tidx: Int32
+    lane: Int32
+    warp: Int32
+    wg: Int32                     # warpgroup 0 / 1
+    wtid: Int32                   # thread index inside the warpgroup
 
-    if active != 0:
-        hk = hv // div_group
 
-        if cutlass.const_expr(aligned):
-            # ---- phase 1b' (aligned q/k/v): the k and q tiles by TMA (warp 0, one mbarrier) --------
-            # after a CTA barrier that publishes the mbarrier's initialisation (every thread waits on
-            # it next).  A TMA box moves the whole 64-row window: rows >= L of a partial chunk (the
-            # next sequence's, or zero-filled past T) are zeroed below once it has landed.  Issued
-            # before phase 1a so the loads are in flight during the g scan.  (One TMA issue replaces
-            # 8 cp.async per thread with their 64-bit addresses, ~110 warp instructions per warp.)
-            need_q = Int32(1) if cutlass.const_expr(with_pqk) else use_qk_l2norm
+class _Chunk(typing.NamedTuple):
+    """The CTA's work: chunk slot, value head, key head, first token and rows (1 <= L <= 64)."""
+    slot: Int32
+    hv: Int32
+    hk: Int32
+    t0: Int32
+    L: Int32
+
+
+class _Smem(typing.NamedTuple):
+    """The views of the CTA's shared memory (_shared_storage; RecomputeWU.shared)."""
+    storage: object
+    kv: cute.Tensor               # (128, 64, 2) MN-major B of phase 4: K tile, V tile
+    rc: cute.Tensor               # (64, 128, 2) the same bytes as (row, col)
+    kk: cute.Tensor               # (64, 128, 1) the K K^T operand
+    t2: cute.Tensor               # (64, 64, 2) Tw, Tu (first the q tile, P, the solve scratch)
+    a: cute.Tensor                # A / Tm (fp32, row stride AS) over the V tile's bytes
+    a4: cute.Tensor               # ... as float4
+    a2: cute.Tensor               # ... as float2
+    x: cute.Tensor                # the solve scratch (fp32) in t2's Tu slot
+    g: cute.Tensor                # gcum
+    b: cute.Tensor                # beta
+    e: cute.Tensor                # beta * exp(gcum)
+    r: cute.Tensor                # rk
+    qk: cute.Tensor               # (64, 128, 1) the q tile, K-major, in t2
+    rq: object                    # rq (with_pqk), else None
+    mbar: object                  # the k / q tiles' TMA mbarrier (aligned), else None
+
+
+class RecomputeWU:
+    """One build of stage 1 (module docstring).  Config: aligned (the k / q tiles by TMA, the V
+    tile by cp.async) and with_pqk (P and Tu for the register-state spine, no phase 4).  `kernel` runs the
+    phases in order, a method each: tiles (1b'), gates (1a), rows (1b / 1c), products (2), solve
+    (3.1-3.3), stage_t (3.4), then outputs (the V load and phase 4) or the pqk build's Tu store."""
+
+    def __init__(self, aligned: bool, with_pqk: bool):
+        self.aligned = aligned
+        self.with_pqk = with_pqk
+
+    @cute.jit
+    def kernel(
+        self, q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
+        cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
+        gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
+        pqk: cute.Tensor, tu: cute.Tensor, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom,
+        mU: cute.Tensor, tma_p: cute.CopyAtom, mP: cute.Tensor, tma_t: cute.CopyAtom, mT: cute.Tensor,
+        tma_kl: cute.CopyAtom, mKl: cute.Tensor, tma_ql: cute.CopyAtom, mQl: cute.Tensor, ready: cute.Tensor,
+        order: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32, slot_begin: Int32,
+        ready_from: Int32, div_hv: cute.FastDivmodDivisorV2, div_group: cute.FastDivmodDivisorV2,
+    ):
+        """The kernel's body (recompute_wu_kernel, the entry, calls it): the CTA's chunk slot and
+        head, its shared memory, then the phases."""
+        pdl.enter()
+        tidx, _, _ = cute.arch.thread_idx()
+        bx, _, _ = cute.arch.block_idx()
+        # grids.grid_recompute_wu_slots: the value head runs fastest.  Both divisions by runtime head
+        # counts use divisors the launch precomputes (a multiply and a shift each, where ptxas emulated
+        # three divisions at ~17 instructions per thread; not measurable in time on its own)
+        cr, hv = divmod(bx, div_hv)
+        slot = slot_begin + cr
+        th = _Thread(tidx, tidx % 32, tidx // 32, tidx // WG, tidx % WG)
+
+        lay = _smem_layouts()
+        mma_g, mma_o = _tiled_mmas()
+        s = self.shared(lay, tidx)
+
+        if cutlass.const_expr(self.with_pqk):
+            if bx == 0:
+                if slot_begin == 0:
+                    # the fused plan's first CTA: the sequences longest first, for the register-state spine's grid
+                    _rank_longest_first(cu_seqlens, order, s.storage.kv.data_ptr(), tidx)
+
+        active, n, t0, L = chunk_of_slot(slot, cu_seqlens, state_indices, use_state_indices)
+        if active != 0:
+            ch = _Chunk(slot, hv, hv // div_group, t0, L)
+            tl = None
+            if cutlass.const_expr(self.aligned):
+                tl = self.tiles(s, th, ch, tma_kl, mKl, tma_ql, mQl, use_qk_l2norm)
+            if th.warp == Warp.LEAD:
+                self.gates(s, th, ch, g, beta, gcum, beta32)
+            self.rows(s, th, ch, tl, q, k, rq, rk, use_qk_l2norm)
+            # the K tile is read by the tensor cores (async proxy) next
+            cute.arch.fence_proxy("async.shared", space="cta")
             cute.arch.sync_threads()
-            if warp == 0:
-                with cute.arch.elect_one():
-                    cute.arch.mbarrier_arrive_and_expect_tx(
-                        mbar, cutlass.select_(need_q != 0, Int32(2 * C * DK * 2), Int32(C * DK * 2)))
-                tma.load(tma_kl, tma.gmem_tile(mKl[None, None, hk], (t0, 0), (C, DK)), sKK[None, None, 0],
-                         mbar, Int32(0), 1)
-                if need_q != 0:
-                    tma.load(tma_ql, tma.gmem_tile(mQl[None, None, hk], (t0, 0), (C, DK)), sQK[None, None, 0],
-                             mbar, Int32(0), 1)
-            # thread (tidx // 16, tidx % 16): the 8 columns 8*(tidx % 16) .. +7 of rows
-            # tidx // 16 + 16 m, m = 0..3 (one row = 16 threads): what it zeroes and what its norms read
-            thr_l = _row_copy_g2s().get_slice(tidx)
-            tLc = thr_l.partition_S(cute.make_identity_tensor((C, DK)))       # (row, col) of each vector
-            tLk = thr_l.partition_D(sRC[None, None, 0])                       # K tile (swizzled)
-            tLq = thr_l.partition_D(sQK[None, None, 0])                       # q tile (swizzled)
+            self.products(s, th, mma_g, scale)
+            cute.arch.sync_threads()
+            if cutlass.const_expr(self.with_pqk):
+                # pqk[t0 + i, hv, :] = P row i: a full chunk by one TMA store (the lead warp; it waits for
+                # the store's reads before the barrier that lets phase 3.4 overwrite the slot), a partial
+                # one by 16-byte thread stores of rows i < L (rows >= L are the next sequence's)
+                _store_t2(L, tidx, th.warp == Warp.LEAD, tma_p, s.t2, mP[None, None, hv], pqk, t0, hv, 0)
+            self.solve(s, th)
+            self.stage_t(s, tidx)
+            if cutlass.const_expr(self.with_pqk):
+                # ---- the fused plan's end: Tu (64 x 64 bf16) -> tu[t0 + i, hv, :], as P left ----
+                # (its spine forms Vnew = Tu (V - diag(exp(gcum) rk) K S) itself: no V load, no W, U)
+                _store_t2(L, tidx, th.warp == Warp.LEAD, tma_t, s.t2, mT[None, None, hv], tu, t0, hv, 1)
+                _finish_stores(ready, slot, hv, ready_from, tidx, th.warp == Warp.LEAD)
+            else:
+                self.outputs(s, th, ch, mma_o, v, w, u, tma_w, mW, tma_u, mU, ready, ready_from)
 
-        # ---- phase 1a: g, beta -> gcum (warp 0, lane owns rows 2*lane, 2*lane+1) ----
-        if warp == 0:
-            r0 = 2 * lane
-            c0, c1, b0, b1 = gate_scan(g, beta, t0, L, hv, lane)
-            sG[r0] = c0
-            sG[r0 + 1] = c1
-            sB[r0] = b0
-            sB[r0 + 1] = b1
-            sE[r0] = b0 * cute.math.exp(c0)
-            sE[r0 + 1] = b1 * cute.math.exp(c1)
-            if r0 < L:
-                gcum[t0 + r0, hv] = c0
-                if cutlass.const_expr(with_pqk):
-                    beta32[t0 + r0, hv] = b0      # the fused spine scales Y by it (Tu holds no beta)
-            if r0 + 1 < L:
-                gcum[t0 + r0 + 1, hv] = c1
-                if cutlass.const_expr(with_pqk):
-                    beta32[t0 + r0 + 1, hv] = b1
+    @cute.jit
+    def shared(self, lay, tidx: Int32) -> _Smem:
+        """The CTA's shared memory and its views; thread 0 initialises the aligned builds' mbarrier."""
+        lay_kv, lay_kv_rc, lay_kk, lay_t2 = lay
+        SharedStorage = _shared_storage(self.with_pqk, self.aligned)
+        assert cute.cosize(lay_kv) == 2 * C * DK <= _kv_elems() and cute.cosize(lay_t2) == 2 * C * C
+        assert SharedStorage.size_in_bytes() == _smem_bytes(self.with_pqk, self.aligned), \
+            (SharedStorage.size_in_bytes(), self.with_pqk)
+        smem = cutlass.utils.SmemAllocator()
+        storage = smem.allocate(SharedStorage)
+        sKV = storage.kv.get_tensor(lay_kv.outer, swizzle=lay_kv.inner)           # (128, 64, 2) B of phase 4
+        sRC = storage.kv.get_tensor(lay_kv_rc.outer, swizzle=lay_kv_rc.inner)     # (64, 128, 2) rows, cols
+        sKK = storage.kv.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)           # (64, 128, 1) K K^T operand
+        sT2 = storage.t2.get_tensor(lay_t2.outer, swizzle=lay_t2.inner)           # (64, 64, 2) Tw, Tu
+        # A / Tm (fp32) over the V tile's bytes (stage 1 of sKV / sRC), V loaded there after phase 3.4;
+        # the solve scratch (fp32) in t2's Tu slot, free from phase 2's end (P is in the Tw slot) to 3.4
+        a_ptr = cute.recast_ptr(storage.kv.data_ptr() + A_OFF, dtype=Float32)
+        sA = cute.make_tensor(a_ptr, cute.make_layout((C, C), stride=(AS, 1)))
+        sA4 = cute.make_tensor(a_ptr, cute.make_layout((C, C // 4, 4), stride=(AS, 4, 1)))   # float4 view
+        sA2 = cute.make_tensor(a_ptr, cute.make_layout((C, C // 2, 2), stride=(AS, 2, 1)))   # float2 view
+        x_ptr = cute.recast_ptr(storage.t2.data_ptr() + C * C, dtype=Float32)
+        sX = cute.make_tensor(x_ptr, cute.make_layout((HALF, HALF), stride=(XS, 1)))
+        sG = storage.gc.get_tensor(cute.make_layout(C))
+        sB = storage.be.get_tensor(cute.make_layout(C))
+        sE = storage.ee.get_tensor(cute.make_layout(C))
+        sR = storage.rr.get_tensor(cute.make_layout(C))
+        # the q tile (K-major, swizzled as the K tile: the A operand of Q K^T with_pqk, else only the
+        # norms read it) occupies the Tw/Tu region (the same 16 KB) until phase 2 is done with it; P is
+        # staged there next, Tw/Tu written in phase 3.4
+        sQK = storage.t2.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)        # (64, 128, 1)
+        sRq = None
+        if cutlass.const_expr(self.with_pqk):
+            sRq = storage.rq.get_tensor(cute.make_layout(C))
+        mbar = None
+        if cutlass.const_expr(self.aligned):
+            mbar = storage.mbar.data_ptr()
+            if tidx == 0:
+                cute.arch.mbarrier_init(mbar, 1)    # not a ring: one chunk per CTA, one load, one phase
+                cute.arch.mbarrier_init_fence()     # (a ring's publish would sync the CTA here, tiles does)
+        return _Smem(storage, sKV, sRC, sKK, sT2, sA, sA4, sA2, sX, sG, sB, sE, sR, sQK, sRq, mbar)
 
-        if cutlass.const_expr(aligned):
-            # ---- phase 1c (aligned): rows >= L zeroed, row norms from the thread's own vectors ----
-            cute.arch.mbarrier_wait(mbar, 0)
+    # ------------------------------------------------------------------ phase 1
+    @cute.jit
+    def tiles(self, s: _Smem, th: _Thread, ch: _Chunk, tma_kl, mKl, tma_ql, mQl, use_qk_l2norm: Int32):
+        """Phase 1b' (aligned q/k/v): the k and q tiles by TMA (the lead warp, one mbarrier), after a
+        CTA barrier that publishes the mbarrier's initialisation (every thread waits on it in rows).
+        A TMA box moves the whole 64-row window: rows >= L of a partial chunk (the next sequence's,
+        or zero-filled past T) are zeroed once it has landed.  Issued before phase 1a so the loads
+        are in flight during the g scan.  (One TMA issue replaces 8 cp.async per thread with their
+        64-bit addresses, ~110 warp instructions per warp.)  Returns this thread's (row, col)
+        coordinates and vectors of the two tiles: thread (tidx // 16, tidx % 16) holds the 8 columns
+        8 (tidx % 16) .. +7 of rows tidx // 16 + 16 m, m = 0..3, what it zeroes and its norms read."""
+        need_q = Int32(1) if cutlass.const_expr(self.with_pqk) else use_qk_l2norm
+        cute.arch.sync_threads()
+        if th.warp == Warp.LEAD:
+            rings.arm(s.mbar, cutlass.select_(need_q != 0, Int32(2 * C * DK * 2), Int32(C * DK * 2)))
+            tma.load(tma_kl, tma.gmem_tile(mKl[None, None, ch.hk], (ch.t0, 0), (C, DK)), s.kk[None, None, 0],
+                     s.mbar, Int32(0), 1)
+            if need_q != 0:
+                tma.load(tma_ql, tma.gmem_tile(mQl[None, None, ch.hk], (ch.t0, 0), (C, DK)), s.qk[None, None, 0],
+                         s.mbar, Int32(0), 1)
+        thr_l = _row_copy_g2s().get_slice(th.tidx)
+        tLc = thr_l.partition_S(cute.make_identity_tensor((C, DK)))       # (row, col) of each vector
+        tLk = thr_l.partition_D(s.rc[None, None, 0])                      # K tile (swizzled)
+        tLq = thr_l.partition_D(s.qk[None, None, 0])                      # q tile (swizzled)
+        return tLc, tLk, tLq
+
+    @cute.jit
+    def gates(self, s: _Smem, th: _Thread, ch: _Chunk, g: cute.Tensor, beta: cute.Tensor, gcum: cute.Tensor,
+              beta32: cute.Tensor):
+        """Phase 1a (the lead warp, lane l: rows 2 l, 2 l + 1): g, beta -> gcum, beta, beta exp(gcum)
+        in smem, gcum (and with_pqk beta32) of rows < L to HBM."""
+        lane, t0, L, hv = th.lane, ch.t0, ch.L, ch.hv
+        r0 = 2 * lane
+        c0, c1, b0, b1 = gate_scan(g, beta, t0, L, hv, lane)
+        s.g[r0] = c0
+        s.g[r0 + 1] = c1
+        s.b[r0] = b0
+        s.b[r0 + 1] = b1
+        s.e[r0] = b0 * cute.math.exp(c0)
+        s.e[r0 + 1] = b1 * cute.math.exp(c1)
+        if r0 < L:
+            gcum[t0 + r0, hv] = c0
+            if cutlass.const_expr(self.with_pqk):
+                beta32[t0 + r0, hv] = b0      # the register-state spine scales Y by it (Tu holds no beta)
+        if r0 + 1 < L:
+            gcum[t0 + r0 + 1, hv] = c1
+            if cutlass.const_expr(self.with_pqk):
+                beta32[t0 + r0 + 1, hv] = b1
+
+    @cute.jit
+    def rows(self, s: _Smem, th: _Thread, ch: _Chunk, tl, q: cute.Tensor, k: cute.Tensor, rq: cute.Tensor,
+             rk: cute.Tensor, use_qk_l2norm: Int32):
+        """The K tile and the row norms rk, rq.  Aligned (1c): once the tiles have landed, rows >= L
+        zeroed, the norms from the thread's own vectors (_row_norms).  Plain (1b): q, k rows by
+        element loads (warp w: rows 8w..8w+7, lane: cols lane+32*e); the raw bf16 k values go to
+        smem unchanged (rows >= L: zeros, never loaded)."""
+        lane, warp, t0, L, hv, hk = th.lane, th.warp, ch.t0, ch.L, ch.hv, ch.hk
+        if cutlass.const_expr(self.aligned):
+            tLc, tLk, tLq = tl
+            cute.arch.mbarrier_wait(s.mbar, 0)     # not a ring: the tiles' one phase, never released
             if L < C:
                 zero8 = cute.make_rmem_tensor_like(tLk[(None, 0, 0)], BFloat16)
                 zero8.fill(0.0)
@@ -414,54 +516,53 @@ def recompute_wu_kernel(
                     if row >= L:
                         cute.copy(_copy_128b(), zero8, tLk[(None, m, 0)])
                         cute.copy(_copy_128b(), zero8, tLq[(None, m, 0)])
-            _row_norms(tLk, tLq, tidx, L, t0, hv, use_qk_l2norm, rk, rq, sR, sRq if with_pqk else None)
+            _row_norms(tLk, tLq, th.tidx, L, t0, hv, use_qk_l2norm, rk, rq, s.r, s.rq)
         else:
-            # ---- phase 1b: q, k, v rows (warp w: rows 8w..8w+7, lane: cols lane+32*e) ----
-            # the raw bf16 k and v values go to smem unchanged (rows >= L: zeros, never loaded)
             for half in cutlass.range_constexpr(2):
                 fk = cute.make_rmem_tensor((4, 4), Float32)
                 fq = cute.make_rmem_tensor((4, 4), Float32)
                 fk.fill(0.0)
                 fq.fill(0.0)
-                for s in cutlass.range_constexpr(4):
-                    r = warp * ROWS_PER_WARP + half * 4 + s
+                for r_ in cutlass.range_constexpr(4):
+                    r = warp * ROWS_PER_WARP + half * 4 + r_
                     if r < L:
                         t = t0 + r
                         for e in cutlass.range_constexpr(4):
-                            fk[s, e] = k[t, hk, lane + 32 * e].to(Float32)
+                            fk[r_, e] = k[t, hk, lane + 32 * e].to(Float32)
                         if use_qk_l2norm != 0:
                             for e in cutlass.range_constexpr(4):
-                                fq[s, e] = q[t, hk, lane + 32 * e].to(Float32)
-                for s in cutlass.range_constexpr(4):
-                    r = warp * ROWS_PER_WARP + half * 4 + s
+                                fq[r_, e] = q[t, hk, lane + 32 * e].to(Float32)
+                for r_ in cutlass.range_constexpr(4):
+                    r = warp * ROWS_PER_WARP + half * 4 + r_
                     rkv = Float32(1.0)
                     rqv = Float32(1.0)
                     if use_qk_l2norm != 0:
                         ssk = Float32(0.0)
                         ssq = Float32(0.0)
                         for e in cutlass.range_constexpr(4):
-                            ssk = ssk + fk[s, e] * fk[s, e]
-                            ssq = ssq + fq[s, e] * fq[s, e]
+                            ssk = ssk + fk[r_, e] * fk[r_, e]
+                            ssq = ssq + fq[r_, e] * fq[r_, e]
                         ssk = cute.arch.warp_reduction_sum(ssk)
                         ssq = cute.arch.warp_reduction_sum(ssq)
                         rkv = cute.math.rsqrt(ssk + L2_EPS)
                         rqv = cute.math.rsqrt(ssq + L2_EPS)
                     for e in cutlass.range_constexpr(4):
-                        sRC[r, lane + 32 * e, 0] = BFloat16(fk[s, e])     # exact (bf16 -> fp32 -> bf16)
+                        s.rc[r, lane + 32 * e, 0] = BFloat16(fk[r_, e])     # exact (bf16 -> fp32 -> bf16)
                     if lane == 0:
-                        sR[r] = rkv
+                        s.r[r] = rkv
                         if r < L:
                             rk[t0 + r, hv] = rkv
                             rq[t0 + r, hv] = rqv
 
-        # the K tile is read by the tensor cores (async proxy) next
-        cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.sync_threads()
-
-        # ---- phase 2: G = K K^T on wgmma (WG w: columns 32w..32w+31), fold -> A (fp32 smem) ----
+    # ------------------------------------------------------------------ phase 2
+    @cute.jit
+    def products(self, s: _Smem, th: _Thread, mma_g, scale: Float32):
+        """Phase 2: G = K K^T on wgmma (WG w: columns 32w..32w+31), folded -> A (fp32 smem); with_pqk
+        also Q K^T (same B operand), folded -> P (bf16), staged in the Tw slot by stmatrix."""
+        wg, wtid = th.wg, th.wtid
         mma_g.set(warpgroup.Field.ACCUMULATE, True)
         thr_g = mma_g.get_slice(wtid)
-        sK0 = sKK[None, None, 0]
+        sK0 = s.kk[None, None, 0]
         tGa = thr_g.make_fragment_A(thr_g.partition_A(sK0))          # (MMA, 1, 8)
         sKw = cute.local_tile(sK0, (HALF, DK), (wg, 0))               # K rows 32w..32w+31: B of WG w
         tGb = thr_g.make_fragment_B(thr_g.partition_B(sKw))          # (MMA, 1, 8)
@@ -471,9 +572,9 @@ def recompute_wu_kernel(
         warpgroup.fence()
         for kb in cutlass.range_constexpr(cute.size(tGa, mode=[2])):
             cute.gemm(mma_g, accG, tGa[None, None, kb], tGb[None, None, kb], accG)
-        if cutlass.const_expr(with_pqk):
+        if cutlass.const_expr(self.with_pqk):
             accQ.fill(0.0)
-            tQa = thr_g.make_fragment_A(thr_g.partition_A(sQK[None, None, 0]))
+            tQa = thr_g.make_fragment_A(thr_g.partition_A(s.qk[None, None, 0]))
             for kb in cutlass.range_constexpr(cute.size(tQa, mode=[2])):
                 cute.gemm(mma_g, accQ, tQa[None, None, kb], tGb[None, None, kb], accQ)
         warpgroup.commit_group()
@@ -490,15 +591,15 @@ def recompute_wu_kernel(
         assert str(accG.layout) == "((2,2,4),1,1):((1,2,4),0,0)", str(accG.layout)
         rows = [tGc[wgmma_acc.first_of_row(h)][0] for h in range(2)]
         cols = [tGc[wgmma_acc.first_of_col(c)][1] + HALF * wg for c in range(8)]
-        g_row = [sG[r] for r in rows]
-        br_row = [sB[r] * sR[r] for r in rows]
+        g_row = [s.g[r] for r in rows]
+        br_row = [s.b[r] * s.r[r] for r in rows]
         # the columns' values are loaded when their 4 elements come up (e = 4 p .. 4 p + 3 use
         # columns 2 p, 2 p + 1): 8 fewer live registers than all 8 columns at once, which four
         # CTAs per SM (64 registers) need
         g_col = [None] * 8
         r_col = [None] * 8
-        if cutlass.const_expr(with_pqk):
-            q_row = [scale * sRq[r] for r in rows]
+        if cutlass.const_expr(self.with_pqk):
+            q_row = [scale * s.rq[r] for r in rows]
         # elements e, e + 1 (v0 = 0, 1) are columns j, j + 1 of one row: one 8-byte store
         pair = cute.make_rmem_tensor(2, Float32)
         for e in cutlass.range_constexpr(cute.size(accG)):
@@ -506,18 +607,18 @@ def recompute_wu_kernel(
             c = wgmma_acc.col(e)
             if cutlass.const_expr(e % 4 == 0):
                 for cc in (c, c + 1):
-                    g_col[cc] = sG[cols[cc]]
-                    r_col[cc] = sR[cols[cc]]
+                    g_col[cc] = s.g[cols[cc]]
+                    r_col[cc] = s.r[cols[cc]]
             i = rows[h]
             j = cols[c]
             rx = r_col[c] * fastexp.exp(g_row[h] - g_col[c])            # rk_j exp(gcum_i - gcum_j)
             pair[e % 2] = Float32(cutlass.select_(i > j, accG[e] * br_row[h] * rx, Float32(0.0)))
             if cutlass.const_expr(e % 2 == 1):
-                sA2[i, j // 2, None].store(pair.load())
-            if cutlass.const_expr(with_pqk):
+                s.a2[i, j // 2, None].store(pair.load())
+            if cutlass.const_expr(self.with_pqk):
                 # the in-chunk attention of fwd_o: scale rq_i rk_j (q_i . k_j) exp(gcum_i - gcum_j)
                 accQ[e] = Float32(cutlass.select_(i >= j, accQ[e] * q_row[h] * rx, Float32(0.0)))
-        if cutlass.const_expr(with_pqk):
+        if cutlass.const_expr(self.with_pqk):
             # P (bf16, exactly 0 above the diagonal) -> the Tw slot of t2 (free until phase 3.4),
             # once both warpgroups' Q K^T have read the q tile there
             cute.arch.sync_threads()
@@ -527,24 +628,21 @@ def recompute_wu_kernel(
             rP = cute.make_rmem_tensor_like(accQ_cv, BFloat16)
             for e in cutlass.range_constexpr(cute.size(accQ_cv)):
                 rP[e] = BFloat16(accQ_cv[e])
-            cute.copy(st_g, rP, st_g.partition_D(cute.local_tile(sT2[None, None, 0], (C, HALF), (0, wg))))
+            cute.copy(st_g, rP, st_g.partition_D(cute.local_tile(s.t2[None, None, 0], (C, HALF), (0, wg))))
             cute.arch.fence_proxy("async.shared", space="cta")      # the TMA store reads the tile next
-        cute.arch.sync_threads()
 
-        if cutlass.const_expr(with_pqk):
-            # pqk[t0 + i, hv, :] = P row i: a full chunk by one TMA store (warp 0; it waits for the
-            # store's reads before the barrier that lets phase 3.4 overwrite the slot), a partial
-            # one by 16-byte thread stores of rows i < L (rows >= L are the next sequence's)
-            _store_t2(L, tidx, warp == 0, tma_p, sT2, mP[None, None, hv], pqk, t0, hv, 0)
-
-        # ---- phase 3: Tm = (I + A)^-1 in fp32, in place over sA (16x16 blocks) ----
+    # ------------------------------------------------------------------ phase 3
+    @cute.jit
+    def solve(self, s: _Smem, th: _Thread):
+        """Phase 3.1-3.3: Tm = (I + A)^-1 in fp32, in place over sA (16x16 blocks)."""
+        lane, warp, wg = th.lane, th.warp, th.wg
         # 3.1 diagonal blocks: the first warp of warpgroup w solves blocks 2w, 2w + 1 (the pair its
         #     warpgroup merges in 3.2): lane l, column jj = l % 16 of block b = 2w + l // 16, of
         #     D_b = (I + A_bb)^-1 by forward substitution (exact zeros above the diagonal).  Every
         #     reader of a block's A rows is in that warp, and 3.2's readers of D_b in its warpgroup:
         #     a warp sync and a warpgroup barrier, not two CTA barriers
         xcol = cute.make_rmem_tensor(BLK, Float32)
-        solver = wtid < 32
+        solver = th.wtid < 32
         if solver:
             rb = (2 * wg + lane // BLK) * BLK
             jj = lane % BLK
@@ -553,7 +651,7 @@ def recompute_wu_kernel(
                 part.fill(0.0)
                 for mc in cutlass.range_constexpr((ii + 3) // 4):
                     arow = cute.make_rmem_tensor(4, Float32)
-                    arow.store(sA4[rb + ii, rb // 4 + mc, None].load())
+                    arow.store(s.a4[rb + ii, rb // 4 + mc, None].load())
                     for e in cutlass.range_constexpr(4):
                         if cutlass.const_expr(mc * 4 + e < ii):
                             part[e] = part[e] + arow[e] * xcol[mc * 4 + e]
@@ -566,7 +664,7 @@ def recompute_wu_kernel(
             rb = (2 * wg + lane // BLK) * BLK
             jj = lane % BLK
             for ii in cutlass.range_constexpr(BLK):
-                sA[rb + ii, rb + jj] = xcol[ii]
+                s.a[rb + ii, rb + jj] = xcol[ii]
         cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=WG)
 
         # 3.2 32x32 merges, pair p = warpgroup p (blocks 2p, 2p+1), on the tensor cores in one TF32
@@ -576,7 +674,8 @@ def recompute_wu_kernel(
         #     blocks and scratch rows: warpgroup barriers between its steps, the CTA barrier only
         #     before 3.3 reads both pairs.  (Tensor cores rather than CUDA cores, where every two
         #     FMAs need an LDS: mma_tf32.)
-        wl = (tidx % WG) // 32
+        sA, sX = s.a, s.x
+        wl = (th.tidx % WG) // 32
         lo = 2 * BLK * wg                  # first row/column of block 2p
         hi = lo + BLK                      # first row/column of block 2p+1
         acc_t = cute.make_rmem_tensor(4, Float32)
@@ -606,90 +705,111 @@ def recompute_wu_kernel(
         acc_t.fill(0.0)
         mma_tf32.tile_16x8(acc_t, sA, HALF + BLK * mi, HALF, sX, 0, 8 * nj, 0, 2 * mi + 2, lane, 4)
         mma_tf32.store_tile_16x8(acc_t, sA, HALF + BLK * mi, 8 * nj, lane, True)
-        if cutlass.const_expr(with_pqk):
-            if warp == 0:
+        if cutlass.const_expr(self.with_pqk):
+            if warp == Warp.LEAD:
                 cute.arch.cp_async_bulk_wait_group(0, read=True)   # pqk's TMA store has read the Tw slot
         cute.arch.sync_threads()
 
-        # 3.4 Tw = Tm diag(beta exp(gcum) rk), Tu = Tm, ROUNDED TO BF16 (the A operands
-        #     of phase 4; this is the one rounding of Tm, as in FLA) -> swizzled smem, 16-byte stores
+    @cute.jit
+    def stage_t(self, s: _Smem, tidx: Int32):
+        """Phase 3.4: Tw = Tm diag(beta exp(gcum) rk), Tu = Tm, ROUNDED TO BF16 (the A operands of
+        phase 4; this is the one rounding of Tm, as in FLA) -> swizzled smem, 16-byte stores (the
+        pqk build: Tu only, its stage 1 ends with Tu's store)."""
         cp_t = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((C, 4), stride=(4, 1)),
                                        cute.make_layout((1, 8)))
         thr_t = cp_t.get_slice(tidx)
         tTc = thr_t.partition_D(cute.make_identity_tensor((C, C)))
-        tTw = thr_t.partition_D(sT2[None, None, 0])
-        tTu = thr_t.partition_D(sT2[None, None, 1])
+        tTw = thr_t.partition_D(s.t2[None, None, 0])
+        tTu = thr_t.partition_D(s.t2[None, None, 1])
         rTw = cute.make_rmem_tensor(tTc.shape, BFloat16)
         rTu = cute.make_rmem_tensor(tTc.shape, BFloat16)
-        #     (the fused plan's build: Tu only, its stage 1 ends with Tu's store)
         for e in cutlass.range_constexpr(cute.size(rTw)):
             i, j = tTc[e]
-            tm = sA[i, j]
-            if cutlass.const_expr(not with_pqk):
-                rTw[e] = BFloat16(tm * (sE[j] * sR[j]))
-            rTu[e] = BFloat16(tm)             # Tm alone: beta goes on Y (the fused spine) or V (the V load)
-        if cutlass.const_expr(not with_pqk):
+            tm = s.a[i, j]
+            if cutlass.const_expr(not self.with_pqk):
+                rTw[e] = BFloat16(tm * (s.e[j] * s.r[j]))
+            rTu[e] = BFloat16(tm)             # Tm alone: beta goes on Y (the register-state spine) or V (the V load)
+        if cutlass.const_expr(not self.with_pqk):
             cute.copy(cp_t, rTw, tTw)
         cute.copy(cp_t, rTu, tTu)
         cute.arch.fence_proxy("async.shared", space="cta")
         cute.arch.sync_threads()
 
-        if cutlass.const_expr(with_pqk):
-            # ---- the fused plan's end: Tu (64 x 64 bf16) -> tu[t0 + i, hv, :], as P left ----
-            # (its spine forms Vnew = Tu (V - diag(exp(gcum) rk) K S) itself: no V load, no W, U)
-            _store_t2(L, tidx, warp == 0, tma_t, sT2, mT[None, None, hv], tu, t0, hv, 1)
-            _finish_stores(ready, slot, hv, ready_from, tidx, warp == 0)
-        else:
-
-            # ---- the V load: the V tile into the A / Tm bytes, now read (WG1 only: WG0's W = Tw K
-            #      starts at once; WG1's U = Tu V waits for these loads) ----
-            if wg == 1:
-                _load_v(v, hv, t0, L, wtid, sRC[None, None, 1], sB, aligned)
-                cute.arch.fence_proxy("async.shared", space="cta")       # wgmma reads the tile next
-                cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=WG)
-
-            # ---- phase 4: WG0 W = Tw K, WG1 U = Tu V on wgmma --------------------------
-            mma_o.set(warpgroup.Field.ACCUMULATE, True)
-            thr_o = mma_o.get_slice(wtid)
-            tOa = thr_o.make_fragment_A(thr_o.partition_A(sT2))          # (MMA, 1, 4, 2)
-            stsm = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16)
-            st_o = cute.make_tiled_copy_C(stsm, mma_o).get_slice(wtid)
-            sO = sRC[None, None, wg]                                     # (64 rows, 128 cols)
-            accO = cute.make_rmem_tensor(thr_o.partition_shape_C((C, DK // 2)), Float32)
-            accO_cv = st_o.retile(accO)
-            rO = cute.make_rmem_tensor_like(accO_cv, BFloat16)
-            for nh in cutlass.range_constexpr(2):
-                # columns 64 nh .. 64 nh + 63 of the product: the B tile's matching 128-byte swizzle atoms
-                tOb = thr_o.make_fragment_B(thr_o.partition_B(cute.local_tile(sKV[None, None, wg], (DK // 2, C), (nh, 0))))
-                accO.fill(0.0)
-                warpgroup.fence()
-                for kb in cutlass.range_constexpr(cute.size(tOa, mode=[2])):
-                    cute.gemm(mma_o, accO, tOa[None, None, kb, wg], tOb[None, None, kb], accO)
-                warpgroup.commit_group()
-                warpgroup.wait_group(0)
-                # every warp of this warpgroup is past this half's MMA: the columns it read (and only
-                # those: the other half reads the other swizzle atoms) may be overwritten
-                cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=WG)
-                # accumulator -> bf16 -> the consumed columns of the tile (stmatrix)
-                for e in cutlass.range_constexpr(cute.size(accO_cv)):
-                    rO[e] = BFloat16(accO_cv[e])
-                cute.copy(st_o, rO, st_o.partition_D(cute.local_tile(sO, (C, DK // 2), (0, nh))))
-            cute.arch.fence_proxy("async.shared", space="cta")          # the TMA store reads the tile next
+    # ------------------------------------------------------------------ phase 4
+    @cute.jit
+    def outputs(self, s: _Smem, th: _Thread, ch: _Chunk, mma_o, v: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
+                tma_w, mW, tma_u, mU, ready: cute.Tensor, ready_from: Int32):
+        """The unfused plan's end: WG1 loads the V tile into the A / Tm bytes, now read (WG0's
+        W = Tw K starts at once; WG1's U = Tu V waits for these loads); then phase 4, WG0 W = Tw K,
+        WG1 U = Tu V on wgmma, each half staged by stmatrix into the columns it has consumed, and
+        rows t0 .. t0 + 63 -> HBM (a full chunk by one TMA store of the warpgroup's first warp, a
+        partial one by 16-byte thread stores of rows i < L)."""
+        warp, wg, wtid, t0, L, hv = th.warp, th.wg, th.wtid, ch.t0, ch.L, ch.hv
+        if wg == Group.U:
+            _load_v(v, hv, t0, L, wtid, s.rc[None, None, 1], s.b, self.aligned)
+            cute.arch.fence_proxy("async.shared", space="cta")       # wgmma reads the tile next
             cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=WG)
-            # then rows t0 .. t0 + 63 -> HBM: a full chunk by one TMA store (the warpgroup's first
-            # warp), a partial one by 16-byte thread stores of rows i < L
-            cp_o = tma.rows_copy(DK)
-            thr_s = cp_o.get_slice(wtid)
-            tSs = thr_s.partition_S(sO)                                  # (CPY, 8 row groups, 1)
-            tSc = thr_s.partition_S(cute.make_identity_tensor((C, DK)))
-            store_warp = warp == 4 * wg
-            if wg == 0:
-                tma.store_rows(L, store_warp, tma_w, sRC, mW[None, None, hv], w, cp_o, thr_s, tSs, tSc,
-                                  t0, hv, 0, wg, DK)
-            else:
-                tma.store_rows(L, store_warp, tma_u, sRC, mU[None, None, hv], u, cp_o, thr_s, tSs, tSc,
-                                  t0, hv, 0, wg, DV)
-            _finish_stores(ready, slot, hv, ready_from, tidx, store_warp)
+
+        mma_o.set(warpgroup.Field.ACCUMULATE, True)
+        thr_o = mma_o.get_slice(wtid)
+        tOa = thr_o.make_fragment_A(thr_o.partition_A(s.t2))          # (MMA, 1, 4, 2)
+        stsm = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16)
+        st_o = cute.make_tiled_copy_C(stsm, mma_o).get_slice(wtid)
+        sO = s.rc[None, None, wg]                                    # (64 rows, 128 cols)
+        accO = cute.make_rmem_tensor(thr_o.partition_shape_C((C, DK // 2)), Float32)
+        accO_cv = st_o.retile(accO)
+        rO = cute.make_rmem_tensor_like(accO_cv, BFloat16)
+        for nh in cutlass.range_constexpr(2):
+            # columns 64 nh .. 64 nh + 63 of the product: the B tile's matching 128-byte swizzle atoms
+            tOb = thr_o.make_fragment_B(thr_o.partition_B(cute.local_tile(s.kv[None, None, wg], (DK // 2, C), (nh, 0))))
+            accO.fill(0.0)
+            warpgroup.fence()
+            for kb in cutlass.range_constexpr(cute.size(tOa, mode=[2])):
+                cute.gemm(mma_o, accO, tOa[None, None, kb, wg], tOb[None, None, kb], accO)
+            warpgroup.commit_group()
+            warpgroup.wait_group(0)
+            # every warp of this warpgroup is past this half's MMA: the columns it read (and only
+            # those: the other half reads the other swizzle atoms) may be overwritten
+            cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=WG)
+            # accumulator -> bf16 -> the consumed columns of the tile (stmatrix)
+            for e in cutlass.range_constexpr(cute.size(accO_cv)):
+                rO[e] = BFloat16(accO_cv[e])
+            cute.copy(st_o, rO, st_o.partition_D(cute.local_tile(sO, (C, DK // 2), (0, nh))))
+        cute.arch.fence_proxy("async.shared", space="cta")          # the TMA store reads the tile next
+        cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=WG)
+        cp_o = tma.rows_copy(DK)
+        thr_s = cp_o.get_slice(wtid)
+        tSs = thr_s.partition_S(sO)                                  # (CPY, 8 row groups, 1)
+        tSc = thr_s.partition_S(cute.make_identity_tensor((C, DK)))
+        store_warp = warp == 4 * wg
+        if wg == Group.W:
+            tma.store_rows(L, store_warp, tma_w, s.rc, mW[None, None, hv], w, cp_o, thr_s, tSs, tSc,
+                           t0, hv, 0, wg, DK)
+        else:
+            tma.store_rows(L, store_warp, tma_u, s.rc, mU[None, None, hv], u, cp_o, thr_s, tSs, tSc,
+                           t0, hv, 0, wg, DV)
+        _finish_stores(ready, ch.slot, hv, ready_from, th.tidx, store_warp)
+
+
+@cute.kernel
+def recompute_wu_kernel(
+    q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
+    cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
+    gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
+    pqk: cute.Tensor, tu: cute.Tensor, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom,
+    mU: cute.Tensor, tma_p: cute.CopyAtom, mP: cute.Tensor, tma_t: cute.CopyAtom, mT: cute.Tensor,
+    tma_kl: cute.CopyAtom, mKl: cute.Tensor, tma_ql: cute.CopyAtom, mQl: cute.Tensor, ready: cute.Tensor,
+    order: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32, slot_begin: Int32, ready_from: Int32,
+    div_hv: cute.FastDivmodDivisorV2, div_group: cute.FastDivmodDivisorV2,
+    aligned: cutlass.Constexpr, with_pqk: cutlass.Constexpr,
+):
+    """The entry of every build: RecomputeWU(aligned, with_pqk).kernel is the body.  A module
+    function, not a method: the kernel's symbol is made of its function's name and first arguments
+    (a method's would name the class)."""
+    RecomputeWU(aligned, with_pqk).kernel(
+        q, k, v, g, beta, cu_seqlens, state_indices, gcum, rq, rk, beta32, w, u, pqk, tu,
+        tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT, tma_kl, mKl, tma_ql, mQl, ready, order,
+        scale, use_qk_l2norm, use_state_indices, slot_begin, ready_from, div_hv, div_group)
 
 
 @cute.jit
@@ -704,7 +824,7 @@ def gate_scan(g: cute.Tensor, beta: cute.Tensor, t0: Int32, L: Int32, hv: Int32,
 @cute.jit
 def _rank_longest_first(cu_seqlens: cute.Tensor, order: cute.Tensor, kv_ptr, tidx: Int32):
     """order[r] = the sequence of rank r when the N <= ORDER_MAX_SEQS sequences are ordered longest
-    first, equal lengths by index (the fused spine reads it: handoff.longest_first).  Block 0 of
+    first, equal lengths by index (the register-state spine reads it: handoff.longest_first).  Block 0 of
     the plan's first recompute_wu launch, before its own chunk: the lengths go to the kv region
     (free until the K tile's TMA load), each thread counts, for its up to ORDER_MAX_SEQS / NTHREADS
     sequences held in registers, the sequences ahead of them in one pass over the lengths (an
@@ -836,7 +956,7 @@ def _load_v(v: cute.Tensor, hv: Int32, t0: Int32, L: Int32, wtid: Int32, sV: cut
 @cute.jit
 def _finish_stores(ready: cute.Tensor, slot: Int32, hv: Int32, ready_from: Int32, tidx: Int32, store_warp):
     """The CTA's last step, after its stores are issued: in the overlap plan's second part
-    (slot >= ready_from) publish the (slot, head) the running fused spine waits for; otherwise
+    (slot >= ready_from) publish the (slot, head) the running register-state spine waits for; otherwise
     the storing warp waits until its TMA stores have read their staging tiles, before the CTA's
     shared memory is released."""
     if slot >= ready_from:
@@ -865,7 +985,7 @@ def _publish(ready: cute.Tensor, c: Int32, hv: Int32, tidx: Int32, store_warp):
 @functools.cache
 def _make_launch(with_pqk: bool):
     """The launch function; with_pqk (compile time): also the in-chunk attention P -> pqk, for
-    the fused spine + output (spine_rs_o).  Parameter names: gdn_problem_t fields."""
+    the register-state spine + output (spine_rs_o).  Parameter names: gdn_problem_t fields."""
 
     @cute.jit
     def recompute_wu(
@@ -916,7 +1036,7 @@ def _make_launch(with_pqk: bool):
             scale, use_qk_l2norm, use_state_indices, slot_begin, ready_from,
             cute.fast_divmod_create_divisor_v2(Hv), cute.fast_divmod_create_divisor_v2(Hv // k.shape[1]),
             aligned, with_pqk,
-        ).launch(grid=plan.grid_recompute_wu_slots(slot_begin, slot_end, Hv), block=[NTHREADS, 1, 1], stream=stream,
+        ).launch(grid=grids.grid_recompute_wu_slots(slot_begin, slot_end, Hv), block=[NTHREADS, 1, 1], stream=stream,
              smem=smem, min_blocks_per_mp=CTAS_PER_SM, preferred_smem_carveout=100, use_pdl=pdl.USE_PDL)
 
     return recompute_wu
@@ -934,7 +1054,7 @@ VARIANTS: dict[str, dict] = {
     # q/k/v with 16-byte aligned bases and token/head strides that are multiples of 8 elements
     "recompute_wu_bf16_betaf32_a16": {"beta_dtype": Float32, "aligned": True},
     "recompute_wu_bf16_betabf16_a16": {"beta_dtype": BFloat16, "aligned": True},
-    # ... that also write the in-chunk attention P for the fused spine + output (spine_rs_o)
+    # ... that also write the in-chunk attention P for the register-state spine + output (spine_rs_o)
     "recompute_wu_bf16_betaf32_a16_pqk": {"beta_dtype": Float32, "aligned": True, "with_pqk": True},
     "recompute_wu_bf16_betabf16_a16_pqk": {"beta_dtype": BFloat16, "aligned": True, "with_pqk": True},
 }

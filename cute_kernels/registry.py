@@ -21,7 +21,7 @@ MODULES = (
     "spine_rs",
     "compose",
     "fwd_o",
-    "fused",
+    "single",
 )
 
 
@@ -54,7 +54,7 @@ AXES: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
     "layout": ("NUM_LAYOUTS", (("kv", "GDN_STATE_KV"), ("vk", "GDN_STATE_VK"))),
     # warpgroups per CTA of a spine build (index warpgroups - 1; the scalar spine's one build fills both)
     "warpgroups": ("NUM_SPINE_WG", (("1", "0"), ("2", "1"))),
-    # spine_rs_o's builds, in the order of the launcher's codes (gdn_prefill.plan.RS_BUILDS, checked at import)
+    # spine_rs_o's builds, in the order of the launcher's codes (gdn_prefill.grids.RS_BUILDS, checked at import)
     "rs_build": ("NUM_RS_BUILDS", (("solo", "RS_SOLO"), ("pair", "RS_PAIR"), ("dual", "RS_DUAL"))),
 }
 
@@ -68,11 +68,11 @@ TABLES: dict[str, tuple[tuple[str, ...], str]] = {
     "wu_pqk": (("beta",), "stage 1 of the fused plans (recompute_wu: Tu, pqk, beta32; aligned only)"),
     "fwd_o": (("aligned",), "stage 3 (fwd_o) of the unfused plan"),
     "spine": (("sdt", "spine", "layout", "warpgroups"), "the unfused plan's spine (h, vnew)"),
-    "spine_o": (("sdt", "layout", "rs_build"), "the serial and overlap plans' fused spine + output (spine_rs_o)"),
+    "spine_o": (("sdt", "layout", "rs_build"), "the serial and overlap plans' register-state spine + output (spine_rs_o)"),
     "spine_maps": (("sdt", "layout"), "the segmented plan's MAPS pass (spine_rs, role maps)"),
     "spine_seg": (("sdt", "layout"), "the segmented plan's SEGMENT pass (spine_rs, role segment)"),
     "compose": ((), "the segmented plan's composition of the segment maps (pool-independent)"),
-    "single": (("sdt", "layout", "beta"), "the single plan's one kernel (fused_prefill)"),
+    "single": (("sdt", "layout", "beta"), "the single plan's one kernel (single_prefill)"),
 }
 
 
@@ -106,7 +106,7 @@ def launch_entries(module: str, kwargs: dict[str, str]) -> list[tuple[str, dict[
         return [("spine_o", {"sdt": sdt, "layout": layout, "rs_build": build})]
     if module == "compose":
         return [("compose", {})]
-    if module == "fused":
+    if module == "single":
         return [("single", {"sdt": sdt, "layout": layout, "beta": beta})]
     raise ValueError(f"module {module!r}: no launcher table holds its builds (cute_kernels/registry.py TABLES)")
 

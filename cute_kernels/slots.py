@@ -4,16 +4,16 @@ Sequence n (tokens cu[n] .. cu[n+1]) owns the slots
 
     first_slot(n) = cu[n] // CHUNK + n,   first_slot(n) + i  for its chunks i = 0 .. ceil(len/CHUNK) - 1
 
-(plan.first_slot).  first_slot is strictly increasing in n and the slots of sequence n end
+(grids.first_slot).  first_slot is strictly increasing in n and the slots of sequence n end
 before first_slot(n + 1), because floor(a/C) + ceil(l/C) <= floor((a+l)/C) + 1; the last slot
-is below floor(T/C) + N, so plan.chunk_slots(T, N) = ceil(T/C) + N slots always suffice and
+is below floor(T/C) + N, so grids.chunk_slots(T, N) = ceil(T/C) + N slots always suffice and
 the host never reads cu_seqlens.  A per-chunk CTA finds its sequence from its slot by a warp
 search over cu_seqlens; the spines know n and compute the slot of each chunk directly.
 
 Segment slots (the segmented plan, docs/DESIGN.md §3): the same construction one level up.
 Sequence n's chunks are cut into segments of seg_chunks chunks, and its segment j lives in slot
-first_slot(n) // seg_chunks + n + j (plan.first_segment_slot): strictly increasing in n by the
-same inequality, below (floor(T/C) + N) // seg_chunks + N (plan.segment_slots).
+first_slot(n) // seg_chunks + n + j (grids.first_segment_slot): strictly increasing in n by the
+same inequality, below (floor(T/C) + N) // seg_chunks + N (grids.segment_slots).
 """
 from __future__ import annotations
 
@@ -21,22 +21,22 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32
 
-from gdn_prefill import plan
+from gdn_prefill import grids
 
-CHUNK = plan.CHUNK
-SEARCH_ROUNDS = plan.SLOT_SEARCH_ROUNDS    # 32 ** 4: the most sequences the search covers
+CHUNK = grids.CHUNK
+SEARCH_ROUNDS = grids.SLOT_SEARCH_ROUNDS   # 32 ** 4: the most sequences the search covers
 
 
 @cute.jit
 def first_slot(bos: Int32, n: Int32) -> Int32:
-    """The slot of sequence n's first chunk (bos = cu_seqlens[n]): plan.first_slot, the one formula."""
-    return plan.first_slot(bos, n)
+    """The slot of sequence n's first chunk (bos = cu_seqlens[n]): grids.first_slot, the one formula."""
+    return grids.first_slot(bos, n)
 
 
 @cute.jit
 def first_segment_slot(bos: Int32, n: Int32, seg_chunks: Int32) -> Int32:
-    """The segment slot of sequence n's first segment: plan.first_segment_slot, the one formula."""
-    return plan.first_segment_slot(bos, n, seg_chunks)
+    """The segment slot of sequence n's first segment: grids.first_segment_slot, the one formula."""
+    return grids.first_segment_slot(bos, n, seg_chunks)
 
 
 @cute.jit
@@ -116,7 +116,7 @@ def chunk_of_slot(c: Int32, cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
 def segment_of_slot(s: Int32, cu_seqlens: cute.Tensor, seg_chunks: Int32):
     """What a CTA of the segmented plan needs to know of its segment slot s: (live, n, j, nseg,
     bos, eos).  Sequence n's segments (seg_chunks chunks each, the last one shorter) are the
-    slots plan.first_segment_slot(n) + j, j < nseg = max(ceil(chunks / seg_chunks), 1); live = 0
+    slots grids.first_segment_slot(n) + j, j < nseg = max(ceil(chunks / seg_chunks), 1); live = 0
     where no segment maps to s.  Padding entries (state_indices) are the caller's to skip."""
     found, n, bos, eos = _last_at_or_below(s, cu_seqlens, first_segment_slot, seg_chunks)
     j = s - first_segment_slot(bos, n, seg_chunks)

@@ -1,6 +1,7 @@
-"""The fused spine, the state in registers: spine="wgmma" of the fused and the segmented plans
-(builds spine_rs_o_*, spine_rs_maps_*, spine_rs_o_seg_*).  docs/DESIGN.md §3 has the design: the
-chunk step, the three builds and when each runs, longest first, the segmented plan's passes.
+"""The register-state spine, S^T in registers and the output beside it: spine="wgmma" of the fused
+and the segmented plans (builds spine_rs_o_*, spine_rs_maps_*, spine_rs_o_seg_*).  docs/DESIGN.md §3
+has the design: the chunk step, the three builds and when each runs, longest first, the segmented
+plan's passes.
 
 S^T (64 state columns x 128) lives in one warpgroup's fp32 accumulators, so every MMA of a chunk
 takes its A operand from registers and the chain from chunk to chunk never goes through shared
@@ -84,28 +85,27 @@ import cuda.bindings.driver as cuda
 
 import cutlass
 import cutlass.cute as cute
-import cutlass.pipeline as pipeline
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import BFloat16, Float32, Int32
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-from gdn_prefill import plan
+from gdn_prefill import grids
 
-from cute_kernels import chain, handoff, pdl, slots, spine_wgmma as sw, state_pool, tma
+from cute_kernels import chain, handoff, pdl, rings, slots, spine_wgmma as sw, state_pool, tma
 
 CHUNK = sw.CHUNK                      # 64
 DK = sw.DK                            # 128
 DV = sw.DV                            # 128
-VB = plan.RS_SPINE_VBLOCK             # 64 state columns per CTA: M of every MMA (grid z = DV / VB)
+VB = grids.RS_SPINE_VBLOCK            # 64 state columns per CTA: M of every MMA (grid z = DV / VB)
 NSLOT = 3                             # TMA ring slots (a slot is released one chunk after its MMAs issue)
 # Consumer warpgroups per CTA: 1 (solo, pair: warpgroup 0 holds the CTA's 64 state columns; warp 4
 # loads and tables, warp 5 the output's stores) or DUAL_WG (dual: warpgroups 0 and 1 each hold 64
 # of a head's 128 columns, two independent chains on one SM; warpgroup 2: warp 8 loads, warp 9
 # stores, warps 10 and 11 only give their registers back).
-DUAL_WG = plan.RS_SPINE_DUAL_WG
+DUAL_WG = grids.RS_SPINE_DUAL_WG
 assert DUAL_WG * VB == DV, "the dual build's warpgroups cover a head's V columns"
-ORDER_MAX_SEQS = plan.ORDER_MAX_SEQS   # handoff.longest_first: stage 1 ranked the sequences up to this many
+ORDER_MAX_SEQS = grids.ORDER_MAX_SEQS  # handoff.longest_first: stage 1 ranked the sequences up to this many
 
 
 class Role(enum.IntEnum):
@@ -175,7 +175,7 @@ class _Segment(typing.NamedTuple):
 
 
 class SpineRS:
-    """One build of the fused spine (module docstring): the chains of 64 state columns each, their
+    """One build of the register-state spine (module docstring): the chains of 64 state columns each, their
     output, and the warps that feed them.  Config: pair (cz = 2: the two CTAs of a head as a cluster
     that multicasts Tu, K, q and P), dual (nwg = DUAL_WG consumer warpgroups per CTA, one per 64
     columns of a head), role (Role: what the launch computes; MAPS runs dual, SEGMENT solo).
@@ -187,7 +187,7 @@ class SpineRS:
         assert role != Role.MAPS or dual, "MAPS runs two chains per CTA"
         self.dual = dual
         self.role = role
-        self.cz = plan.RS_SPINE_PAIR if pair else 1     # CTAs per cluster
+        self.cz = grids.RS_SPINE_PAIR if pair else 1    # CTAs per cluster
         self.nwg = DUAL_WG if dual else 1               # consumer warpgroups per CTA
 
     @staticmethod
@@ -310,9 +310,9 @@ class SpineRS:
             initial_state, state_in, maps, seg_state, seg_chunks, maps_all, has_initial, checkpoint_pool, self,
         )
         if cutlass.const_expr(self.role == Role.SEQUENCE):
-            grid = plan.grid_spine_rs(T, N, Hv, self.dual)
+            grid = grids.grid_spine_rs(T, N, Hv, self.dual)
         else:
-            grid = plan.grid_spine_rs_segments(T, N, Hv, seg_chunks)
+            grid = grids.grid_spine_rs_segments(T, N, Hv, seg_chunks)
         if cutlass.const_expr(self.cz > 1):
             kernel.launch(grid=grid, block=[self.threads(), 1, 1], cluster=[self.cz, 1, 1],
                           stream=stream, use_pdl=pdl.USE_PDL)
@@ -337,7 +337,7 @@ class SpineRS:
         pdl.enter()
         tidx, _, _ = cute.arch.thread_idx()
         bx, _, _ = cute.arch.block_idx()
-        # plan.grid_spine_rs: solo / pair: vb fastest, then hv, then the sequence (pair: a cluster),
+        # grids.grid_spine_rs: solo / pair: vb fastest, then hv, then the sequence (pair: a cluster),
         # longest first; dual: _dual_block; the segmented roles: _segment_block
         col0 = Int32(0)                       # the CTA's first state column
         active = 1                            # consumer warpgroups with work (dual: 1 or 2, at run time)
@@ -390,16 +390,11 @@ class SpineRS:
             for t in (tma_t, tma_v, tma_k, tma_o, tma_q, tma_pq):
                 cpasync.prefetch_descriptor(t)
         # full: the TMA bytes' arrive + the 32 table writers; empty: empty_arrivals
-        ring = chain.thread_ring(NSLOT, full_bar, 1 + 32, self.empty_arrivals(active, self.role != Role.MAPS))
+        ring = rings.thread_ring(NSLOT, full_bar, 1 + 32, self.empty_arrivals(active, self.role != Role.MAPS))
         if tidx == 0:
             chain.staged_init(ostaged_bar, NSLOT * self.nwg)         # V stage s nwg + wg of slot s
-        cute.arch.mbarrier_init_fence()
-        if cutlass.const_expr(self.cz > 1):
-            # every CTA of the cluster has initialised its barriers before a peer multicasts or arrives
-            cute.arch.cluster_arrive_relaxed()
-            cute.arch.cluster_wait()
-        else:
-            cute.arch.sync_threads()
+        # every CTA (of the cluster) has initialised its barriers before a peer multicasts or arrives
+        rings.publish(self.cz)
 
         run, slot = state_pool.pool_slot(n, state_indices, use_state_indices)      # padding entries skip
         if work == 0:
@@ -417,7 +412,7 @@ class SpineRS:
                     self.loads(nch, bos, eos, hv, hv // hv_per_hk, col0, sTab, sBt, gcum, rk, rq,
                                beta32, scale,
                                tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
-                               ready, ready_from, plan.first_slot(cu_seqlens[n], n) + seg.j * seg_chunks, active,
+                               ready, ready_from, grids.first_slot(cu_seqlens[n], n) + seg.j * seg_chunks, active,
                                seg.map_, ring)
                 elif warp_idx == store_warp:
                     if cutlass.const_expr(self.role != Role.MAPS):
@@ -479,20 +474,16 @@ class SpineRS:
             handoff.await_ready(ready, slot0, hv, ready_from)
             gl, ga, ka, qa, ba, gb, kb, qb, bb = _row_data(gcum, rk, rq, beta32, hv, bos, eos, lane,
                                                            ga, ka, qa, ba, gb, kb, qb, bb)
-        st = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, NSLOT)
+        st = rings.state(NSLOT, True)
         for i in cutlass.range(nch, unroll=1):
             s = st.index
             t0 = bos + i * CHUNK
             L = cutlass.min(eos - t0, CHUNK)
-            ring.producer_acquire(st)
-            bar = ring.producer_get_barrier(st)
-            if cutlass.const_expr(self.role == Role.MAPS):
-                with cute.arch.elect_one():
-                    cute.arch.mbarrier_arrive_and_expect_tx(
-                        bar, _T_BYTES + _K_BYTES + cutlass.select_(map_ == Map.B, active * _V_BYTES, 0))
+            if cutlass.const_expr(self.role == Role.MAPS):      # no q or P tile; V for a B chain only
+                bar = rings.tma_acquire(ring, st, lambda: _T_BYTES + _K_BYTES + cutlass.select_(
+                    map_ == Map.B, active * _V_BYTES, 0))
             else:
-                with cute.arch.elect_one():
-                    cute.arch.mbarrier_arrive_and_expect_tx(bar, _TMA_BYTES + (active - 1) * _V_BYTES)
+                bar = rings.tma_acquire(ring, st, lambda: _TMA_BYTES + (active - 1) * _V_BYTES)
             # Tu, K, q, P are the same for both CTAs of a head (pair build: each loads 1/cz, multicast)
             tma.load(tma_t, tma.gmem_tile(mT_h, (t0, 0), (CHUNK, CHUNK)), sT[None, None, s], bar, rank, self.cz)
             if cutlass.const_expr(self.role == Role.MAPS):
@@ -552,7 +543,7 @@ class SpineRS:
         cp_v = tma.rows_copy(VB, 32)
         thr_v = cp_v.get_slice(lane)
         tOC = thr_v.partition_S(cute.make_identity_tensor((CHUNK, VB)))
-        ss = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, NSLOT)
+        ss = rings.state(NSLOT, False)
         if lane == 0:
             ring.consumer_release(ss)
         ss.advance()
@@ -617,7 +608,7 @@ class SpineRS:
         # the loop, a checkpoint store's code slows the chain even where none is taken:
         # docs/PERFORMANCE.md, serving features)
         seg = state_pool.segment_chunks(nch, checkpoint_chunks)
-        cs = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, NSLOT)
+        cs = rings.state(NSLOT, False)
         prev = cs.clone()
         for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
             i_end = cutlass.min((sg + 1) * seg, nch)
@@ -680,7 +671,7 @@ class SpineRS:
             rO.store(accY_cv.load().to(BFloat16))
             # staged in slot nch % NSLOT's V region, free once chunk nch - NSLOT's slot is released (its
             # output read by the store warp): the wait the loader would make for a chunk nch
-            ring.producer_acquire(pipeline.PipelineState(NSLOT, cs.count, cs.index, cs.phase ^ 1))
+            ring.producer_acquire(rings.as_producer(cs))
             self.epilogue(nch - 1, ltid, wg, ring, prev, ostaged_bar, rO, st_o, sV_vj, cs.index * self.nwg + wg)
         if has_state != 0 and last != 0:
             state_pool.store(accSt, tScS, gSt)
@@ -711,7 +702,7 @@ class SpineRS:
         else:
             accSt.fill(0.0)
         mma_s.set(warpgroup.Field.ACCUMULATE, True)
-        cs = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, NSLOT)
+        cs = rings.state(NSLOT, False)
         for i in cutlass.range(nch, unroll=1):
             s = cs.index
             L = cutlass.min(eos - (bos + i * CHUNK), CHUNK)
@@ -782,7 +773,7 @@ def spine_rs_kernel(
     spine: cutlass.Constexpr,
 ):
     """The entry of every build: spine (a SpineRS, compile time) is the build, SpineRS.kernel the body.
-    A module function, not a method as fused.py's kernel is: the kernel's symbol is made of its
+    A module function, not a method as single.py's kernel is: the kernel's symbol is made of its
     function's name and first arguments (a method's would name the class and change every
     object)."""
     spine.kernel(
@@ -797,7 +788,7 @@ def spine_rs_kernel(
 @cute.jit
 def _segment_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor, seg_chunks: Int32):
     """The segmented roles' work for block bx: (n, hv, sub, live, segment).  The grid is (segment
-    slot, head, sub) with sub fastest (plan.grid_spine_rs_segments): MAPS, sub = Map (the A and B
+    slot, head, sub) with sub fastest (grids.grid_spine_rs_segments): MAPS, sub = Map (the A and B
     CTAs of a head read the same tiles side by side); SEGMENT, sub = the 64-column half of the
     state.  live = 0 where no segment maps to the slot."""
     sub = bx % 2
@@ -846,7 +837,7 @@ def _batch(cu_seqlens: cute.Tensor):
 @cute.jit
 def _dual_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor):
     """The dual build's work for block bx: (n, hv, col0, active, work).  The grid has Hv blocks more
-    than heads (plan.grid_spine_rs): blocks [0, 2 Hv) belong to the longest sequence, the rest to
+    than heads (grids.grid_spine_rs): blocks [0, 2 Hv) belong to the longest sequence, the rest to
     the others, Hv per sequence, longest first.  When the longest sequence's chain is the call's
     critical path (_lead_solo), its blocks run it solo-style, one chain of 64 state columns each
     (active = 1, col0 = 64 (bx % 2)), at the solo chain's speed; else blocks [0, Hv) run it as
@@ -886,15 +877,15 @@ def _lead_solo(batch, Hv: Int32) -> Int32:
     (docs/PERFORMANCE.md, the lead rule).
     batch: _batch(cu_seqlens)."""
     _, lead, total, busy = batch
-    sms = Float32(plan.SM_COUNT)
-    dual_ns = Float32(plan.RS_DUAL_WAVE_NS)
-    solo_ns = Float32(plan.RS_SOLO_WAVE_NS)
-    cta_ns = Float32(plan.RS_CTA_NS)
+    sms = Float32(grids.SM_COUNT)
+    dual_ns = Float32(grids.RS_DUAL_WAVE_NS)
+    solo_ns = Float32(grids.RS_SOLO_WAVE_NS)
+    cta_ns = Float32(grids.RS_CTA_NS)
     hv = Float32(Hv)
     all_dual = cutlass.max(Float32(lead) * dual_ns + cta_ns,
                            (Float32(total) * dual_ns + Float32(busy) * cta_ns) * hv / sms)
     solo = Int32(0)
-    if 2 * Hv < plan.SM_COUNT:
+    if 2 * Hv < grids.SM_COUNT:
         split = cutlass.max(Float32(lead) * solo_ns + cta_ns,
                             (Float32(total - lead) * dual_ns + Float32(busy - 1) * cta_ns) * hv
                             / (sms - 2.0 * hv))

@@ -45,13 +45,13 @@ from cutlass import BFloat16, Float32, Int32
 from cutlass.memory import SmemAllocator
 
 from cute_kernels import fake, pdl, slots, state_pool
-from gdn_prefill import plan
+from gdn_prefill import grids
 
-CHUNK = plan.CHUNK
-DK = plan.HEAD_DIM_K
-DV = plan.HEAD_DIM_V
-VB = plan.SCALAR_SPINE_VBLOCK
-THREADS = plan.SCALAR_SPINE_THREADS
+CHUNK = grids.CHUNK
+DK = grids.HEAD_DIM_K
+DV = grids.HEAD_DIM_V
+VB = grids.SCALAR_SPINE_VBLOCK
+THREADS = grids.SCALAR_SPINE_THREADS
 
 # The thread mappings below are written for exactly this geometry.
 assert CHUNK == 64 and DK == 128 and DV == 128, "spine_scalar: tile geometry changed"
@@ -329,7 +329,7 @@ def spine_scalar(
         k, w, u, gcum, rk, cu_seqlens, state, state_indices, vnew, h,
         has_state, use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in, has_initial,
         checkpoint_pool, Hv // Hk, T, state_kv,
-    ).launch(grid=plan.grid_spine_scalar(T, N, Hv), block=[THREADS, 1, 1], stream=stream,
+    ).launch(grid=grids.grid_spine_scalar(T, N, Hv), block=[THREADS, 1, 1], stream=stream,
              use_pdl=pdl.USE_PDL)
 
 

@@ -14,9 +14,9 @@ import cutlass.cute as cute
 from cutlass import BFloat16, Int32
 from cutlass.cute.nvgpu import cpasync
 
-from gdn_prefill import plan
+from gdn_prefill import grids
 
-CHUNK = plan.CHUNK
+CHUNK = grids.CHUNK
 
 
 def view(t: cute.Tensor, modes) -> cute.Tensor:

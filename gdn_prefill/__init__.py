@@ -35,7 +35,7 @@ if TYPE_CHECKING:  # what the lazy __getattr__ below returns, for type checkers 
 
 def __getattr__(name: str) -> Any:
     # The extension is imported on first use, so that build tools (cute_kernels) can import
-    # gdn_prefill.plan from a source tree where the extension is not built yet.
+    # gdn_prefill.grids from a source tree where the extension is not built yet.
     # The first access binds the name in this module, so later calls skip this hook (a Python
     # call per gdn_prefill.prefill(...) otherwise).
     if name in _EXT_NAMES:

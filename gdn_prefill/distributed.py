@@ -36,7 +36,7 @@ import logging
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from . import plan
+from . import grids
 from .errors import GdnShapeError
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def prefill_pass(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, initi
     from . import _ext
     Hv = v.shape[1]
     out = torch.empty(v.shape, dtype=torch.bfloat16, device=v.device)
-    final = torch.empty(1 if lens is None else len(lens), Hv, plan.HEAD_DIM_K, plan.HEAD_DIM_V, dtype=torch.float32,
+    final = torch.empty(1 if lens is None else len(lens), Hv, grids.HEAD_DIM_K, grids.HEAD_DIM_V, dtype=torch.float32,
                         device=v.device)
     cu = None
     if lens is not None and len(lens) > 1:
@@ -84,7 +84,7 @@ def reference_pass(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, ini
     from . import reference
     Hv, n = v.shape[1], 1 if lens is None else len(lens)
     if initial is None:
-        init = torch.zeros(n, Hv, plan.HEAD_DIM_K, plan.HEAD_DIM_V, dtype=torch.float64)
+        init = torch.zeros(n, Hv, grids.HEAD_DIM_K, grids.HEAD_DIM_V, dtype=torch.float64)
     else:
         init = (initial if lens is not None else initial[None]).double()
     cu = None if lens is None else torch.tensor(list(accumulate(lens, initial=0)), dtype=torch.int32, device=v.device)
@@ -109,7 +109,7 @@ def segment_maps(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor, *, sc
             return A, B
         _log.info("gdn_prefill.distributed: passes A and B through prefill(), the MAPS pass does not serve "
                   "these inputs: %s", why)
-    Hv, K = v.shape[1], plan.HEAD_DIM_K
+    Hv, K = v.shape[1], grids.HEAD_DIM_K
     eye = torch.eye(K, dtype=torch.float32, device=v.device).expand(Hv, K, K).contiguous()
     zero_v = torch.zeros_like(v)
     side = _side_stream(v, segment_pass)
@@ -178,8 +178,8 @@ def _check_shard(q: Tensor, v: Tensor, out: Tensor, seq_lens: list[int]) -> None
     """What the composition itself needs (prefill() checks the rest of each pass's arguments)."""
     if q.dim() != 3 or v.dim() != 3:
         raise GdnShapeError(f"q: a rank's shard is [T_r, H, 128], got {q.dim()} dims")
-    if v.shape[2] != plan.HEAD_DIM_K:
-        raise GdnShapeError(f"v: context parallelism needs V = K = {plan.HEAD_DIM_K} (the state map is K x K), "
+    if v.shape[2] != grids.HEAD_DIM_K:
+        raise GdnShapeError(f"v: context parallelism needs V = K = {grids.HEAD_DIM_K} (the state map is K x K), "
                             f"got V = {v.shape[2]}")
     if tuple(out.shape) != tuple(v.shape):
         raise GdnShapeError(f"out: must have v's shape {tuple(v.shape)}, got {tuple(out.shape)}")

@@ -326,7 +326,7 @@ def _chunk_stage3(S, q, k, gcum, decay, vnew, scale):
 
 def first_slot(cu: list[int], n: int) -> int:
     """The chunk slot of sequence n's first chunk (gdn_abi.h: cu_seqlens[n] / 64 + n); its chunk
-    i is slot first_slot + i.  Mirrors plan.first_slot; kept here so the oracle imports nothing
+    i is slot first_slot + i.  Mirrors grids.first_slot; kept here so the oracle imports nothing
     from the package."""
     return cu[n] // CHUNK + n
 

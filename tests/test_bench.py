@@ -224,9 +224,9 @@ def test_main_job_without_gpu(monkeypatch, capsys):
     # the plan: spine verdicts, kernels with grids and smem, workspace bytes
     assert "spines: scalar: runs; wgmma: runs" in out and "auto runs 'wgmma'" in out
     import gdn_prefill
-    from gdn_prefill import plan
+    from gdn_prefill import grids
     assert gdn_prefill._ext._spine_rs_build(8192, 1, 32) == "solo"     # the serial plan (overlap: opt-in)
-    assert "spine_rs_o_kv" in out and str(plan.grid_spine_rs(8192, 1, 32)) in out
+    assert "spine_rs_o_kv" in out and str(grids.grid_spine_rs(8192, 1, 32)) in out
     assert f"workspace: {gdn_prefill.workspace_bytes(8192, 1, 32, fused=True):,} bytes" in out   # the plan's
     assert "stage 1 overlapped with the spine: off by default" in out
     # the oracle check, with its error printed

@@ -105,7 +105,7 @@ def test_checkpoints_into_a_pool_of_their_own():
     args, _, kw = _split(_ck(state_indices=None, checkpoint_pool=torch.zeros(3, HV, D, D, dtype=torch.bfloat16)))
     plan = gdn_prefill.explain(*args, None, **kw)
     assert plan["state_dtype"] == "bfloat16" and all(k["name"].endswith("_sbf16") for k in plan["kernels"]
-                                                     if "spine" in k["name"] or "fused" in k["name"])
+                                                     if "spine" in k["name"] or "single" in k["name"])
 
 
 def test_checkpoint_pool_as_the_state_pool_is_the_state_pool():

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import gdn_prefill
-from gdn_prefill import _ext, errors, plan
+from gdn_prefill import _ext, errors, grids
 
 D = 128
 
@@ -75,7 +75,7 @@ def test_workspace_of_each_plan():
     fused_set = {"gcum", "rq", "rk", "ready", "tu", "pqk", "order", "beta32"}
     want = {"fused": fused_set, "segmented": fused_set | {"maps", "seg_state"},
             "unfused": {"gcum", "rq", "rk", "ready", "w", "u", "vnew", "h"}}
-    M = plan.segment_slots(T, N, 1)           # one chunk per segment: the most slots
+    M = grids.segment_slots(T, N, 1)          # one chunk per segment: the most slots
     kw = {"fused": dict(fused=True), "segmented": dict(fused=True, seg_chunks=1), "unfused": dict(fused=False)}
     for name in want:
         lay = gdn_prefill.workspace_layout(T, N, Hv, **kw[name])

@@ -1,4 +1,4 @@
-"""The overlap plan (stage 1 split around the fused spine, ready flags between them) on a Hopper GPU.
+"""The overlap plan (stage 1 split around the register-state spine, ready flags between them) on a Hopper GPU.
 
 Both plans run the same kernels on the same chunks in the same arithmetic order, so the overlap
 plan must reproduce the serial plan bit for bit at every split point; a flag read too early
@@ -14,11 +14,11 @@ import pytest
 import torch
 
 import gdn_prefill
-from gdn_prefill import _abi, _ext, plan as gplan, reference as ref
+from gdn_prefill import _abi, _ext, grids, reference as ref
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not any(v.startswith("spine_rs_o_") for v in gdn_prefill.compiled_variants()),
-                                 reason="fused spine not built")]
+                                 reason="register-state spine not built")]
 
 BOUND = 1e-2
 
@@ -82,7 +82,7 @@ def test_overlap_rule_and_guard():
     minimum of chunk slots runs, and matches the serial plan)."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for T, N, Hv in [(8192, 1, 32), (8192, 2, 32), (1024, 1, 32), (4096, 2, 16)]:
-        cs, fits = gplan.chunk_slots(T, N), 4 * N * Hv <= sms
+        cs, fits = grids.chunk_slots(T, N), 4 * N * Hv <= sms
         want = min(cs, _abi.CONSTANTS["GDN_OVERLAP_SPLIT_SLOTS"]) \
             if fits and cs >= _abi.CONSTANTS["GDN_OVERLAP_MIN_SLOTS"] else None
         assert _ext._overlap_split_rule(T, N, Hv, sms) == want, (T, N, Hv)

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import gdn_prefill
-from gdn_prefill import _abi, errors, fla, plan, reference as ref
+from gdn_prefill import _abi, errors, fla, grids, reference as ref
 
 pytestmark = pytest.mark.gpu
 
@@ -41,8 +41,8 @@ PLANS = {
     # the segmented plan with segments of 6 chunks (a multiple of every checkpoint interval the
     # tests use: 1, 2 and 3 chunks)
     "rs-seg6": ("wgmma", dict(stages=("recompute_wu", "maps", "compose", "spine"), seg_chunks=6)),
-    # the single plan: cute_kernels/fused.py, stage 1 and the spine in one launch
-    "single": ("wgmma", dict(stages=("fused",), fused=2)),
+    # the single plan: cute_kernels/single.py, stage 1 and the spine in one launch
+    "single": ("wgmma", dict(stages=("single",), fused=2)),
 }
 # the segmented plan with 1 and 3 chunks per segment: short test sequences in many segments, the
 # composition's longest walks (test_form_against_oracle, test_initial_state_apart_and_zero_start;
@@ -54,7 +54,7 @@ SEG_PLANS = {f"rs-seg{n}": ("wgmma", dict(stages=("recompute_wu", "maps", "compo
 def plan_built(plan_name: str) -> bool:
     """The plan's kernels are in this build (the single plan's kernel is a build of its own)."""
     if plan_name == "single":
-        return any(v.startswith("fused_prefill_") for v in gdn_prefill.compiled_variants())
+        return any(v.startswith("single_prefill_") for v in gdn_prefill.compiled_variants())
     return spine_compiled({**PLANS, **SEG_PLANS}[plan_name][0].split("-")[0])
 
 
@@ -282,7 +282,7 @@ def test_stages_against_oracle_intermediates(spine, warpgroups, fused):
         mid = ref.chunked_intermediates(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"],
                                         cu_seqlens=inp["cu_seqlens"], state=inp["state"],
                                         state_indices=inp["state_indices"], use_qk_l2norm=True)
-    valid = ~mid["h"].isnan().flatten(1).any(1)          # the chunk slots of live chunks (plan.first_slot)
+    valid = ~mid["h"].isnan().flatten(1).any(1)          # the chunk slots of live chunks (grids.first_slot)
     errs = {}
     checked = ("pqk", "tu") if fused else ("w", "u", "vnew", "h")
     for name, bound in (("gcum", 1e-5), ("rq", 1e-5), ("rk", 1e-5)) + tuple((n, 1e-2) for n in checked):
@@ -438,7 +438,7 @@ _BUILD_FORMS = {
     # 130 mixed lengths (stage 1's ranked order, beyond the 32 a warp once ranked), equal ones included
     "mixed_130": ([(37 * i) % 700 for i in range(130)], 2, 4, dict(l2norm_inputs=True, state="dense")),
     # one past the ranked order's cap: the longest first, the rest in index order
-    "beyond_order_cap": ([3] * plan.ORDER_MAX_SEQS + [900], 2, 2, dict(l2norm_inputs=True, state="dense")),
+    "beyond_order_cap": ([3] * grids.ORDER_MAX_SEQS + [900], 2, 2, dict(l2norm_inputs=True, state="dense")),
     # 41 sequences, one long one last: the dual build runs it one chain per CTA (2 Hv blocks)
     "skewed_41": ([64] * 40 + [3000], 2, 4, dict(l2norm_inputs=True, state="dense")),
 }
@@ -446,12 +446,12 @@ _BUILD_FORMS = {
 
 @pytest.mark.parametrize("T_list, overlap_split", [
     ([(53 * i) % 257 for i in range(300)], 0),                     # serial plan, ties and empty sequences
-    ([(53 * i) % 257 for i in range(plan.ORDER_MAX_SEQS)], 0),     # exactly the cap
+    ([(53 * i) % 257 for i in range(grids.ORDER_MAX_SEQS)], 0),    # exactly the cap
     ([700, 64, 0, 1300, 64, 5, 2100, 130, 700, 1], 1),             # overlap plan (few sequences, Hv = 2)
 ])
 def test_fused_plan_orders_sequences_longest_first(T_list, overlap_split):
     """Stage 1's first CTA writes the workspace's `order`: the sequences longest first, equal lengths
-    by index (recompute_wu._rank_longest_first), which the fused spine's grid follows; in the
+    by index (recompute_wu._rank_longest_first), which the register-state spine's grid follows; in the
     overlap plan too (its first part starts at slot 0).  Read back after a call."""
     from gdn_prefill import _ext
     Hk, Hv = 1, 2
@@ -469,9 +469,9 @@ def test_fused_plan_orders_sequences_longest_first(T_list, overlap_split):
 
 
 @pytest.mark.skipif(not all(f"spine_rs_o_{b}kv" in gdn_prefill.compiled_variants() for b in ("", "pair_", "dual_")),
-                    reason="the fused spine's three builds are not compiled in")
+                    reason="the register-state spine's three builds are not compiled in")
 @pytest.mark.parametrize("form", list(_BUILD_FORMS))
-def test_fused_spine_builds_agree_bit_for_bit(form):
+def test_register_state_spine_builds_agree_bit_for_bit(form):
     """spine_rs_o's solo, pair and dual builds (forced through the stage hook, serial plan) compute
     each 64 state columns the same way in a different place (a CTA, a cluster's CTA, a warpgroup of
     one CTA, the dual build's longest sequence one chain per CTA where it is the critical path):
@@ -776,7 +776,7 @@ def test_prefill_takes_the_single_plan_by_its_rule():
     runs = {}
     for name, call in (
             ("rule", lambda o, s: gdn_prefill.prefill(*args(o, s), max_seqlen=L, **kw)),
-            ("forced", lambda o, s: _ext._launch_stages(("fused",), *args(o, s), spine="wgmma", fused=2,
+            ("forced", lambda o, s: _ext._launch_stages(("single",), *args(o, s), spine="wgmma", fused=2,
                                                         workspace=torch.empty(1, dtype=torch.uint8, device="cuda"),
                                                         max_seqlen=L, **kw)),
             ("two-launch", lambda o, s: gdn_prefill.prefill(*args(o, s), **kw))):
@@ -797,10 +797,10 @@ def test_prefill_takes_the_single_plan_by_its_rule():
     [5, 70] * 32 + [400],                               # 65 sequences, the longest last: index order
     ], ids=["ranked", "ranked-two-keys", "equal-lengths", "beyond-rank-cap"])
 def test_single_plan_runs_each_sequence_once_in_any_order(lengths):
-    """The single plan's blocks take their sequences longest first (fused.py rank_longest_first)
+    """The single plan's blocks take their sequences longest first (single.py rank_longest_first)
     up to RANK_MAX_SEQS sequences, in index order beyond: either way every live sequence's output
     and pool slot are written once and correctly, padding rows and unused slots stay untouched."""
-    assert (len(lengths) <= plan.SINGLE_RANK_MAX_SEQS) == (len(lengths) < 65)
+    assert (len(lengths) <= grids.SINGLE_RANK_MAX_SEQS) == (len(lengths) < 65)
     inp = ref.make_inputs(lengths, 2, 4, seed=23, device="cuda", state="pool", pad_every=5, l2norm_inputs=True)
     check(f"single order {len(lengths)}", inp, "single")
 

@@ -50,12 +50,12 @@ if "spine_rs_o_kv" in gdn_prefill.compiled_variants():
                             workspace=ws, fused=0, warpgroups=wg)
     # the single plan's kernel: every ring slot reused (33 chunks), a partial last chunk, and the
     # mixed lengths of the first case with a pool and padding
-    if any(v.startswith("fused_prefill_") for v in gdn_prefill.compiled_variants()):
-        _ext._launch_stages(("fused",), *args, cu_seqlens=inp["cu_seqlens"], spine="wgmma", workspace=ws,
+    if any(v.startswith("single_prefill_") for v in gdn_prefill.compiled_variants()):
+        _ext._launch_stages(("single",), *args, cu_seqlens=inp["cu_seqlens"], spine="wgmma", workspace=ws,
                             fused=2)
         mix = ref.make_inputs([1, 63, 64, 65, 0, 130], 2, 4, seed=5, device="cuda", state="pool", pad_every=3,
                               l2norm_inputs=True)
-        _ext._launch_stages(("fused",), mix["q"], mix["k"], mix["v"], mix["g"], mix["beta"],
+        _ext._launch_stages(("single",), mix["q"], mix["k"], mix["v"], mix["g"], mix["beta"],
                             torch.empty(mix["v"].shape, dtype=torch.bfloat16, device="cuda"), mix["state"].clone(),
                             cu_seqlens=mix["cu_seqlens"], state_indices=mix["state_indices"], spine="wgmma",
                             workspace=ws, fused=2, use_qk_l2norm=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from gdn_prefill import plan
+from gdn_prefill import grids
 
 EPS = 1e-6            # cute_kernels.intra_chunk.L2_EPS
 BOUND = 1.0 + 2.0 ** -14
@@ -79,7 +79,7 @@ def test_with_l2norm_the_kernels_own_keys_pass_the_key_check():
         ratio = (s.double() * rk * rk * (1.0 + 2.0 ** -23) ** 2)[finite]   # v * r * r, two roundings
         worst = max(worst, ratio.max().item())
         assert ratio.max().item() <= BOUND, (name, ratio.max().item())
-    assert BOUND < plan.F16_INVERSE_KNORM2_MAX
+    assert BOUND < grids.F16_INVERSE_KNORM2_MAX
     assert worst > 1.0 - 2.0 ** -10          # the rows that matter (|k|^2 >> eps) come close to 1
 
 

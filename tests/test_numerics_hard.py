@@ -62,15 +62,15 @@ PLANS = ["serial", "max_seqlen", "unfused", "unfused_plain", "single"]
 
 def _ours(inp, kind, plan):
     import gdn_prefill
-    if plan == "single":     # the single plan (cute_kernels/fused.py), forced through the stage hook
+    if plan == "single":     # the single plan (cute_kernels/single.py), forced through the stage hook
         from gdn_prefill import _ext
-        if not any(v.startswith("fused_prefill_") for v in gdn_prefill.compiled_variants()):
+        if not any(v.startswith("single_prefill_") for v in gdn_prefill.compiled_variants()):
             pytest.skip("the single plan's kernel is not in this build")
         T, Hv = inp["v"].shape[0], inp["v"].shape[1]
         out = torch.full_like(inp["v"], float("nan"))
         state = inp["state"].clone()
         ws = torch.empty(gdn_prefill.workspace_bytes(T, 1, Hv), dtype=torch.uint8, device="cuda")
-        _ext._launch_stages(("fused",), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state,
+        _ext._launch_stages(("single",), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state,
                             cu_seqlens=inp["cu_seqlens"], use_qk_l2norm=inp["use_qk_l2norm"], spine="wgmma",
                             workspace=ws, fused=2)
         return out, state
@@ -206,11 +206,11 @@ def test_fp16_inverse_range_check_bounds_every_fp16_value(repo_script):
     within 2 % of the exact inverse, against 0.1 % on the random chunks below), and just
     past the check the same chunk overflows fp16.  Every hard input passes it on every chunk, so
     the single plan's timings are the fp16 inverse's."""
-    from gdn_prefill import plan
+    from gdn_prefill import grids
     rm = repo_script("tools/rounding_model.py")
     F64 = torch.float64
     gen = torch.Generator().manual_seed(5)
-    kmax = plan.F16_INVERSE_KNORM2_MAX
+    kmax = grids.F16_INVERSE_KNORM2_MAX
     one = torch.nn.functional.normalize(torch.randn(1, 1, 128, generator=gen, dtype=F64), dim=-1)
     k = (one * kmax ** 0.5).expand(1, 64, 128)
     ok, Tm, Th, big = _f16_case(rm, k, torch.full((1, 64), 2.0, dtype=F64), torch.zeros(1, 64, dtype=F64))

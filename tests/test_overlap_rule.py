@@ -1,4 +1,4 @@
-"""The overlap plan's rule (CPU): when stage 1 is split around the fused spine, and what explain() says.
+"""The overlap plan's rule (CPU): when stage 1 is split around the register-state spine, and what explain() says.
 
 The launcher's C rule (its one home, called through _ext._overlap_split_rule) against the rule
 as gdn_abi.h states it, on a grid and at the edges of the deadlock guard (the spine's CTAs may
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import gdn_prefill
-from gdn_prefill import _abi, _ext, plan
+from gdn_prefill import _abi, _ext, grids
 
 MIN = _abi.CONSTANTS["GDN_OVERLAP_MIN_SLOTS"]
 SLOTS = _abi.CONSTANTS["GDN_OVERLAP_SPLIT_SLOTS"]
@@ -25,7 +25,7 @@ def test_rule_as_the_header_states_it():
     Ts = [1, 64 * (MIN - 2), 64 * (MIN - 1), 64 * MIN, 1000, 8192, 65536]
     for T, N, Hv, sms in itertools.product(Ts, [1, 2, 3], [4, 16, 32, 33, 64], [16, 114, 128, 132]):
         fits = 2 * N * Hv * 2 <= sms
-        want = min(plan.chunk_slots(T, N), SLOTS) if fits and plan.chunk_slots(T, N) >= MIN else None
+        want = min(grids.chunk_slots(T, N), SLOTS) if fits and grids.chunk_slots(T, N) >= MIN else None
         assert _ext._overlap_split_rule(T, N, Hv, sms) == want, (T, N, Hv, sms)
         assert _ext._overlap_fits_rule(N, Hv, sms) == fits
 
@@ -52,7 +52,7 @@ def _meta_problem(lens, hk, hv):
 
 
 @pytest.mark.skipif(not any(v.startswith("spine_rs_o_") for v in gdn_prefill.compiled_variants()),
-                    reason="fused spine not built")
+                    reason="register-state spine not built")
 def test_explain_reports_the_overlap():
     args, kw = _meta_problem([8192], 16, 32)
     p = gdn_prefill.explain(*args, **kw)
@@ -74,12 +74,12 @@ def test_explain_reports_the_overlap():
 def test_workspace_has_one_ready_flag_per_slot_and_head():
     layout = gdn_prefill.workspace_layout(8192, 1, 32)
     off, shape, dtype = layout["ready"]
-    assert shape == (plan.chunk_slots(8192, 1), 32) and dtype == "int32"
+    assert shape == (grids.chunk_slots(8192, 1), 32) and dtype == "int32"
     assert off + 4 * shape[0] * shape[1] <= gdn_prefill.workspace_bytes(8192, 1, 32)
 
 
 @pytest.mark.skipif(not any(v.startswith("spine_rs_o_") for v in gdn_prefill.compiled_variants()),
-                    reason="fused spine not built")
+                    reason="register-state spine not built")
 @pytest.mark.parametrize("env, want", [
     (None, "None | " + _ext.OVERLAP_OFF),
     ("0", "None | " + _ext.OVERLAP_OFF),

@@ -23,7 +23,7 @@ def test_every_variant_has_its_own_cubins():
 
 
 def test_variants_with_different_code_ship_different_cubins():
-    """kv and vk spines (and the 1- and 2-warpgroup wgmma builds, the solo and pair fused spines) are
+    """kv and vk spines (and the 1- and 2-warpgroup wgmma builds, the solo and pair register-state spines) are
     different kernels: their
     shipped cubins must not be one file."""
     names = _ext.compiled_variants()

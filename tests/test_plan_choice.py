@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import gdn_prefill
-from gdn_prefill import _abi, _ext, plan
+from gdn_prefill import _abi, _ext, grids
 from gdn_prefill.bench import cases as bench_cases
 
 
@@ -32,7 +32,7 @@ def test_one_long_sequence_at_few_heads_runs_segmented(T, hk, hv):
                                                  "compose_f32", "spine_rs_o_seg_kv"]
     chunks = -(-T // 64)
     assert p["longest_chunks"] == chunks and p["segments"] == -(-chunks // p["segment_chunks"]) >= 2
-    assert p["ctas"] == plan.grid_spine_rs_segments(T, 1, hv, p["segment_chunks"])[0] <= 264
+    assert p["ctas"] == grids.grid_spine_rs_segments(T, 1, hv, p["segment_chunks"])[0] <= 264
     assert e["kernels"][1]["grid"][0] == e["kernels"][3]["grid"][0] == p["ctas"]
     assert p["predicted_us"]["segmented"] < p["predicted_us"]["serial"]
     serial, seg = _ext._model_ns(T, 1, hv, chunks, p["segment_chunks"])
@@ -80,7 +80,7 @@ def test_segments_start_on_checkpoints():
 
 
 def test_segment_slots_match_the_kernels_bound():
-    """plan.segment_slots bounds every segment of any lengths (the grid of both segmented passes)."""
+    """grids.segment_slots bounds every segment of any lengths (the grid of both segmented passes)."""
     import random
     rnd = random.Random(5)
     for _ in range(2000):
@@ -90,13 +90,13 @@ def test_segment_slots_match_the_kernels_bound():
         for n in lens:
             cu.append(cu[-1] + n)
         T = cu[-1] + rnd.randint(0, 70)
-        last = max(plan.first_segment_slot(cu[n], n, sc) + max(-(-(-(-lens[n] // 64)) // sc), 1)
+        last = max(grids.first_segment_slot(cu[n], n, sc) + max(-(-(-(-lens[n] // 64)) // sc), 1)
                    for n in range(len(lens)))
-        assert last <= plan.segment_slots(T, len(lens), sc)
+        assert last <= grids.segment_slots(T, len(lens), sc)
 
 
-# the single plan (cute_kernels/fused.py; its rule: gdn_abi.h GDN_SINGLE_LAT_PCT, plan.pxi _single_rule)
-SINGLE = "fused_prefill_betaf32_kv"
+# the single plan (cute_kernels/single.py; its rule: gdn_abi.h GDN_SINGLE_LAT_PCT, plan.pxi _single_rule)
+SINGLE = "single_prefill_betaf32_kv"
 LAT_PCT = _abi.CONSTANTS["GDN_SINGLE_LAT_PCT"]
 MIX14 = [5000, 3000, 2000, 1500, 1200, 1000, 800, 600, 400, 300, 200, 200, 100, 84]
 VARLEN16 = bench_cases.varlen_lengths()          # the benchmarks' varlen16 row, the one measured
@@ -119,7 +119,7 @@ def _single_runs(T, hv, max_seqlen, sms=132):
     ([2048, 2048, 2048, 1500, 700, 100], 16, 32), (MIX14, 16, 32), (VARLEN16, 16, 32)])
 def test_batches_that_fill_the_sms_run_single(lens, hk, hv):
     """Where the longest sequence alone takes no longer than the batch's work spread over the 132 SMs
-    (one length or mixed, max_seqlen given): one launch of the fused kernel, its grid (Hv, N), no
+    (one length or mixed, max_seqlen given): one launch of the single kernel, its grid (Hv, N), no
     workspace, and the reason named."""
     _needs_single()
     n, T, L = len(lens), sum(lens), max(lens)
@@ -127,8 +127,8 @@ def test_batches_that_fill_the_sms_run_single(lens, hk, hv):
     e = problem(T, hk, hv, n=n, max_seqlen=L)
     p = e["plan"]
     assert p["name"] == "single" and p["single"] == "runs", p
-    assert [(k["name"], k["grid"]) for k in e["kernels"]] == [(SINGLE, plan.grid_fused(T, n, hv))]
-    assert plan.grid_fused(T, n, hv) == (hv, n, 1)
+    assert [(k["name"], k["grid"]) for k in e["kernels"]] == [(SINGLE, grids.grid_single(T, n, hv))]
+    assert grids.grid_single(T, n, hv) == (hv, n, 1)
     assert e["workspace_bytes"] == 0 and e["overlap"] == "the single plan runs instead"
     assert f"({-(-L // 64)} chunks, max_seqlen)" in p["why"] and f"{-(-T // 64) * hv} chunk-heads" in p["why"], p
     # the same batch without max_seqlen: the serial plan, and why
@@ -191,7 +191,7 @@ def test_single_plan_stays_within_the_other_plans():
                                     torch.empty(T, hv, dtype=torch.bfloat16, device="meta"), torch.empty_like(v),
                                     torch.empty(n, hv, 128, 128, dtype=sdt, device="meta"), cu_seqlens=cu,
                                     max_seqlen=L, state_layout=layout)
-            want = f"fused_prefill_beta{'f32' if sdt == torch.float32 else 'bf16'}_{layout}" + \
+            want = f"single_prefill_beta{'f32' if sdt == torch.float32 else 'bf16'}_{layout}" + \
                 {torch.float32: "", torch.bfloat16: "_sbf16", torch.float16: "_sf16", torch.float8_e4m3fn: "_sf8e4m3"}[sdt]
             assert [k["name"] for k in e["kernels"]] == [want], e["kernels"]
             assert e["workspace_bytes"] == 0 <= gdn_prefill.workspace_bytes(T, n, hv)

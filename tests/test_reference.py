@@ -407,7 +407,7 @@ def test_intermediates(l2, layout):
                 assert rel_err(IA @ tu[:, :L], torch.eye(L, dtype=torch.float64)) <= TOL and not tu[:, L:].any()
                 # stage 2: vnew = u - w h; h[next] = e^{g_last} h + sum_j k_j e^{g_last - g_j} vnew_j^T
                 assert rel_err(vnew, u - w @ H) <= TOL
-                # ... which the fused spine forms from tu: vnew = tu diag(beta) (v - diag(e^gcum) k h)
+                # ... which the register-state spine forms from tu: vnew = tu diag(beta) (v - diag(e^gcum) k h)
                 assert rel_err(vnew, tu[:, :L] @ (bc[:, None] * (vc - gh.exp()[:, None] * (kc @ H)))) <= TOL
                 nxt = gh[-1].exp() * H + (kc * (gh[-1] - gh).exp()[:, None]).T @ vnew
                 want = ws["h"][c + 1, h] if i + 1 < nchunks[n] else pool_after(ws, layout)[idx[n], h]

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from gdn_prefill import _manifest, plan, sass
+from gdn_prefill import _manifest, grids, sass
 from gdn_prefill._abi import CONSTANTS as ABI
 
 VARIANTS = [v["variant"] for v in _manifest.load()["variants"]]
@@ -123,7 +123,7 @@ def test_compose_walk_is_three_tf32_passes_on_the_tensor_cores():
         pytest.skip(f"{v} not in this build")
     c = counts(v)
     text = sass.disassemble(_manifest.cubins(v)[0])
-    assert c["HMMA"] == 3 * (plan.HEAD_DIM_K // 8) and c["FFMA"] == 0 and c["HGMMA"] == 0, c
+    assert c["HMMA"] == 3 * (grids.HEAD_DIM_K // 8) and c["FFMA"] == 0 and c["HGMMA"] == 0, c
     assert c["LDL"] == 0 and c["STL"] == 0, c
     assert len(re.findall(r"HMMA\.1688\.F32\.TF32", text)) == 48
     assert len(re.findall(r"LDG\.E\.128", text)) == 2 * 16
@@ -177,7 +177,7 @@ def test_register_state_spine_feeds_every_mma_from_registers(layout, build):
         re.findall(r"BAR\.SYNC[^;]*", text)
     info = _manifest.variant(v)
     assert info["threads"] == (384 if build == "dual" else 192)
-    assert info["cluster"] == (plan.RS_SPINE_PAIR if pair else 1)
+    assert info["cluster"] == (grids.RS_SPINE_PAIR if pair else 1)
     resize = re.findall(r"USETMAXREG\.(DEALLOC|TRY_ALLOC)\.CTAPOOL", text)
     assert sorted(resize) == (["DEALLOC", "TRY_ALLOC"] if build == "dual" else []), resize
 
@@ -195,7 +195,7 @@ def _chunk_loop(variant: str) -> list[dict]:
 @needs_nvdisasm
 @pytest.mark.parametrize("v", [f"spine_rs_o_{b}{lay}{sdt}" for b in ("", "pair_", "seg_") for lay in ("kv", "vk")
                                for sdt in ("", "_sbf16", "_sf16", "_sf8e4m3")])
-def test_fused_spine_chunk_loop_holds_no_state_store(v):
+def test_register_state_spine_chunk_loop_holds_no_state_store(v):
     """A checkpoint's store inside spine_rs's chunk loop, never executed without
     checkpoints, made the one-sequence rows 6-7 % slower (the loop 664 -> 806 instructions).  The
     chunks now run in segments with the store between them: the innermost loop that holds the
@@ -398,7 +398,7 @@ def test_low_precision_pools_convert_once_in_registers(variant):
                 "F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C"}
     base = variant.rsplit("_s", 1)[0]
     got, want = _conversions(variant), _conversions(base)
-    own = {"HADD2.F32", "F2FP.F16.F32.PACK_AB"} if variant.startswith("fused_prefill_") else set()
+    own = {"HADD2.F32", "F2FP.F16.F32.PACK_AB"} if variant.startswith("single_prefill_") else set()
     assert set(want) & pool_ops == own, want
     assert {op: n for op, n in got.items() if op not in pool_ops} == {op: n for op, n in want.items()
                                                                      if op not in pool_ops}, (got, want)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import gdn_prefill
-from gdn_prefill import _abi, _ext, plan
+from gdn_prefill import _abi, _ext, grids
 
 D = 128
 
@@ -41,8 +41,8 @@ def spine_launch(plan_):
 
 
 def test_sm_count_comes_from_the_header():
-    assert _abi.CONSTANTS["GDN_SM_COUNT"] == plan.SM_COUNT == 132
-    assert plan.WGMMA_SPINE_WG1_MAX_CTAS == _abi.CONSTANTS["GDN_WGMMA_WG1_MAX_CTAS"] == 132
+    assert _abi.CONSTANTS["GDN_SM_COUNT"] == grids.SM_COUNT == 132
+    assert grids.WGMMA_SPINE_WG1_MAX_CTAS == _abi.CONSTANTS["GDN_WGMMA_WG1_MAX_CTAS"] == 132
     assert "GDN_WGMMA_SPINE_WARPGROUPS" not in _abi.CONSTANTS
 
 
@@ -55,7 +55,7 @@ def test_many_sequences_times_heads_pick_the_two_warpgroup_build(layout, spine):
     assert p["chosen"] == "wgmma"
     k = spine_launch(p)
     assert k["name"] == f"spine_wgmma_wg2_{layout}"
-    assert k["grid"] == (16, 32, 2) == plan.grid_spine_wgmma(16 * 64, 16, 32, 2)
+    assert k["grid"] == (16, 32, 2) == grids.grid_spine_wgmma(16 * 64, 16, 32, 2)
     assert k["block"] == 256
     assert k["cluster"] == 2     # the 2 CTAs of a (sequence, head) share W/K by TMA multicast
 
@@ -68,7 +68,7 @@ def test_one_sequence_picks_the_one_warpgroup_build(layout):
     assert p["chosen"] == "wgmma"
     k = spine_launch(p)
     assert k["name"] == f"spine_wgmma_{layout}"
-    assert k["grid"] == (1, 32, 4) == plan.grid_spine_wgmma(4096, 1, 32)
+    assert k["grid"] == (1, 32, 4) == grids.grid_spine_wgmma(4096, 1, 32)
     assert k["block"] == 128
     assert k["cluster"] == 1     # latency build: no cluster lockstep
 
@@ -101,16 +101,16 @@ def test_fused_plan_runs_the_register_state_spine_in_every_regime(n_seq, Hv, seq
     assert k["name"] == (f"spine_rs_o_{layout}" if build == "solo" else f"spine_rs_o_{build}_{layout}")
     assert (build == "pair") == p["overlap"].startswith("runs")
     dual = build == "dual"
-    assert k["grid"] == ((n_seq + 1) * Hv if dual else n_seq * Hv * 2, 1, 1) == plan.grid_spine_rs(T, n_seq, Hv, dual)
+    assert k["grid"] == ((n_seq + 1) * Hv if dual else n_seq * Hv * 2, 1, 1) == grids.grid_spine_rs(T, n_seq, Hv, dual)
     assert k["block"] == (384 if dual else 192) and k["cluster"] == (2 if build == "pair" else 1)
-    assert plan.RS_SPINE_VBLOCK == _abi.CONSTANTS["GDN_RS_SPINE_VBLOCK"] == 64
-    assert plan.RS_SPINE_DUAL_WG == _abi.CONSTANTS["GDN_RS_SPINE_DUAL_WG"] == 2
+    assert grids.RS_SPINE_VBLOCK == _abi.CONSTANTS["GDN_RS_SPINE_VBLOCK"] == 64
+    assert grids.RS_SPINE_DUAL_WG == _abi.CONSTANTS["GDN_RS_SPINE_DUAL_WG"] == 2
 
 
 def test_scalar_spine_is_unaffected():
     args, st, cu = problem(16, 16, 32)
     k = spine_launch(gdn_prefill.explain(*args, st, cu_seqlens=cu, spine="scalar"))
-    assert k["name"] == "spine_scalar_kv" and k["grid"] == plan.grid_spine_scalar(16 * 64, 16, 32)
+    assert k["name"] == "spine_scalar_kv" and k["grid"] == grids.grid_spine_scalar(16 * 64, 16, 32)
 
 
 @pytest.mark.parametrize("n_seq, Hv, wg", [(33, 1, 1), (34, 1, 2), (1, 32, 1), (2, 32, 2), (16, 2, 1), (17, 2, 2),
@@ -128,7 +128,7 @@ def test_launcher_rule_matches_plan():
     CTAs, exceeds GDN_WGMMA_WG1_MAX_CTAS."""
     for n in list(range(1, 70)) + [128, 1000, 4096]:
         for hv in (1, 2, 3, 4, 8, 16, 32, 48, 64, 128):
-            want = 2 if n * hv * (128 // plan.WGMMA_SPINE_VBLOCK) > plan.WGMMA_SPINE_WG1_MAX_CTAS else 1
+            want = 2 if n * hv * (128 // grids.WGMMA_SPINE_VBLOCK) > grids.WGMMA_SPINE_WG1_MAX_CTAS else 1
             assert _ext._spine_wgmma_warpgroups(n, hv) == want, (n, hv)
 
 
@@ -161,11 +161,11 @@ def test_build_rule_as_the_header_states_it():
     ([100] * 3 + [0] * 5, True),        # a few CTAs: the longest's solo chain is the whole call
 ])
 def test_dual_lead_rule_on_measured_batches(lengths, solo_style):
-    """The dual build's own choice for its longest sequence (plan.dual_lead_solo, the Python copy of
+    """The dual build's own choice for its longest sequence (grids.dual_lead_solo, the Python copy of
     spine_rs._lead_solo) picks what was measured faster on the H200 (Hv = 32, 132 SMs); with
     2 Hv >= the SMs it never splits."""
-    assert plan.dual_lead_solo(lengths, 32, 132) is solo_style
-    assert plan.dual_lead_solo(lengths, 66, 132) is False
+    assert grids.dual_lead_solo(lengths, 32, 132) is solo_style
+    assert grids.dual_lead_solo(lengths, 66, 132) is False
 
 
 @pytest.mark.parametrize("n_seq, Hv", [(1, 32), (16, 32)])

@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POOLS = {"fp32": (torch.float32, "float32"), "bf16": (torch.bfloat16, "bfloat16"),
          "fp16": (torch.float16, "float16"), "fp8e4m3": (torch.float8_e4m3fn, "float8_e4m3fn")}
 # the modules whose builds read or write the pool (one build per pool type each)
-POOL_MODULES = ("spine_scalar", "spine_wgmma", "spine_rs", "fused")
+POOL_MODULES = ("spine_scalar", "spine_wgmma", "spine_rs", "single")
 
 
 def _state_dtypes_source() -> dict[str, str]:
@@ -91,7 +91,7 @@ def _meta(T, hk, hv):
 
 def _pooled(name: str, pool: str) -> str:
     """The build a pool of type `pool` runs where an fp32 pool runs `name`."""
-    reads_pool = name.startswith(("spine_", "fused_"))
+    reads_pool = name.startswith(("spine_", "single_"))
     return name + SUFFIX[pool] if reads_pool else name
 
 
@@ -150,7 +150,7 @@ def test_explain_names_the_pool_type(pool):
     for what, kw in calls.items():
         e = gdn_prefill.explain(q, k, v, g, beta, out, kw.pop("state", None), cu_seqlens=cu, **kw)
         assert e["state_dtype"] == name, (what, e["state_dtype"])
-        pooled = [x["name"] for x in e["kernels"] if x["name"].startswith(("spine_", "fused_"))]
+        pooled = [x["name"] for x in e["kernels"] if x["name"].startswith(("spine_", "single_"))]
         assert pooled and all(x.endswith(SUFFIX[pool]) for x in pooled), (what, e["kernels"])
         if pool == "fp32":
             assert not any(x.endswith(s) for x in pooled for s in SUFFIX.values() if s), (what, pooled)

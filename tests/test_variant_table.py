@@ -41,7 +41,7 @@ def test_a_variant_the_registry_cannot_place_fails_the_build():
         reg.launch_table_pxi([{"module": "spine_rs", "variant": "x", "kwargs": {"layout": "xy"}}], ROOT)
 
 
-def test_the_fused_spine_build_codes_are_the_plan_names():
-    from gdn_prefill import plan
-    assert tuple(name for name, _ in _registry().AXES["rs_build"][1]) == plan.RS_BUILDS
+def test_the_register_state_spine_build_codes_are_the_plan_names():
+    from gdn_prefill import grids
+    assert tuple(name for name, _ in _registry().AXES["rs_build"][1]) == grids.RS_BUILDS
     assert [_ext._spine_rs_build(64, 1, 4, 132, False)] == ["solo"]

@@ -5,7 +5,7 @@
     python tools/bitwise_outputs.py --compare /tmp/a.pt /tmp/b.pt
 
 For a change that should move instructions and not arithmetic (a schedule, a select replaced by
-zeroed operands): the same inputs (fixed seeds) through the fused spine's solo, pair and dual builds
+zeroed operands): the same inputs (fixed seeds) through the register-state spine's solo, pair and dual builds
 (forced through the stage hook, serial plan) and through prefill() itself (which runs the overlap
 plan where it would), on partial chunks, empty sequences, pool padding, both state layouts and the
 in-kernel l2norm (--runs: which of prefill, solo, pair, dual; all by default; a build whose shared

@@ -89,7 +89,7 @@ sos = [n for n in names if n.startswith("gdn_prefill/_ext.") and n.endswith(".so
 if len(sos) != 1:
     missing.append("gdn_prefill/_ext.*.so (found %r)" % sos)
 for f in ("_aot_manifest.json", "include/gdn/gdn_abi.h", "include/gdn/gdn_kernels.h", "_ext.pxd",
-          "gdn_abi.pxd", "_ext.pyi", "py.typed", "__init__.py", "ops.py", "fla.py", "errors.py", "plan.py",
+          "gdn_abi.pxd", "_ext.pyi", "py.typed", "__init__.py", "ops.py", "fla.py", "errors.py", "grids.py",
           "_abi.py", "_manifest.py", "__main__.py", "bench/__init__.py", "bench/cases.py", "bench/report.py",
           "integrations/__init__.py", "integrations/transformers.py", "_driver.py"):
     need("gdn_prefill/" + f)

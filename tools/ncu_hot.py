@@ -1,6 +1,6 @@
 """Where a kernel's warps stall, per SASS instruction, from an ncu report's source page.
 
-    ncu --clock-control none --set full --import-source no -k regex:FusedPrefill -c 1 -o rep python3 benchmarks/bench_fused.py --profile
+    ncu --clock-control none --set full --import-source no -k regex:SinglePrefill -c 1 -o rep python3 benchmarks/bench_single.py --profile
     ncu -i rep.ncu-rep --page source --csv --print-source sass > src.csv
     python3 tools/ncu_hot.py src.csv [--top 40] [--cubin build/aot/cubin/VARIANT/*.cubin] [--sections]
 
@@ -116,7 +116,7 @@ def _wait_sources(cubin: str, body, col) -> dict[str, str]:
 
 
 def _sections(body, col, samp, src, reasons, total) -> None:
-    """A kernel whose warpgroups take their roles after a setmaxnreg each (the fused kernel): the
+    """A kernel whose warpgroups take their roles after a setmaxnreg each (the single kernel): the
     stall samples of each role's code, the code from one USETMAXREG to the next (the prologue
     before the first), with its top stall reasons.  Shares are of all samples: a role with more
     warps has more samples; compare a role's reasons with its own total."""

@@ -24,14 +24,14 @@ def _profile(shape: str, reps: int, pct: int | None) -> dict:
     import torch
 
     import gdn_prefill
-    from gdn_prefill import _ext, bench, plan, reference as ref
+    from gdn_prefill import _ext, bench, grids, reference as ref
 
     b, t = (int(x) for x in shape.split("x"))
     sets = [ref.make_inputs([t] * b, 16, 32, seed=s, device="cuda", state="dense", l2norm_inputs=True)
             for s in range(3)]
     outs = [torch.empty_like(x["v"]) for x in sets]
     ws = torch.empty(gdn_prefill.workspace_bytes(b * t, b, 32), dtype=torch.uint8, device="cuda")
-    cb = plan.chunk_slots(b * t, b)
+    cb = grids.chunk_slots(b * t, b)
     split = None if pct is None else cb * pct // 100
 
     def call(i):
@@ -91,8 +91,8 @@ def _summary(res: dict, alone_us: float) -> None:
         vals = [statistics.fmean(r[k] for r in sel) for k in keys]
         print("  " + f"{lab:<22}" + "".join(f"{v:12.1f}" for v in vals))
     print("  spans sorted: " + " ".join(f"{r['span']:.0f}" for r in rows))
-    from gdn_prefill import plan
-    chunks = -(-int(res["shape"].split("x")[1]) // plan.CHUNK)
+    from gdn_prefill import grids
+    chunks = -(-int(res["shape"].split("x")[1]) // grids.CHUNK)
     rates = [x for x in (chain_rate_beside(r, chunks, alone_us) for r in rows) if x is not None]
     if len(rates) * 2 > len(rows):
         print(f"  chain beside part 2 (chunks after it at {alone_us} us each): median {statistics.median(rates):.2f} "

@@ -38,7 +38,7 @@ import sys
 
 import torch
 
-from gdn_prefill import plan
+from gdn_prefill import grids
 from gdn_prefill import reference as ref
 from gdn_prefill.hard_inputs import KINDS, hard_inputs
 
@@ -80,7 +80,7 @@ def f16_in_range(k: torch.Tensor, g: torch.Tensor, beta: torch.Tensor, rk: torch
     diagonal, and gates_in_range, a norm warp's vote) per head of one chunk [H, L, ...]: every
     row has 0 <= beta <= F16_INVERSE_BETA_MAX, g <= 0 and |k rk|^2 <= F16_INVERSE_KNORM2_MAX."""
     n2 = ((k * rk[..., None]) ** 2).sum(-1)
-    ok = (beta >= 0) & (beta <= plan.F16_INVERSE_BETA_MAX) & (g <= 0) & (n2 <= plan.F16_INVERSE_KNORM2_MAX)
+    ok = (beta >= 0) & (beta <= grids.F16_INVERSE_BETA_MAX) & (g <= 0) & (n2 <= grids.F16_INVERSE_KNORM2_MAX)
     return ok.all(-1)
 
 

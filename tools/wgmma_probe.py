@@ -1,9 +1,9 @@
-"""How fast the warpgroup MMAs of a fused-spine chunk run on this card, alone and in the chunk's chain.
+"""How fast the warpgroup MMAs of a register-state spine chunk run on this card, alone and in the chunk's chain.
 
     python tools/wgmma_probe.py [--out FILE.md]        (Hopper GPU, nvcc on PATH)
     python tools/wgmma_probe.py --source FILE.cu       (only write the generated CUDA source)
 
-The fused spine's chunk (cute_kernels/spine_rs.py) is five bf16 wgmma groups of M = 64 with fp32
+The register-state spine's chunk (cute_kernels/spine_rs.py) is five bf16 wgmma groups of M = 64 with fp32
 accumulators and the A operand in registers: G1, G2 (N = 64, 8 k-steps), G1b, G4 (N = 64, 4
 k-steps), G3 (N = 128, B MN-major, 4 k-steps): ~1,000 cycles per chunk at the datasheet rate
 (2,048 bf16 MACs per cycle per SM), in a chain measured at ~2,330 cycles per chunk (B = 1).  On one SM (one CTA), clock64 around each loop, this probe times

@@ -20,8 +20,9 @@ into the build; ``gdn:wgmma`` fuses the output into the spine where the inputs a
 through the stage hook, so each table shows what the fusion gains, and ``gdn:wgmma-overlap`` the
 fused plan as the opt-in overlap plan (GDN_PREFILL_OVERLAP=1: stage 1 split around the spine where
 its rule applies; the same row as ``gdn:wgmma`` elsewhere), so it shows what the opt-in gains,
-and ``gdn:wgmma-single`` the single plan forced (cute_kernels/fused.py; prefill() runs it only
-where its rule applies), and ``gdn:invariant`` prefill(batch_invariant=True)), ``fla`` (fla.ops.gated_delta_rule.chunk_gated_delta_rule) and
+and ``gdn:wgmma-single`` the single plan forced (cute_kernels/single.py; prefill() runs it only
+where its rule applies), and ``gdn:invariant`` prefill(batch_invariant=True)), ``fla``
+(fla.ops.gated_delta_rule.chunk_gated_delta_rule) and
 ``flashinfer`` (flashinfer.gdn_prefill.chunk_gated_delta_rule, skipped when it does
 not import).  Inputs are bf16 q/k/v, fp32 g (log decay) and beta, a dense fp32 initial
 state that every implementation reads and whose final value it writes, K = V = 128,

@@ -27,7 +27,7 @@ def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
         if "wgmma" in spines and "spine_rs_o_kv" in gdn_prefill.compiled_variants():
             names.append("gdn:wgmma-4k")
             names.append("gdn:wgmma-overlap")
-        if "wgmma" in spines and any(v.startswith("fused_prefill_") for v in gdn_prefill.compiled_variants()):
+        if "wgmma" in spines and any(v.startswith("single_prefill_") for v in gdn_prefill.compiled_variants()):
             names.append("gdn:wgmma-single")
         if "wgmma" in spines and "spine_rs_o_kv" in gdn_prefill.compiled_variants():
             names.append("gdn:invariant")
@@ -87,7 +87,7 @@ def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, split: int = 0, 
         return spine
     if spine == "wgmma-single":
         from gdn_prefill import _ext
-        _ext._launch_stages(("fused",), s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, spine="wgmma",
+        _ext._launch_stages(("single",), s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, spine="wgmma",
                             use_qk_l2norm=use_l2, workspace=ws, fused=2, max_seqlen=max_seqlen)
         return spine
     if state_indices is not None and spine.startswith("wgmma-"):

@@ -23,7 +23,7 @@
  * many CTAs (one per SM), beyond it the 2-warpgroup build (a cluster multicasts the shared W/K copy).
  * The measured crossover: docs/PERFORMANCE.md, "Plan choices". */
 #define GDN_WGMMA_WG1_MAX_CTAS 132
-/* fused spine (spine_rs_o): three builds.  The opt-in overlap plan runs the pair build (a head's two
+/* register-state spine (spine_rs_o): three builds.  The opt-in overlap plan runs the pair build (a head's two
  * CTAs as a cluster that multicasts the tiles both load); the serial plan runs solo (one CTA per 64
  * state columns) or dual (one CTA per head, two chains per SM), whichever needs fewer
  * waves-times-chunk-time: dual iff ceil(N Hv / sms) * DUAL_WAVE_NS < ceil(2 N Hv / sms) * SOLO_WAVE_NS
@@ -60,7 +60,7 @@
 /* the segmented plan's passes have at most this many CTAs (2 x segment slots x heads): two waves of
  * an H100 / H200, and the bound of its workspace (maps and seg_state, 3 states per slot and head) */
 #define GDN_SEG_MAX_CTAS 264
-/* the single plan (cute_kernels/fused.py: stage 1 and the spine of one (sequence, value head) in one
+/* the single plan (cute_kernels/single.py: stage 1 and the spine of one (sequence, value head) in one
  * CTA, no workspace): faster than the serial plan wherever its CTAs keep the SMs busy until the
  * longest sequence ends (docs/PERFORMANCE.md, "The single plan").  prefill() runs it iff max_seqlen
  * is given and the longest sequence alone, ceil(max_seqlen / 64) chunks at SINGLE_LAT_PCT % of a
@@ -75,10 +75,10 @@
 #define GDN_MAX_SEQUENCES 1048576
 /* the fused plan's sequence order: stage 1's first CTA ranks up to this many sequences longest
  * first (an O(N^2) count over the lengths in its shared memory) into the workspace's `order`, and
- * the fused spine starts its chains in that order; beyond it, index order, and no CTA reads more
+ * the register-state spine starts its chains in that order; beyond it, index order, and no CTA reads more
  * than a fixed number of lengths (cute_kernels/handoff.py longest_first) */
 #define GDN_ORDER_MAX_SEQS 1024
-/* overlap plan (opt-in: GDN_PREFILL_OVERLAP=1; fused spine, few sequences): recompute_wu's slots
+/* overlap plan (opt-in: GDN_PREFILL_OVERLAP=1; register-state spine, few sequences): recompute_wu's slots
  * [0, split) run first, then the spine on a library-owned high-priority stream beside recompute_wu's
  * slots [split, CB) on the caller's stream, which publish each (slot, head) in `ready`.
  * split = min(SLOTS, CB): the cost steps with the split's slot count, not its share; four is best
@@ -170,7 +170,7 @@ typedef struct {
  *                 head-major (strides 1, T): a chunk's rows of one head are contiguous
  *   w             [T, Hv, K] bf16   u, vnew [T, Hv, V] bf16
  *   h             [CB, Hv, K, V] bf16   state at the entry of each chunk
- *   pqk           [T, Hv, CHUNK] bf16   in-chunk attention of the fused spine + output:
+ *   pqk           [T, Hv, CHUNK] bf16   in-chunk attention of the register-state spine + output:
  *                 row t0+i = scale rq_i rk_j (q_i . k_j) exp(gcum_i - gcum_j), j <= i (else 0)
  *   tu            [T, Hv, CHUNK] bf16   the fused plan's stage-1 output instead of w and u:
  *                 row t0+i = row i of Tm = (I + A)^-1 (its spine forms
@@ -180,7 +180,7 @@ typedef struct {
  *                 gcum, rq, rk, beta32 of head hv (zeroed by the launcher before each overlapped call)
  *   order         [N] int32        fused plan: the sequences longest first (equal lengths by
  *                 index), written by recompute_wu's first launch (slot_begin == 0), block 0, when
- *                 N <= GDN_ORDER_MAX_SEQS; read by the fused spine's grid
+ *                 N <= GDN_ORDER_MAX_SEQS; read by the register-state spine's grid
  * The segmented plan's, besides the fused plan's (M = (floor(T/CHUNK) + N) / seg_chunks + N
  * segment slots; segment j of sequence n is slot (cu_seqlens[n] / CHUNK + n) / seg_chunks + n + j):
  *   maps          [2 M, Hv, K, V] fp32   row 2 m: segment slot m's transition A (K x K), row 2 m + 1
@@ -189,7 +189,7 @@ typedef struct {
  *
  * Launch ranges (set by the launcher per launch, not by the caller):
  *   slot_begin, slot_end  recompute_wu runs chunk slots [slot_begin, slot_end)
- *   ready_from            slots >= ready_from are produced concurrently with the fused spine:
+ *   ready_from            slots >= ready_from are produced concurrently with the register-state spine:
  *                         recompute_wu publishes them in `ready`, the spine waits for them
  *                         (GDN_NO_OVERLAP: the serial plan, nothing published or awaited)
  *   seg_chunks            the segmented plan's segment length in chunks (0: another plan)

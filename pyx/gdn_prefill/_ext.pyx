@@ -22,7 +22,7 @@ import operator as _operator
 import os
 
 from gdn_prefill import errors as _errors
-from gdn_prefill import plan as _plan
+from gdn_prefill import grids as _grids
 from gdn_prefill import _driver  # its import checks the CUDA driver: one older than 13.0 raises here
 
 _log = logging.getLogger("gdn_prefill")

@@ -74,7 +74,7 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     that many chunks (0: the rule), `overlap_split` 0 the serial plan, s > 0 the overlap plan split
     at chunk slot s (wherever the rule's deadlock guard allows it, also below its minimum of chunk
     slots; -1: the rule).  The overlap plan runs only when both of its stages are named.
-    `fused` 2 forces the single plan, whose one launch is "fused" (cute_kernels/fused.py; it reads
+    `fused` 2 forces the single plan, whose one launch is "single" (cute_kernels/single.py; it reads
     and writes no workspace).
     """
     cdef gdn_problem_t p

@@ -3,7 +3,7 @@
 # definition.)
 
 # ----------------------------------------------------------------------------- overlap plan
-# With few sequences the fused spine occupies N * Hv * 2 SMs for its whole run and stage 1 leaves
+# With few sequences the register-state spine occupies N * Hv * 2 SMs for its whole run and stage 1 leaves
 # them idle meanwhile (1x8K: 64 of 132 SMs for 151 us).  The overlap plan runs recompute_wu's
 # first chunk slots [0, split) on the whole device, then the spine beside recompute_wu's other
 # slots [split, CB), which publish each (slot, head) in the workspace's `ready` flags; the spine's
@@ -19,7 +19,7 @@
 # behind ours with programmatic dependent launch, or other processes under MPS may hold those
 # SMs, and a spine that waits on SMs while holding SMs can hang the GPU (issue 32: 3 hangs in 10
 # runs of two streams).  The one safe rule, that a CTA waits only on lower-indexed CTAs of its
-# own grid, is the fused single kernel's (docs/DESIGN.md).
+# own grid, is the single kernel's (docs/DESIGN.md).
 
 cdef const char *_OVERLAP_OFF = (
     "off by default: its spine waits for a kernel on another stream, which the GPU does not promise to "

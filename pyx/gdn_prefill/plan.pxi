@@ -1,11 +1,11 @@
 # The plan of a call: the one planning call (_plan_call) and every rule it applies: which spine, which
 # build, which plan, which launches with which grids, how much workspace, and the reasons explain()
 # shows.  Each rule has its home here (the overlap split's in overlap.pxi, the workspace's carving in
-# workspace.pxi); gdn_prefill/plan.py has the grid functions the kernels share; gdn_abi.h the constants.
+# workspace.pxi); gdn_prefill/grids.py has the grid functions the kernels share; gdn_abi.h the constants.
 # (Included by _ext.pyx: one module, one namespace; the order of the includes is the order of
 # definition.)
 
-# _chunk_slots, _segment_slots, _rs_ctas, _wgmma_wg1_ctas: gdn_prefill/plan.py's functions, generated
+# _chunk_slots, _segment_slots, _rs_ctas, _wgmma_wg1_ctas: gdn_prefill/grids.py's functions, generated
 # at build time (plan.c_formulas_pxi, run by setup.py), so the planner and the kernels share each formula
 include "plan_formulas.pxi"
 
@@ -135,7 +135,7 @@ cdef int _fused_guard(const gdn_problem_t *p, int chosen, int state_layout, int 
         return GDN_ERR_SPINE
     cdef const gdn_tensor_t *bad = _unaligned16(p)
     if bad != NULL:
-        # the fused spine loads q and stores out by TMA; its recompute_wu build is the _a16 one
+        # the register-state spine loads q and stores out by TMA; its recompute_wu build is the _a16 one
         snprintf(why, MSG_CAP, "%s: the fused output needs a 16-byte aligned base and token/head strides "
                  "that are multiples of 8 elements (strides %lld, %lld)", _row_name(p, bad),
                  <long long>bad.stride[0], <long long>bad.stride[1])
@@ -176,14 +176,14 @@ cdef enum:
     PLAN_SERIAL = 1         # fused: recompute_wu (Tu, P), spine_rs_o (solo or dual)
     PLAN_OVERLAP = 2        # fused, stage 1 split around the spine (opt-in, GDN_PREFILL_OVERLAP=1)
     PLAN_SEGMENTED = 3      # fused, each sequence in segments: recompute_wu, spine_rs_maps, compose, spine_rs_o_seg
-    PLAN_SINGLE = 4         # fused_prefill alone: stage 1 and the spine of a (sequence, head) per CTA, no workspace
+    PLAN_SINGLE = 4         # single_prefill alone: stage 1 and the spine of a (sequence, head) per CTA, no workspace
     MAX_LAUNCHES = 4
 
 PLAN_NAMES = ("unfused", "serial", "overlap", "segmented", "single")
 cdef const char *_PLAN_CNAMES[5]
 _PLAN_CNAMES[:] = [b"unfused", b"serial", b"overlap", b"segmented", b"single"]
 
-# a launch's stage (the names _launch_stages takes) and its grid (the gdn_prefill.plan function
+# a launch's stage (the names _launch_stages takes) and its grid (the gdn_prefill.grids function
 # that the kernel's launch function calls too: _launch_grid)
 cdef enum:
     STAGE_WU = 0            # recompute_wu
@@ -191,7 +191,7 @@ cdef enum:
     STAGE_FWD_O = 2
     STAGE_MAPS = 3          # the segmented plan's MAPS pass
     STAGE_COMPOSE = 4
-    STAGE_FUSED = 5         # the single plan's one kernel
+    STAGE_SINGLE = 5         # the single plan's one kernel
     GRID_WU = 0             # grid_recompute_wu
     GRID_SPINE_SCALAR = 1   # grid_spine_scalar
     GRID_SPINE_WGMMA = 2    # grid_spine_wgmma at the plan's warpgroups
@@ -199,9 +199,9 @@ cdef enum:
     GRID_SEGMENTS = 4       # grid_spine_rs_segments at the plan's seg_chunks
     GRID_COMPOSE = 5        # grid_compose
     GRID_FWD_O = 6          # grid_fwd_o
-    GRID_FUSED = 7          # grid_fused
+    GRID_SINGLE = 7          # grid_single
 
-_STAGE_NAMES = ("recompute_wu", "spine", "fwd_o", "maps", "compose", "fused")
+_STAGE_NAMES = ("recompute_wu", "spine", "fwd_o", "maps", "compose", "single")
 
 
 cdef struct plan_t:
@@ -463,7 +463,7 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
         if force.fused == 2 or (force.fused < 0 and not forced and single_ok):
             plan.kind = PLAN_SINGLE
             _add_launch(plan, _single_variant(p, state_layout) if a16 and chosen == GDN_SPINE_WGMMA else -1,
-                        STAGE_FUSED, GRID_FUSED)
+                        STAGE_SINGLE, GRID_SINGLE)
         else:
             if force.seg_chunks > 0:
                 plan.seg_chunks = force.seg_chunks
@@ -554,25 +554,25 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
 
 
 cdef tuple _launch_grid(const gdn_problem_t *p, const plan_t *plan, int i):
-    """The grid of launch i of a planned call: gdn_prefill.plan's function, which the kernel's launch
+    """The grid of launch i of a planned call: gdn_prefill.grids's function, which the kernel's launch
     function calls too (so the plan and the kernel cannot disagree)."""
     T, N, Hv = p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1]
     g = plan.grids[i]
     if g == GRID_WU:
-        return tuple(_plan.grid_recompute_wu(T, N, Hv))
+        return tuple(_grids.grid_recompute_wu(T, N, Hv))
     if g == GRID_SPINE_SCALAR:
-        return tuple(_plan.grid_spine_scalar(T, N, Hv))
+        return tuple(_grids.grid_spine_scalar(T, N, Hv))
     if g == GRID_SPINE_WGMMA:
-        return tuple(_plan.grid_spine_wgmma(T, N, Hv, plan.warpgroups))
+        return tuple(_grids.grid_spine_wgmma(T, N, Hv, plan.warpgroups))
     if g == GRID_SPINE_RS:
-        return tuple(_plan.grid_spine_rs(T, N, Hv, plan.rs_build == RS_DUAL))
+        return tuple(_grids.grid_spine_rs(T, N, Hv, plan.rs_build == RS_DUAL))
     if g == GRID_SEGMENTS:
-        return tuple(_plan.grid_spine_rs_segments(T, N, Hv, plan.seg_chunks))
+        return tuple(_grids.grid_spine_rs_segments(T, N, Hv, plan.seg_chunks))
     if g == GRID_COMPOSE:
-        return tuple(_plan.grid_compose(N, Hv))
+        return tuple(_grids.grid_compose(N, Hv))
     if g == GRID_FWD_O:
-        return tuple(_plan.grid_fwd_o(T, N, Hv))
-    return tuple(_plan.grid_fused(T, N, Hv))
+        return tuple(_grids.grid_fwd_o(T, N, Hv))
+    return tuple(_grids.grid_single(T, N, Hv))
 
 
 cdef inline int _spine_index(const plan_t *plan) noexcept nogil:
@@ -580,6 +580,6 @@ cdef inline int _spine_index(const plan_t *plan) noexcept nogil:
     plan's: its one launch)."""
     cdef int i
     for i in range(plan.n):
-        if plan.stages[i] == STAGE_SPINE or plan.stages[i] == STAGE_FUSED:
+        if plan.stages[i] == STAGE_SPINE or plan.stages[i] == STAGE_SINGLE:
             return i
     return 0

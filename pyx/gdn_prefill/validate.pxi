@@ -160,8 +160,8 @@ cdef int _no_self_overlap(const gdn_tensor_t *t, const char *name, char *msg) no
 
 cdef int _grid_fits(int64_t T, int64_t N, int64_t Hv, char *msg) noexcept nogil:
     """Every launch of every plan fits CUDA's grid limits: grid.y (the unfused spines' and fwd_o's
-    heads) <= 65,535, grid.x (recompute_wu's chunk slots x heads, the fused spine's 64-column
-    blocks) <= 2^31 - 1 (plan.py's grid functions)."""
+    heads) <= 65,535, grid.x (recompute_wu's chunk slots x heads, the register-state spine's 64-column
+    blocks) <= 2^31 - 1 (grids.py's grid functions)."""
     cdef int64_t blocks = max(_chunk_slots(T, N), (N + 1) * (GDN_HEAD_DIM_V // GDN_RS_SPINE_VBLOCK)) * Hv
     if Hv > 65535:
         snprintf(msg, MSG_CAP, "v: %lld value heads exceed the 65,535 a launch's grid.y can hold", <long long>Hv)

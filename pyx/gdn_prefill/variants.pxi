@@ -15,17 +15,17 @@
 #     _spine_warpgroups() picks one per call from N and Hv (the scalar spine's one build fills both);
 #   every spine build comes once per state-pool element type (fp32, bf16, fp16, fp8 e4m3:
 #     cute_kernels/state_pool.py STATE_DTYPES): _state_type() picks one per call;
-#   the fused spine + output (spine_rs_o) has three builds: solo (one CTA per 64 state columns), pair
+#   the register-state spine + output (spine_rs_o) has three builds: solo (one CTA per 64 state columns), pair
 #     (a head's two CTAs as a cluster that multicasts the tiles both load) and dual (one CTA per
 #     head, a consumer warpgroup per 64 state columns): _rs_build() picks one per call;
 #   the segmented plan's MAPS pass (dual CTAs, each segment's affine map), its composition
 #     (compose_f32, pool-independent) and its SEGMENT pass (solo CTAs, each segment from its
-#     composed state, with the output); the single plan's fused_prefill (stage 1 and the spine of a
+#     composed state, with the output); the single plan's single_prefill (stage 1 and the spine of a
 #     (sequence, value head) in one CTA, one launch and no workspace).
 include "variants_table.pxi"
 
-# the generated codes of the fused spine's builds are gdn_prefill.plan's names, in order
-_RS_BUILDS = _plan.RS_BUILDS
+# the generated codes of the register-state spine's builds are gdn_prefill.grids's names, in order
+_RS_BUILDS = _grids.RS_BUILDS
 assert _RS_BUILD_NAMES == tuple(_RS_BUILDS), (_RS_BUILD_NAMES, _RS_BUILDS)
 
 

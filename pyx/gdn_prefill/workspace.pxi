@@ -21,7 +21,7 @@ cdef int64_t _carve(gdn_problem_t *p, char *base, int64_t T, int64_t N, int64_t 
     cdef int64_t M = _segment_slots(T, N, seg_chunks) if kind == PLAN_SEGMENTED else 0
     cdef int64_t off = 0
     if kind == PLAN_SINGLE:
-        base = NULL                                            # fused_prefill keeps it all on chip
+        base = NULL                                            # single_prefill keeps it all on chip
     cdef char *fb = NULL if kind == PLAN_UNFUSED else base     # the fused plans' tensors
     cdef char *ub = base if kind == PLAN_UNFUSED else NULL     # the unfused plan's
     cdef char *sb = base if kind == PLAN_SEGMENTED else NULL   # the segmented plan's own

@@ -1,6 +1,6 @@
-"""The single plan (cute_kernels/fused.py, one launch) against the two-launch plan, graph mode.
+"""The single plan (cute_kernels/single.py, one launch) against the two-launch plan, graph mode.
 
-    python benchmarks/bench_fused.py [--shapes 8x4K,4x2K] [--heads 16/32,4/8] [--reps 30] [--l2norm]
+    python benchmarks/bench_single.py [--shapes 8x4K,4x2K] [--heads 16/32,4/8] [--reps 30] [--l2norm]
 
 Each row captures one call of each plan in a CUDA graph and times --reps replays (CUDA events,
 median): "two-launch" is what prefill() runs where the single plan's rule does not apply (the
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     ap.add_argument("--profile", action="store_true", help="one call of the single plan, nothing timed (ncu)")
     a = ap.parse_args(argv)
     if not torch.cuda.is_available():
-        print("no CUDA GPU: nothing to time (the objects: pytest tests/test_fused_kernel.py)")
+        print("no CUDA GPU: nothing to time (the objects: pytest tests/test_single_kernel.py)")
         return 0
     import gdn_prefill
     from gdn_prefill import _ext, bench
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
             base = dict(cu_seqlens=inp["cu_seqlens"], workspace=ws, use_qk_l2norm=a.l2norm, max_seqlen=max(lens))
             if a.profile:
                 out = torch.empty(T, hv, 128, dtype=torch.bfloat16, device="cuda")
-                _ext._launch_stages(("fused",), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out,
+                _ext._launch_stages(("single",), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out,
                                     inp["state"].clone(), spine="wgmma", fused=2, **base)
                 torch.cuda.synchronize()
                 return 0
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
                 # the forced plan's launches: the single plan's one, or the segmented plan's four, or two
                 builds = _ext._builds(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, inp["state"],
                                       cu_seqlens=inp["cu_seqlens"], fused=fused, max_seqlen=max(lens))
-                stages = ("fused",) if fused == 2 else \
+                stages = ("single",) if fused == 2 else \
                     ("recompute_wu", "maps", "compose", "spine") if len(builds) == 4 else ("recompute_wu", "spine")
                 out = torch.empty(T, hv, 128, dtype=torch.bfloat16, device="cuda")
                 state = inp["state"].clone()
@@ -103,7 +103,7 @@ def _smoke() -> int:
                                        cu_seqlens=inp["cu_seqlens"], state=inp["state"], use_qk_l2norm=l2)
         out = torch.full_like(inp["v"], float("nan"))
         st = inp["state"].clone()
-        _ext._launch_stages(("fused",), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, st,
+        _ext._launch_stages(("single",), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, st,
                             cu_seqlens=inp["cu_seqlens"], spine="wgmma", workspace=ws, fused=2, use_qk_l2norm=l2)
         torch.cuda.synchronize()
         print("single", lens, "finite", bool(torch.isfinite(out).all()), "err o %.3e state %.3e"

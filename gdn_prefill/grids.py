@@ -155,8 +155,8 @@ def dual_lead_solo(lengths, Hv, sm_count=SM_COUNT):
     return split < all_dual
 
 
-def grid_fused(T, N, Hv):
-    """fused.py (the single plan): one CTA per (value head, sequence)."""
+def grid_single(T, N, Hv):
+    """single.py (the single plan): one CTA per (value head, sequence)."""
     return (Hv, N, 1)
 
 
@@ -220,10 +220,10 @@ def c_formulas_pxi() -> str:
         ("_wgmma_wg1_ctas", "N, Hv", wg1[0] * wg1[1] * wg1[2],
          "grid_spine_wgmma(T, N, Hv, 1)'s CTAs: the 1-warpgroup build's"),
     )
-    out = ["# Generated at build time from gdn_prefill/plan.py (c_formulas_pxi): do not edit.  The planner's",
-           "# nogil copies of plan.py's functions, each its Python function evaluated on symbols."]
+    out = ["# Generated at build time from gdn_prefill/grids.py (c_formulas_pxi): do not edit.  The planner's",
+           "# nogil copies of grids.py's functions, each its Python function evaluated on symbols."]
     for name, params, expr, doc in funcs:
         args = ", ".join(f"int64_t {a.strip()}" for a in params.split(","))
         out += ["", "", f"cdef inline int64_t {name}({args}) noexcept nogil:",
-                f'    """gdn_prefill.plan.{doc}."""', f"    return {_c_text(expr)}"]
+                f'    """gdn_prefill.grids.{doc}."""', f"    return {_c_text(expr)}"]
     return "\n".join(out) + "\n"

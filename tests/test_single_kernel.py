@@ -1,7 +1,7 @@
-"""The fused kernel (cute_kernels/fused.py), its objects (CPU).
+"""The single plan's kernel (cute_kernels/single.py), its objects (CPU).
 
 The GPU rows are the suite's plan "single" (test_gpu_prefill, test_numerics_hard, the sanitizer
-case); here, what every fused build is made of: each warpgroup's setmaxnreg at the class's split
+case); here, what every single build is made of: each warpgroup's setmaxnreg at the class's split
 (I/O, role, chains), the MMAs of a chunk (the role's 16 k-steps of K K^T and Q K^T; its inverse
 twice: in fp16, 2 m16n8k8 and 15 m16n8k16 mma.syncs with operands by ldmatrix, and the fp32
 fallback's 18 TF32 merge mma.syncs; the chains' 24 k-steps of 64 x 64 and 4 of 64 x 128, every A
@@ -24,7 +24,7 @@ needs_nvdisasm = pytest.mark.skipif(sass.nvdisasm() is None,
                                     reason="nvdisasm not installed (pip install nvidia-cuda-nvdisasm)")
 
 
-# cute_kernels.fused.FusedPrefill's register split (the installed package has no DSL to import it
+# cute_kernels.single.SinglePrefill's register split (the installed package has no DSL to import it
 # from): the same names
 CHAIN_REGS, INTRA_REGS, IO_REGS = 192, 104, 24
 
@@ -34,9 +34,9 @@ def _ops(cubin):
 
 
 @needs_nvdisasm
-@pytest.mark.parametrize("build", ["fused_prefill_betabf16_kv", "fused_prefill_betaf32_vk_sbf16",
-                                   "fused_prefill_betabf16_kv_sf16", "fused_prefill_betaf32_vk_sf8e4m3"])
-def test_fused_objects(build):
+@pytest.mark.parametrize("build", ["single_prefill_betabf16_kv", "single_prefill_betaf32_vk_sbf16",
+                                   "single_prefill_betabf16_kv_sf16", "single_prefill_betaf32_vk_sf8e4m3"])
+def test_single_objects(build):
     if build not in gdn_prefill.compiled_variants():
         pytest.skip(f"{build} not in this build")
     (cubin,) = _manifest.cubins(build)
@@ -80,7 +80,7 @@ def _region(cubin, regs: int) -> list[dict]:
 
 
 @needs_nvdisasm
-@pytest.mark.parametrize("build", ["fused_prefill_betabf16_kv", "fused_prefill_betaf32_vk_sf8e4m3"])
+@pytest.mark.parametrize("build", ["single_prefill_betabf16_kv", "single_prefill_betaf32_vk_sf8e4m3"])
 def test_the_role_indexes_in_32_bits(build):
     """The role's thread index is known non-negative (tidx & 127; opaque(x) & 127 where it is
     formed per chunk), so its divisions and remainders by powers of two are shifts and masks.  As
@@ -114,8 +114,8 @@ def _gate_loads_before_tile_wait(cubin, io: int) -> list[str]:
 
 
 @needs_nvdisasm
-@pytest.mark.parametrize("build", ["fused_prefill_betabf16_kv", "fused_prefill_betaf32_vk",
-                                   "fused_prefill_betabf16_vk_sf8e4m3"])
+@pytest.mark.parametrize("build", ["single_prefill_betabf16_kv", "single_prefill_betaf32_vk",
+                                   "single_prefill_betabf16_vk_sf8e4m3"])
 def test_norm_warps_load_the_gates_before_the_tile_wait(build):
     """The norm warps issue a chunk's g and beta loads (gates.gate_rows) back to back in the
     block that ends in their wait for its tiles: no branch and no conversion between a load and

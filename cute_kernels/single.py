@@ -14,7 +14,7 @@ the output and the states comes out (docs/DESIGN.md, section 1, for the math).  
                           O^T = c_i (bf16(S^T) Q^T) + bf16(Vnew^T) P^T
 
 Grid (Hv, N): block row r runs the sequence of rank r, longest first (rank_longest_first, up to
-plan.SINGLE_RANK_MAX_SEQS sequences; index order beyond), so that a batch's long sequences start
+grids.SINGLE_RANK_MAX_SEQS sequences; index order beyond), so that a batch's long sequences start
 in the first wave whatever their place in it.
 
 Warp roles (Role), 512 threads, one CTA per SM; setmaxnreg moves registers from a launch bound
@@ -36,8 +36,8 @@ of 128 per thread to the chains (192 / 104 / 24):
   gate ring and write the chains' table.
 - STORE (warp 15): the output's TMA stores of full chunks.
 
-Two rings (cutlass.pipeline PipelineAsync, as the gate ring), because K and q live longer than
-the rest:
+Two rings (cute_kernels/rings.py: KQ a PipelineTmaAsync, TMA its only producer; VT a PipelineAsync,
+as the gate ring), because K and q live longer than the rest:
 - KQ (KQ_SLOTS): K, q (TMA) and P (the role) of chunk i.  The role reads K, q in chunk i, the
   chains K, q, P in theirs.  full: the TMA bytes; empty: the role, the norm warps, the chains
   (at the end of their chunk i).
@@ -66,14 +66,14 @@ from cutlass import BFloat16, Boolean, Float32, Int32
 from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
-from cute_kernels import bf16_sumsq, chain, intra_chunk, inverse_f16, pdl, state_pool, tma
+from cute_kernels import bf16_sumsq, chain, intra_chunk, inverse_f16, pdl, rings, state_pool, tma
 from cute_kernels import spine_rs as rs, spine_wgmma as sw
 from cute_kernels.gates import gate_cumsum, gate_rows
-from gdn_prefill import plan
+from gdn_prefill import grids
 
-C = plan.CHUNK                  # 64
-DK = plan.HEAD_DIM_K            # 128
-DV = plan.HEAD_DIM_V            # 128
+C = grids.CHUNK                 # 64
+DK = grids.HEAD_DIM_K           # 128
+DV = grids.HEAD_DIM_V           # 128
 VB = rs.VB                      # 64 state columns per chain warpgroup
 CHAINS = DV // VB               # 2
 KQ_SLOTS = 3
@@ -90,7 +90,7 @@ class Role(enum.IntEnum):
     STORE = 15
 
 
-assert Role.INTRA % 4 == 0, "the role's thread index is tidx & 127 (FusedPrefill.kernel)"
+assert Role.INTRA % 4 == 0, "the role's thread index is tidx & 127 (SinglePrefill.kernel)"
 
 
 class Barrier(enum.IntEnum):
@@ -102,7 +102,7 @@ class Barrier(enum.IntEnum):
     ORDER = 6                   # + wg: chain warpgroup wg's turn to issue its MMAs
 
 
-class Bar(enum.IntEnum):
+class MBar(enum.IntEnum):
     """The mbarriers, in storage order (index of the first of each array)."""
     KQ_FULL = 0
     KQ_EMPTY = KQ_FULL + KQ_SLOTS
@@ -113,17 +113,7 @@ class Bar(enum.IntEnum):
     COUNT = GATES + 2 * VT_SLOTS
 
 
-def _state(slots: int, producer: bool):
-    return pipeline.make_pipeline_state(
-        pipeline.PipelineUserType.Producer if producer else pipeline.PipelineUserType.Consumer, slots)
-
-
-def _state_at(slots: int, c: Int32, producer: bool):
-    """The ring state of chunk c: _state(slots, producer) advanced c times."""
-    return pipeline.PipelineState(slots, c, c % slots, ((c // slots) % 2) ^ (1 if producer else 0))
-
-
-class FusedPrefill:
+class SinglePrefill:
     """One CTA per (sequence, value head); see the module docstring."""
 
     THREADS = 512
@@ -133,7 +123,7 @@ class FusedPrefill:
     IO_REGS = 24                # loads, row norms one row per lane, the scan and the table, stores
     LAUNCH_REGS = 64 * 1024 // THREADS
     NORM_THREADS = 64
-    RANK_MAX_SEQS = plan.SINGLE_RANK_MAX_SEQS   # rank_longest_first: one warp, two keys per lane
+    RANK_MAX_SEQS = grids.SINGLE_RANK_MAX_SEQS  # rank_longest_first: one warp, two keys per lane
     # arrivals on each barrier (module docstring)
     KQ_EMPTY_ARRIVALS = 128 + NORM_THREADS + CHAINS * 128
     VT_FULL_ARRIVALS = 1 + 128 + NORM_THREADS
@@ -165,7 +155,7 @@ class FusedPrefill:
                 "tab": (VT_SLOTS * rs.TAB * 4, 16), "btab": (VT_SLOTS * C * 2 * 4, 16),
                 "gc": (f, 16), "be": (f, 16), "rk": (f, 16), "rq": (f, 16), "f16": (4 * VT_SLOTS, 16),
                 "eye": (4 * 2 * intra_chunk.BLK, 16),
-                "order": (16, 16), "bars": (8 * Bar.COUNT, 8)}
+                "order": (16, 16), "bars": (8 * MBar.COUNT, 8)}
 
     def smem_bytes(self) -> int:
         """_storage's size, field by field (the kernel asserts the two agree)."""
@@ -183,7 +173,7 @@ class FusedPrefill:
         for name, (size, align) in self._small().items():
             t = {"bars": cutlass.Int64, "order": Int32, "f16": Int32}.get(name, Float32)
             fields[name] = cute.struct.Align[cute.struct.MemRange[t, size // (t.width // 8)], align]
-        return cute.struct(type("FusedStorage", (), {"__annotations__": fields}))
+        return cute.struct(type("SingleStorage", (), {"__annotations__": fields}))
 
     def _layouts(self):
         """The tiles' layouts: K as the role's and G1's K-major operand (rows, k) and as G3's
@@ -224,7 +214,7 @@ class FusedPrefill:
         self.kernel(tma_k, mK, tma_q, mQ, tma_v, mV, tma_o, mO, g, beta, cu_seqlens, state, state_indices, out,
                     scale, use_qk_l2norm, has_state, use_state_indices, checkpoints, checkpoint_chunks,
                     initial_state, state_in, has_initial, checkpoint_pool, Hv // k.shape[1]).launch(
-            grid=list(plan.grid_fused(q.shape[0], N, Hv)), block=[self.THREADS, 1, 1], stream=stream, smem=self.smem_bytes(),
+            grid=list(grids.grid_single(q.shape[0], N, Hv)), block=[self.THREADS, 1, 1], stream=stream, smem=self.smem_bytes(),
             use_pdl=pdl.USE_PDL)
 
     @cute.kernel
@@ -256,11 +246,12 @@ class FusedPrefill:
         if tidx < 2 * intra_chunk.BLK:       # the role's identity row (IntraChunk.inverse's sEye)
             storage.eye.get_tensor(cute.make_layout(2 * intra_chunk.BLK))[tidx] = cutlass.select_(
                 tidx == intra_chunk.BLK - 1, Float32(1.0), Float32(0.0))
-        # the KQ and VT rings (chain.thread_ring; the gate ring's create below fences and syncs the CTA)
-        kq = chain.thread_ring(KQ_SLOTS, bars + Bar.KQ_FULL, 1, self.KQ_EMPTY_ARRIVALS)
-        vt = chain.thread_ring(VT_SLOTS, bars + Bar.VT_FULL, self.VT_FULL_ARRIVALS, self.VT_EMPTY_ARRIVALS)
+        # the KQ and VT rings (rings.tma_ring, rings.thread_ring; the gate ring's create below fences and
+        # syncs the CTA)
+        kq = rings.tma_ring(KQ_SLOTS, bars + MBar.KQ_FULL, self.kq_bytes, self.KQ_EMPTY_ARRIVALS)
+        vt = rings.thread_ring(VT_SLOTS, bars + MBar.VT_FULL, self.VT_FULL_ARRIVALS, self.VT_EMPTY_ARRIVALS)
         if tidx == 0:
-            chain.staged_init(bars + Bar.OSTAGED, VT_SLOTS * CHAINS)
+            chain.staged_init(bars + MBar.OSTAGED, VT_SLOTS * CHAINS)
         sOrder = storage.order.get_tensor(cute.make_layout(4))
         self.rank_longest_first(r, cu_seqlens, sOrder, tidx)
         # the gate ring (its create() initialises its barriers, fences and syncs the CTA: sOrder is then
@@ -269,7 +260,7 @@ class FusedPrefill:
             num_stages=VT_SLOTS,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Warp, self.NORM_THREADS // 32),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Warp, 4),
-            barrier_storage=bars + Bar.GATES)
+            barrier_storage=bars + MBar.GATES)
 
         n = r
         if cu_seqlens.shape[0] - 1 <= self.RANK_MAX_SEQS:
@@ -367,23 +358,18 @@ class FusedPrefill:
         mK_h = mK[None, None, hk]
         mQ_h = mQ[None, None, hk]
         mV_h = mV[None, None, hv]
-        ks = _state(KQ_SLOTS, True)
-        vs = _state(VT_SLOTS, True)
+        ks = rings.state(KQ_SLOTS, True)
+        vs = rings.state(VT_SLOTS, True)
         for i in cutlass.range(nch, unroll=1):
             t0 = bos + i * C
             sa = ks.index
             kq.producer_acquire(ks)
             bar = kq.producer_get_barrier(ks)
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(bar, self.kq_bytes)
             tma.load(tma_k, tma.gmem_tile(mK_h, (t0, 0), (C, DK)), t["sKk"][None, None, sa], bar, Int32(0), 1)
             tma.load(tma_q, tma.gmem_tile(mQ_h, (t0, 0), (C, DK)), t["sQ"][None, None, sa], bar, Int32(0), 1)
             ks.advance()
             sb = vs.index
-            vt.producer_acquire(vs)
-            bar = vt.producer_get_barrier(vs)
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(bar, self.v_bytes)
+            bar = rings.tma_acquire(vt, vs, self.v_bytes)
             for wg in cutlass.range_constexpr(CHAINS):
                 tma.load(tma_v, tma.gmem_tile(mV_h, (t0, wg * VB), (C, VB)), t["sV"][None, None, sb * CHAINS + wg],
                          bar, Int32(0), 1)
@@ -413,8 +399,8 @@ class FusedPrefill:
         for i in cutlass.range(nch, unroll=1):
             # the rings' states and the lane formed per chunk (inverse_f16.opaque): held across
             # the loop, they spill in the fp8-pool builds' 24 registers
-            ks = _state_at(KQ_SLOTS, i, False)
-            vs = _state_at(VT_SLOTS, i, True)
+            ks = rings.state_at(KQ_SLOTS, i, False)
+            vs = rings.state_at(VT_SLOTS, i, True)
             lane = inverse_f16.opaque(ntid) & 31
             th = cp.get_slice(lane)
             t0 = bos + i * C
@@ -487,13 +473,13 @@ class FusedPrefill:
         not hold the row addresses of its thread stores."""
         lane = cute.arch.lane_idx()
         mO_h = mO[None, None, hv]
-        vs = _state(VT_SLOTS, False)
+        vs = rings.state(VT_SLOTS, False)
         for c in cutlass.range(nch, unroll=1):
             t0 = bos + c * C
             L = cutlass.min(eos - t0, C)
             s = vs.index
             for wg in cutlass.range_constexpr(CHAINS):
-                chain.staged_wait(bars + Bar.OSTAGED + s * CHAINS, wg, vs.phase)
+                chain.staged_wait(bars + MBar.OSTAGED + s * CHAINS, wg, vs.phase)
                 if L >= C:      # a partial (last) chunk's rows the chains have stored (epilogue)
                     tma.store(tma_o, t["sV"][None, None, s * CHAINS + wg], tma.gmem_tile(mO_h, (t0, wg * VB), (C, VB)))
             tma.release_after_stores(vt, vs, lane)
@@ -526,8 +512,8 @@ class FusedPrefill:
         # A -> its fp16 matrix (inverse_f16's padded rows) by stmatrix
         st_a = cute.make_tiled_copy_C(cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4),
                                                          cutlass.Float16), mma).get_slice(ltid)
-        ks = _state(KQ_SLOTS, False)
-        vs = _state(VT_SLOTS, True)
+        ks = rings.state(KQ_SLOTS, False)
+        vs = rings.state(VT_SLOTS, True)
         for i in cutlass.range(nch, unroll=1):
             sa = ks.index
             sb = vs.index
@@ -646,8 +632,8 @@ class FusedPrefill:
         if wg == 1:
             self._pass(wg)              # chain 0 issues first
         seg = state_pool.segment_chunks(nch, checkpoint_chunks)
-        ks = _state(KQ_SLOTS, False)
-        vs = _state(VT_SLOTS, False)
+        ks = rings.state(KQ_SLOTS, False)
+        vs = rings.state(VT_SLOTS, False)
         for sg in cutlass.range((nch + seg - 1) // seg, unroll=1):
             i_end = cutlass.min((sg + 1) * seg, nch)
             for i in cutlass.range(sg * seg, i_end, unroll=1):
@@ -717,23 +703,23 @@ class FusedPrefill:
             thr = cp.get_slice(ltid)
             tma.store_partial_rows(L, out, cp, thr, thr.partition_S(sV[None, None, sb * CHAINS + wg]),
                                    thr.partition_S(cute.make_identity_tensor((C, VB))), t0, hv, wg * VB, VB)
-        chain.staged_signal(bars + Bar.OSTAGED + sb * CHAINS, wg, ltid % 32)
+        chain.staged_signal(bars + MBar.OSTAGED + sb * CHAINS, wg, ltid % 32)
 
 
 # --------------------------------------------------------------------------- the build's interface
 # (cute_kernels.aot: parameter names are gdn_problem_t fields)
-THREADS = FusedPrefill.THREADS
+THREADS = SinglePrefill.THREADS
 
 
 def SMEM_BYTES(layout: str, beta: str = "bf16", state_dtype: str = "fp32") -> int:  # noqa: N802
-    return FusedPrefill(state_dtype).smem_bytes()
+    return SinglePrefill(state_dtype).smem_bytes()
 
 
 def launch_for(layout: str, beta: str = "bf16", state_dtype: str = "fp32"):
-    kern = FusedPrefill(state_dtype)
+    kern = SinglePrefill(state_dtype)
 
     @cute.jit
-    def fused_prefill(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
+    def single_prefill(q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
                       cu_seqlens: cute.Tensor, state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor,
                       scale: Float32, use_qk_l2norm: Int32, has_state: Int32, use_state_indices: Int32,
                       checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor,
@@ -743,12 +729,12 @@ def launch_for(layout: str, beta: str = "bf16", state_dtype: str = "fp32"):
              use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in, has_initial,
              checkpoint_pool, stream)
 
-    return fused_prefill
+    return single_prefill
 
 
 # per beta dtype (the names recompute_wu's builds use), state layout and pool element type
 VARIANTS: dict[str, dict] = state_pool.variants({
-    f"fused_prefill_beta{b}_{lay}": {"layout": lay, "beta": b} for b in ("f32", "bf16") for lay in ("kv", "vk")})
+    f"single_prefill_beta{b}_{lay}": {"layout": lay, "beta": b} for b in ("f32", "bf16") for lay in ("kv", "vk")})
 
 
 def fake_args(dims, layout: str, beta: str = "bf16", state_dtype: str = "fp32") -> list:
