@@ -91,9 +91,9 @@ def test_unaligned_inputs_keep_their_bits_in_the_unfused_plan(hk, hv):
 
 
 def test_the_flag_is_the_one_difference():
-    """Without the flag the same batch takes the single plan here, with it the serial plan: the two
-    differ, so the test above would see a plan that leaked into a sequence's bits."""
-    t, pool, idx, cu, (a, b), slot, longest = _batch(16, 32, [200] * 15, 5, "kv")
+    """Without the flag this batch takes the single plan, with it the serial plan: the two differ,
+    so the test above would see a plan that leaked into a sequence's bits."""
+    t, pool, idx, cu, (a, b), slot, longest = _batch(16, 32, [512] * 31, 5, "kv")
     outs = []
     for inv in (False, True):
         out, p = torch.full_like(t["v"], float("nan")), pool.clone()
