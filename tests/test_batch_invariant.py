@@ -62,3 +62,26 @@ def test_malformed_flag_is_refused_by_name(bad):
     c = problem([300], 2, 4)
     with pytest.raises(GdnTypeError, match="batch_invariant"):
         gdn_prefill.explain(*c["args"], batch_invariant=bad, **c["kw"])
+
+
+def test_environment_makes_every_call_invariant():
+    """GDN_PREFILL_BATCH_INVARIANT=1 (read at import): the call sites that cannot pass the flag
+    (FlashInfer's signature, transformers) plan as with it; the hooks' forced plans stay forced."""
+    import os
+    import subprocess
+    import sys
+    code = (
+        "import torch, gdn_prefill\n"
+        "from gdn_prefill import _ext\n"
+        "import test_batch_invariant as t\n"
+        "c = t.problem([512] * 16, 16, 32)\n"
+        "e = gdn_prefill.explain(*c['args'], **c['kw'])['plan']\n"
+        "print(e['name'], '(GDN_PREFILL_BATCH_INVARIANT=1)' in e['why'])\n"
+        "kw = {k: v for k, v in c['kw'].items() if k != 'check_device'}\n"
+        "print(_ext._builds(*c['args'], fused=2, **kw)[0].startswith('single_prefill'))\n")
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, GDN_PREFILL_BATCH_INVARIANT="1",
+               PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=here)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["serial", "True", "True"], out.stdout

@@ -261,6 +261,9 @@ cdef plan_force_t _INVARIANT
 _INVARIANT = _NO_FORCE
 _INVARIANT.seg_chunks = 0
 _INVARIANT.invariant = 1
+# GDN_PREFILL_BATCH_INVARIANT=1 (read once, at import): every call of the process is batch-invariant,
+# for call sites that cannot pass the flag (FlashInfer's signature, as SGLang calls it; transformers)
+cdef bint _invariant_env = os.environ.get("GDN_PREFILL_BATCH_INVARIANT", "0") == "1"
 
 
 cdef inline int64_t _cdiv(int64_t a, int64_t b) noexcept nogil:
@@ -371,7 +374,7 @@ cdef int _plan_call(gdn_problem_t *p, int spine, int state_layout, int sms, cons
     kernels in place (_derive: flags, logical views); on_device: the current device must be a
     Hopper; the spine (_choose); then the plan (_make_plan) for `sms` SMs (0: the current device's,
     _sm_count).  force: the rules (&_NO_FORCE) or the hooks' forced choices (the problem's
-    batch_invariant overrides both: _INVARIANT).  reasons: NULL, or
+    batch_invariant overrides both, GDN_PREFILL_BATCH_INVARIANT=1 the rules: _INVARIANT).  reasons: NULL, or
     what explain() shows (each spine's guard, and _make_plan's reasons).  Nothing here reads
     device memory, takes the GIL or launches."""
     cdef int chosen = 0, rc, s
@@ -393,7 +396,7 @@ cdef int _plan_call(gdn_problem_t *p, int spine, int state_layout, int sms, cons
     rc = _choose(p, spine, state_layout, &chosen, msg)
     if rc != GDN_OK:
         return rc
-    if p.batch_invariant:
+    if p.batch_invariant or (_invariant_env and force == &_NO_FORCE):
         force = &_INVARIANT
     return _make_plan(p, chosen, state_layout, sms if sms > 0 else _sm_count(), force, plan, reasons, msg)
 
@@ -530,9 +533,10 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
                  <long long>(_segment_slots(T, N, plan.seg_chunks) * Hv * 2), plan.segmented_ns / 1000.0,
                  plan.serial_ns / 1000.0)
     elif plan.invariant:
-        snprintf(r.why, MSG_CAP, "batch_invariant=True: the serial plan's arithmetic for a sequence is the same "
+        snprintf(r.why, MSG_CAP, "batch_invariant=True%s: the serial plan's arithmetic for a sequence is the same "
                  "in any batch (its builds and the overlap split agree bit for bit); the single and segmented plans, "
-                 "which the rules choose by the batch's shape, round differently")
+                 "which the rules choose by the batch's shape, round differently",
+                 " (GDN_PREFILL_BATCH_INVARIANT=1)" if _invariant_env else "")
     elif plan.kind == PLAN_OVERLAP:
         snprintf(r.why, MSG_CAP, "opted in (GDN_PREFILL_OVERLAP=1) and its rule applies (\"overlap\")")
     elif plan.longest == 0:
