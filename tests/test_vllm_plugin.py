@@ -154,6 +154,20 @@ def test_where_the_kernels_run_vllms_op_is_ours(fresh_vllm, monkeypatch, recorde
     assert kw["state_layout"] == "vk" and kw["initial_state"] is a["initial_state"] and kw["use_qk_l2norm"] is False
 
 
+def test_vllms_batch_invariant_switch_reaches_prefill(fresh_vllm, monkeypatch, recorded):
+    """VLLM_BATCH_INVARIANT=1 (vLLM's deterministic serving, read through vllm.envs): the op built
+    under it passes batch_invariant=True to prefill(); without it, False."""
+    monkeypatch.setattr(gv, "why_not_here", lambda cfg: None)
+    gv.register()
+    for value, want in (("1", True), ("0", False)):
+        monkeypatch.setenv("VLLM_BATCH_INVARIANT", value)
+        assert gv.vllm_batch_invariant() is want
+        with vllm_config():
+            op = _qwen().ChunkGatedDeltaRule()
+        op(**layer_call())
+        assert recorded[-1][1]["batch_invariant"] is want
+
+
 def test_another_backend_asked_for_is_vllms(fresh_vllm, monkeypatch):
     """--gdn-prefill-backend triton (additional_config) keeps vLLM's own op, even where ours could
     run."""
@@ -176,9 +190,10 @@ def test_gdn_prefill_asked_for_where_it_cannot_run_is_an_error(fresh_vllm):
 
 
 # ----------------------------------------------------------------------------- the layer
-def bare_layer(pool_in_place=True):
+def bare_layer(pool_in_place=True, batch_invariant=False):
     """Our layer class with the attributes _forward_core reads (QwenGatedDeltaNetAttention.__init__
-    builds TP linear layers; not needed here), a paged ssm pool and a conv state."""
+    builds TP linear layers; not needed here; ours adds the two _gdn_ flags), a paged ssm pool and a
+    conv state."""
     layer = torch.nn.Module.__new__(gv.GdnQwenGatedDeltaNetAttention)
     torch.nn.Module.__init__(layer)
     conv_dim = 2 * HK * D + HV * D
@@ -187,6 +202,7 @@ def bare_layer(pool_in_place=True):
     ssm = pages[:, 6144:6144 + nbytes].view(torch.float32).view(-1, HV, D, D)
     vars(layer).update(prefix=PREFIX, activation="silu", num_k_heads=HK, tp_size=1, head_k_dim=D, head_v_dim=D,
                        key_dim=HK * D, value_dim=HV * D, _gdn_pool_in_place=pool_in_place,
+                       _gdn_batch_invariant=batch_invariant,
                        conv1d=types.SimpleNamespace(weight=torch.zeros(conv_dim, 1, 4), bias=None),
                        A_log=torch.zeros(HV), dt_bias=torch.ones(HV),
                        kv_cache=(torch.zeros(10, conv_dim, 3, dtype=BF), ssm))
@@ -246,6 +262,15 @@ def vllm_calls(monkeypatch, recorded):
     return calls
 
 
+def test_layer_passes_its_batch_invariant_flag(vllm_calls):
+    """The flag the layer took from VLLM_BATCH_INVARIANT when built reaches prefill()."""
+    layer = bare_layer(batch_invariant=True)
+    layer._forward_core(mixed_qkv=torch.randn(100, 2 * HK * D + HV * D).to(BF), b=torch.randn(100, HV).to(BF),
+                        a=torch.randn(100, HV).to(BF), core_attn_out=torch.zeros(100, HV, D, dtype=BF))
+    (args, kw), = vllm_calls["prefill"]
+    assert kw["batch_invariant"] is True
+
+
 def test_layer_prefill_batch_goes_straight_to_the_pool(vllm_calls):
     """A mixed batch: the convolution over all 98 tokens with the batch's metadata, the 2 decode
     rows through vLLM's recurrent kernel (written to core_attn_out[:2]), the prefill rows through
@@ -272,7 +297,7 @@ def test_layer_prefill_batch_goes_straight_to_the_pool(vllm_calls):
     assert args[6] is layer.kv_cache[1] and args[5].data_ptr() == core[2].data_ptr() and args[5].shape == (96, HV, D)
     assert kw["state_indices"] is md.prefill_state_indices and kw["has_initial_state"] is md.prefill_has_initial_state
     assert kw["cu_seqlens"] is md.prefill_query_start_loc and kw["state_layout"] == "vk"
-    assert kw["use_qk_l2norm"] is True and kw["max_seqlen"] == 56
+    assert kw["use_qk_l2norm"] is True and kw["max_seqlen"] == 56 and kw["batch_invariant"] is False
     assert "vllm_forward_core" not in vllm_calls
 
 
