@@ -25,12 +25,9 @@ def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
     try:
         import gdn_prefill
         if "wgmma" in spines and "spine_rs_o_kv" in gdn_prefill.compiled_variants():
-            names.append("gdn:wgmma-4k")
-            names.append("gdn:wgmma-overlap")
+            names += ["gdn:wgmma-4k", "gdn:wgmma-overlap", "gdn:invariant"]
         if "wgmma" in spines and any(v.startswith("single_prefill_") for v in gdn_prefill.compiled_variants()):
             names.append("gdn:wgmma-single")
-        if "wgmma" in spines and "spine_rs_o_kv" in gdn_prefill.compiled_variants():
-            names.append("gdn:invariant")
     except Exception:
         pass
     from importlib import import_module
@@ -92,13 +89,10 @@ def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, split: int = 0, 
         return spine
     if state_indices is not None and spine.startswith("wgmma-"):
         raise ValueError(f"gdn:{spine} runs through the stage hook, which takes no state pool")
-    if spine == "invariant":
-        gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, use_qk_l2norm=use_l2,
-                            workspace=ws, max_seqlen=max_seqlen, state_indices=state_indices, batch_invariant=True)
-        return spine
-    return gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, spine=spine,
-                               use_qk_l2norm=use_l2, workspace=ws, max_seqlen=max_seqlen,
-                               state_indices=state_indices)
+    how = dict(batch_invariant=True) if spine == "invariant" else dict(spine=spine)
+    ran = gdn_prefill.prefill(s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32, use_qk_l2norm=use_l2,
+                              workspace=ws, max_seqlen=max_seqlen, state_indices=state_indices, **how)
+    return spine if spine == "invariant" else ran
 
 
 def flashinfer_route(case: Case) -> str:

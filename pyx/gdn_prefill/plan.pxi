@@ -191,7 +191,7 @@ cdef enum:
     STAGE_FWD_O = 2
     STAGE_MAPS = 3          # the segmented plan's MAPS pass
     STAGE_COMPOSE = 4
-    STAGE_SINGLE = 5         # the single plan's one kernel
+    STAGE_SINGLE = 5        # the single plan's one kernel
     GRID_WU = 0             # grid_recompute_wu
     GRID_SPINE_SCALAR = 1   # grid_spine_scalar
     GRID_SPINE_WGMMA = 2    # grid_spine_wgmma at the plan's warpgroups
@@ -199,7 +199,7 @@ cdef enum:
     GRID_SEGMENTS = 4       # grid_spine_rs_segments at the plan's seg_chunks
     GRID_COMPOSE = 5        # grid_compose
     GRID_FWD_O = 6          # grid_fwd_o
-    GRID_SINGLE = 7          # grid_single
+    GRID_SINGLE = 7         # grid_single
 
 _STAGE_NAMES = ("recompute_wu", "spine", "fwd_o", "maps", "compose", "single")
 
@@ -259,7 +259,7 @@ _NO_FORCE.invariant = 0
 # rules stay; where the fused plans do not run, the unfused plan runs as it would.
 cdef plan_force_t _INVARIANT
 _INVARIANT = _NO_FORCE
-_INVARIANT.seg_chunks = 0
+_INVARIANT.seg_chunks = 0           # a forced choice (no segments), which also rules the single plan out
 _INVARIANT.invariant = 1
 # GDN_PREFILL_BATCH_INVARIANT=1 (read once, at import): every call of the process is batch-invariant,
 # for call sites that cannot pass the flag (FlashInfer's signature, as SGLang calls it; transformers)
