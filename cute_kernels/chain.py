@@ -25,6 +25,10 @@ from gdn_prefill import grids
 CHUNK = grids.CHUNK                   # 64
 DK = grids.HEAD_DIM_K                 # 128
 VB = grids.RS_SPINE_VBLOCK            # 64 state columns per warpgroup: M of every MMA
+# the chunk's coefficient table (a slot's columns; table_row forms one row): coef_j, c_i [64 each], exp(g_last)
+TAB = 2 * CHUNK + 4
+TAB_C = CHUNK                         # c_i = scale rq_i exp(gcum_i)
+TAB_GL = 2 * CHUNK                    # exp(g_last)
 
 STAGED_ARRIVALS = 4                   # a chain warpgroup's four warps
 

@@ -11,7 +11,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import BFloat16, Float32, Int32
 
-from gdn_prefill.grids import HEAD_DIM_K, HEAD_DIM_V
+from gdn_prefill.grids import CHUNK, HEAD_DIM_K, HEAD_DIM_V
 
 
 class Dims:
@@ -134,3 +134,33 @@ def checkpoints(dims: Dims):
     sequence n's j-th checkpoint, -1 = none)."""
     return cute.runtime.make_fake_tensor(Int32, (dims.N, cute.sym_int(symbol="J")), stride=(_stride(), 1),
                                          assumed_align=4)
+
+
+def spine_args(dims: Dims, layout: str, sdt=Float32) -> list:
+    """The parameter list every spine build starts with (spine_wgmma, spine_rs; names: gdn_problem_t
+    fields), in order; `sdt` the pool's element type."""
+    return [
+        qk(dims, stride_div=8, align=16),      # q: TMA source (spine_rs) -> 16 B aligned
+        qk(dims, stride_div=8, align=16),      # k: TMA source -> 16 B aligned base and strides
+        ws_tvd(dims, HEAD_DIM_K),              # w
+        ws_tvd(dims, HEAD_DIM_V),              # u
+        ws_tvd(dims, CHUNK),                   # pqk
+        ws_th(dims),                           # gcum
+        ws_th(dims),                           # rq
+        ws_th(dims),                           # rk
+        cu_seqlens(dims),
+        state(dims, layout, sdt),
+        state_indices(dims),
+        ws_tvd(dims, HEAD_DIM_V),              # vnew
+        ws_h(dims),                            # h
+        tv(dims, stride_div=8, align=16),      # out: TMA destination (spine_rs)
+        f32(1.0),                              # scale
+        i32(0),                                # has_state
+        i32(0),                                # use_state_indices
+        checkpoints(dims),                     # checkpoints [N, J]
+        i32(0),                                # checkpoint_chunks
+        state(dims, layout, sdt),              # initial_state (state_in 2)
+        i32(1),                                # state_in
+        has_initial(dims),                     # has_initial [N] (state_in 3, 4)
+        checkpoint_pool(dims, layout, sdt),
+    ]

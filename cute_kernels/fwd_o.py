@@ -110,7 +110,7 @@ def _smem_bytes() -> int:
 
 
 SMEM_BYTES = _smem_bytes()
-assert SMEM_BYTES <= 227 * 1024 // 2, "two CTAs per SM"
+assert SMEM_BYTES <= grids.MAX_SMEM // 2, "two CTAs per SM"
 
 
 # ---- MMA and shared-memory layouts -------------------------------------------------

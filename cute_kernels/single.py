@@ -67,18 +67,17 @@ from cutlass.cute.nvgpu import cpasync, warpgroup
 from cutlass.tensor_utils import LayoutEnum
 
 from cute_kernels import bf16_sumsq, chain, intra_chunk, inverse_f16, pdl, rings, state_pool, tma
-from cute_kernels import spine_rs as rs, spine_wgmma as sw
 from cute_kernels.gates import gate_cumsum, gate_rows
 from gdn_prefill import grids
 
 C = grids.CHUNK                 # 64
 DK = grids.HEAD_DIM_K           # 128
 DV = grids.HEAD_DIM_V           # 128
-VB = rs.VB                      # 64 state columns per chain warpgroup
+VB = chain.VB                   # 64 state columns per chain warpgroup
 CHAINS = DV // VB               # 2
 KQ_SLOTS = 3
 VT_SLOTS = 2
-MAX_SMEM = rs.MAX_SMEM
+MAX_SMEM = grids.MAX_SMEM
 
 
 class Role(enum.IntEnum):
@@ -152,7 +151,7 @@ class SinglePrefill:
         """(bytes, alignment) of the fields after the tiles, in storage order."""
         f = VT_SLOTS * C * 4
         return {"a": (C * intra_chunk.AS * 4, 16), "x": (intra_chunk.HALF * intra_chunk.XS * 4, 16),
-                "tab": (VT_SLOTS * rs.TAB * 4, 16), "btab": (VT_SLOTS * C * 2 * 4, 16),
+                "tab": (VT_SLOTS * chain.TAB * 4, 16), "btab": (VT_SLOTS * C * 2 * 4, 16),
                 "gc": (f, 16), "be": (f, 16), "rk": (f, 16), "rq": (f, 16), "f16": (4 * VT_SLOTS, 16),
                 "eye": (4 * 2 * intra_chunk.BLK, 16),
                 "order": (16, 16), "bars": (8 * MBar.COUNT, 8)}
@@ -455,9 +454,9 @@ class SinglePrefill:
             coef, cr, ar = chain.table_row(gl, sGr[r, gh.index], sRr[r, gh.index], lambda: sQr[r, gh.index], scale,
                                            r < L)
             sTab[r, sb] = coef
-            sTab[rs.TAB_C + r, sb] = cr
+            sTab[chain.TAB_C + r, sb] = cr
             if r == 0:
-                sTab[rs.TAB_GL, sb] = cute.math.exp(gl)
+                sTab[chain.TAB_GL, sb] = cute.math.exp(gl)
             sBt[0, r, sb] = ar
             sBt[1, r, sb] = sBr[r, gh.index]          # 0 past L (gate_cumsum)
             vt.producer_commit(vs)
@@ -587,8 +586,8 @@ class SinglePrefill:
 
     @staticmethod
     def _tables(storage):
-        """The chains' coefficient table (rs.TAB, slot) and (a, beta) pairs (2, row, slot)."""
-        sTab = storage.tab.get_tensor(cute.make_layout((rs.TAB, VT_SLOTS)))
+        """The chains' coefficient table (chain.TAB, slot) and (a, beta) pairs (2, row, slot)."""
+        sTab = storage.tab.get_tensor(cute.make_layout((chain.TAB, VT_SLOTS)))
         sBt = storage.btab.get_tensor(cute.make_layout((2, C, VT_SLOTS), stride=(1, 2, 2 * C)))
         return sTab, sBt
 
@@ -651,7 +650,7 @@ class SinglePrefill:
                 chain.issue(mma_n64, accX, tSa, tKkb, sa, True)
                 chain.issue(mma_n64, accY, tSa, tQb, sa, True)
                 self._pass(wg)
-                decay = sTab[rs.TAB_GL, sb]
+                decay = sTab[chain.TAB_GL, sb]
                 for e in cutlass.range_constexpr(cute.size(accSt)):
                     accSt[e] = accSt[e] * decay
                 warpgroup.wait_group(0)           # G1, G2: rS is free
@@ -661,7 +660,7 @@ class SinglePrefill:
                 chain.issue(mma_n64, accX, tPa, tTb, sb, True)     # G1b
                 self._pass(wg)
                 for e in cutlass.range_constexpr(cute.size(accY)):
-                    accY[e] = accY[e] * sTab[rs.TAB_C + tXc[e][1], sb]
+                    accY[e] = accY[e] * sTab[chain.TAB_C + tXc[e][1], sb]
                 warpgroup.wait_group(0)           # G1b
                 chain.vnew(rV, rP, accX, sTab, tXc, L, sb)
                 self._turn(wg)

@@ -92,11 +92,11 @@ from cutlass.tensor_utils import LayoutEnum
 
 from gdn_prefill import grids
 
-from cute_kernels import chain, handoff, pdl, rings, slots, spine_wgmma as sw, state_pool, tma
+from cute_kernels import chain, handoff, pdl, rings, slots, state_pool, tma
 
-CHUNK = sw.CHUNK                      # 64
-DK = sw.DK                            # 128
-DV = sw.DV                            # 128
+CHUNK = grids.CHUNK                   # 64
+DK = grids.HEAD_DIM_K                 # 128
+DV = grids.HEAD_DIM_V                 # 128
 VB = grids.RS_SPINE_VBLOCK            # 64 state columns per CTA: M of every MMA (grid z = DV / VB)
 NSLOT = 3                             # TMA ring slots (a slot is released one chunk after its MMAs issue)
 # Consumer warpgroups per CTA: 1 (solo, pair: warpgroup 0 holds the CTA's 64 state columns; warp 4
@@ -142,9 +142,7 @@ DUAL_CHAIN_REGS = 224
 DUAL_IO_REGS = 56
 assert DUAL_WG * (DUAL_CHAIN_REGS - _DUAL_LAUNCH_REGS) <= _DUAL_LAUNCH_REGS - DUAL_IO_REGS
 
-TAB = 2 * CHUNK + 4                   # coefficient table per slot: coef_j, c_i [64 each], exp(g_last)
-TAB_C = CHUNK                         # c_i = scale rq_i exp(gcum_i)
-TAB_GL = 2 * CHUNK                    # exp(g_last)
+TAB, TAB_C, TAB_GL = chain.TAB, chain.TAB_C, chain.TAB_GL     # the chunk's coefficient table (chain.py)
 BSLOT = 2                             # the (a_m, beta_m) ring of Y' = (V - diag(a) Z) beta: pairs, so that
                                       # a column's two coefficients are one 8-byte load; two deep, so
                                       # that the dual build's shared memory holds it (table columns of
@@ -160,7 +158,7 @@ _PQ_BYTES = CHUNK * CHUNK * 2
 _TMA_BYTES = _T_BYTES + _V_BYTES + _K_BYTES + _Q_BYTES + _PQ_BYTES     # 56 KB per slot
 
 
-MAX_SMEM = 227 * 1024                 # dynamic shared memory one H100 / H200 CTA may have
+MAX_SMEM = grids.MAX_SMEM
 
 
 class _Segment(typing.NamedTuple):
@@ -579,7 +577,7 @@ class SpineRS:
         tSa, tPa, tVa, tScS, tXc = f.tSa, f.tPa, f.tVa, f.tScS, f.tXc
         ld_v, st_o, rVt, rVt_cv, accY_cv, rO = f.ld_v, f.st_o, f.rVt, f.rVt_cv, f.accY_cv, f.rO
 
-        # S^T[v, k] = S[k, col0 + v]: spine_wgmma's state load / store through the transposed view
+        # S^T[v, k] = S[k, col0 + v]: the state pool's (v, k) view of the warpgroup's columns
         gSt = chain.transposed_block(state, slot, hv, col0)                   # (v, k) -> S[k, col0 + v]
         # chunks before this CTA's first (SEGMENT: the segment's first chunk in the sequence); a
         # segment of a sequence of several starts from its composed state (seg_state, fp32)
@@ -992,15 +990,15 @@ VARIANTS: dict[str, dict] = state_pool.variants({
 
 
 def fake_args(dims, layout, pair=False, dual=False, state_dtype="fp32", role="sequence"):
-    """Fake tensors/scalars for every parameter of the launch except stream, in order: spine_wgmma's
-    list (every spine build's: q, k, out TMA-aligned, the row data, the state) with the input v for
+    """Fake tensors/scalars for every parameter of the launch except stream, in order: fake.spine_args
+    (every spine build's list: q, k, out TMA-aligned, the row data, the state) with the input v for
     w and stage 1's tu for u, without vnew and h, then ready and ready_from (the overlap plan),
     order (stage 1's ranking of the sequences, longest first), and the segmented plan's maps,
     seg_state, seg_chunks and maps_all."""
     from cute_kernels import fake
     (q, k, _w, _u, pqk, gcum, rq, rk, cu_seqlens, state, state_indices, _vnew, _h, out, scale, has_state,
      use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in, has_initial,
-     checkpoint_pool) = sw.fake_args(dims, layout, state_dtype=state_dtype)
+     checkpoint_pool) = fake.spine_args(dims, layout, state_pool.state_dtype(state_dtype))
     v = fake.tv(dims, stride_div=8, align=16)        # a TMA source, as q and k
     return [q, k, v, fake.ws_tvd(dims, CHUNK), pqk, gcum, rq, rk, fake.ws_th(dims), cu_seqlens, state, state_indices,
             out, scale,

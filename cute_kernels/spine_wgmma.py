@@ -66,8 +66,8 @@ The tensor maps span all T tokens: a box that reaches past T is zero-filled by t
 counted in full by the mbarrier transaction bytes).
 
 This module writes h and vnew for stage 3 (fwd_o).  The fused plan's spine computes the chunk
-output itself (no h, no vnew in HBM, no fwd_o launch): spine_rs.py, which reuses this module's TMA
-and store helpers and its parameter list (fake_args).
+output itself (no h, no vnew in HBM, no fwd_o launch): spine_rs.py, whose parameter list starts
+with the one every spine build shares (fake.spine_args).
 """
 from __future__ import annotations
 
@@ -183,7 +183,7 @@ def _shared_storage(num_wg: int):
 
 
 # VB = 32: 171,008 B (WG 1: 4 stages, 2 sVn, rows), 115,712 B (WG 2), 164,864 B (WG 4; 2 stages, 1 sVn each)
-assert all(_smem_bytes(wg) <= 227 * 1024 for wg in WG_BUILDS)
+assert all(_smem_bytes(wg) <= grids.MAX_SMEM for wg in WG_BUILDS)
 
 
 # Per-variant launch facts for the AOT build (cute_kernels/aot.py calls these with the variant kwargs)
@@ -918,31 +918,7 @@ VARIANTS: dict[str, dict] = state_pool.variants({
 
 
 def fake_args(dims, layout, warpgroups=1, multicast=False, state_dtype="fp32"):
-    """Fake tensors/scalars for every parameter of spine_wgmma except stream, in order: one list
-    for every spine build, here and in spine_rs.py (warpgroups and multicast are variant kwargs
-    that do not change it)."""
-    return [
-        fake.qk(dims, stride_div=8, align=16),   # q: TMA source (spine_rs) -> 16 B aligned
-        fake.qk(dims, stride_div=8, align=16),   # k: TMA source -> 16 B aligned base and strides
-        fake.ws_tvd(dims, DK),                   # w
-        fake.ws_tvd(dims, DV),                   # u
-        fake.ws_tvd(dims, CHUNK),                # pqk
-        fake.ws_th(dims),                        # gcum
-        fake.ws_th(dims),                        # rq
-        fake.ws_th(dims),                        # rk
-        fake.cu_seqlens(dims),
-        fake.state(dims, layout, state_pool.state_dtype(state_dtype)),
-        fake.state_indices(dims),
-        fake.ws_tvd(dims, DV),                   # vnew
-        fake.ws_h(dims),                         # h
-        fake.tv(dims, stride_div=8, align=16),   # out: TMA destination (spine_rs)
-        fake.f32(1.0),                           # scale
-        fake.i32(0),                             # has_state
-        fake.i32(0),                             # use_state_indices
-        fake.checkpoints(dims),                  # checkpoints [N, J]
-        fake.i32(0),                             # checkpoint_chunks
-        fake.state(dims, layout, state_pool.state_dtype(state_dtype)),   # initial_state (state_in 2)
-        fake.i32(1),                             # state_in
-        fake.has_initial(dims),                  # has_initial [N] (state_in 3, 4)
-        fake.checkpoint_pool(dims, layout, state_pool.state_dtype(state_dtype)),
-    ]
+    """Fake tensors/scalars for every parameter of spine_wgmma except stream, in order: the list every
+    spine build shares (fake.spine_args; warpgroups and multicast are variant kwargs that do not
+    change it)."""
+    return fake.spine_args(dims, layout, state_pool.state_dtype(state_dtype))

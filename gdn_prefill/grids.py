@@ -32,6 +32,7 @@ RS_DUAL_WAVE_NS = _C["GDN_RS_DUAL_WAVE_NS"]
 RS_CTA_NS = _C["GDN_RS_CTA_NS"]                               # a spine CTA's fixed cost (the dual build's lead rule)
 COMPOSE_COLS = _C["GDN_COMPOSE_COLS"]                         # state columns per CTA of compose (the segmented plan)
 SM_COUNT = _C["GDN_SM_COUNT"]   # H100/H200 SXM; a fixed constant, the device is never queried
+MAX_SMEM = 227 * 1024           # dynamic shared memory an sm_90 CTA may opt in to (every kernel's bound)
 
 # The wgmma spine is built with 1 and with 2 warpgroups per CTA (CTA = 128 * warpgroups threads,
 # grid z = HEAD_DIM_V / (WGMMA_SPINE_VBLOCK * warpgroups)); the warpgroups of a CTA share one
