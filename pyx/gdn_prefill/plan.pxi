@@ -6,7 +6,7 @@
 # definition.)
 
 # _chunk_slots, _segment_slots, _rs_ctas, _wgmma_wg1_ctas: gdn_prefill/grids.py's functions, generated
-# at build time (plan.c_formulas_pxi, run by setup.py), so the planner and the kernels share each formula
+# at build time (grids.c_formulas_pxi, run by setup.py), so the planner and the kernels share each formula
 include "plan_formulas.pxi"
 
 cdef int _device_major() noexcept nogil:
