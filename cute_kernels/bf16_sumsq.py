@@ -1,6 +1,6 @@
 """bf16 words' building blocks: the sum of squares of eight bf16 values packed in four 32-bit
-words (fp32), a word's two values widened (the chains' V), and the reduce-scatter that completes
-a row group's partial sums.
+words (fp32), a word's two values widened (the chains' V), the reduce-scatter that completes a row
+group's partial sums, and the same tree of sums within one thread (tree16).
 
 A bf16 value is the high half of the fp32 with the same value, so a packed pair (lo, hi) widens
 with two integer instructions: hi = w & 0xffff0000, lo = w << 16.  The DSL's element-wise
@@ -25,6 +25,30 @@ def words(src: cute.Tensor):
     return cute.recast_tensor(x, Int32)
 
 
+def word_list(src: cute.Tensor) -> list:
+    """words(src) as a list of its four 32-bit words (sumsq_bf16x8's arguments)."""
+    w = words(src)
+    return [w[i] for i in range(4)]
+
+
+def tree16(leaf) -> tuple:
+    """The sum of leaf(0) .. leaf(15) in stage 1's order, element-wise over the tuples leaf returns.
+
+    Stage 1 (recompute_wu._row_norms) gives each of a row group's 16 threads one 8-column vector
+    (sumsq_bf16x8, p_v) and completes the row by reduce_scatter over xor 8, 4, 2 and then xor 1:
+    the sum ((p0 + p8) + (p4 + p12)) + ((p2 + p10) + (p6 + p14)), plus the same of the odd vectors.
+    Added here in that tree (each fp32 add commutes, so only the tree decides the bits), depth
+    first, so that at most one partial sum per level is live."""
+    def pair(a, b):
+        return tuple(x + y for x, y in zip(a, b))
+
+    def level(x, step):
+        if step == 8:
+            return pair(leaf(x), leaf(x + 8))
+        return pair(level(x, step * 2), level(x + step, step * 2))
+    return pair(level(0, 2), level(1, 2))
+
+
 @dsl_user_op
 def sumsq_bf16x8(w0: Int32, w1: Int32, w2: Int32, w3: Int32, *, loc=None, ip=None) -> Float32:
     """sum over the 8 bf16 halves of w0..w3 of x^2 (fp32)."""
@@ -37,26 +61,6 @@ def sumsq_bf16x8(w0: Int32, w1: Int32, w2: Int32, w3: Int32, *, loc=None, ip=Non
         T.f32(), [Int32(w).ir_value(loc=loc, ip=ip) for w in (w0, w1, w2, w3)], "\n\t".join(body),
         "=f,r,r,r,r", has_side_effects=False, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
     return Float32(res)
-
-
-@dsl_user_op
-def sumsq_halves_bf16x8(w0: Int32, w1: Int32, w2: Int32, w3: Int32, hi: Float32, lo: Float32, *, loc=None,
-                        ip=None) -> tuple:
-    """Running sums of squares over the 8 bf16 halves of w0..w3: (hi + the upper halves' squares,
-    lo + the lower halves'), each four fp32 FMAs in order.  Two chains of four where
-    sumsq_bf16x8 is one of eight, and no add to fold it in: a row summed vector by vector this way
-    is two chains of 4 per vector deep, not 8 + 1."""
-    outs = []
-    for acc, half in ((hi, "and.b32 x, ${i}, 0xffff0000;"), (lo, "shl.b32 x, ${i}, 16;")):
-        body = ["{", ".reg .f32 x, s;", "mov.f32 s, $5;"]
-        for i in range(4):
-            body += [half.format(i=i + 1), "fma.rn.f32 s, x, x, s;"]
-        body += ["mov.f32 $0, s;", "}"]
-        outs.append(Float32(llvm.inline_asm(
-            T.f32(), [Int32(w).ir_value(loc=loc, ip=ip) for w in (w0, w1, w2, w3)] + [Float32(acc).ir_value(loc=loc, ip=ip)],
-            "\n\t".join(body), "=f,r,r,r,r,f", has_side_effects=False, is_align_stack=False,
-            asm_dialect=llvm.AsmDialect.AD_ATT)))
-    return outs[0], outs[1]
 
 
 @dsl_user_op

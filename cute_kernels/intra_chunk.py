@@ -183,7 +183,8 @@ class IntraChunk:
     @cute.jit
     def inverse(self, sA, sX, tidx: Int32, sEye):
         """Tm = (I + A)^-1 in place over sA, by 16 x 16 blocks (rows / columns of block b: 16 b ..):
-        1. warps 0, 1: the diagonal blocks 2w, 2w + 1 by forward substitution (lane: one column);
+        1. warps 0, 1: the diagonal blocks 2w, 2w + 1 by forward substitution (lane: one column;
+           recompute_wu's solve and its four partial sums, so that this path rounds as stage 1);
         2. warps 2p, 2p + 1: the 32 x 32 merge of pair p, T_{2p+1,2p} = -D_{2p+1} (A_{2p+1,2p} D_{2p});
         3. all four warps: T_{[2,3],[0,1]} = -T_{[2,3],[2,3]} (A_{[2,3],[0,1]} T_{[0,1],[0,1]});
         the merges on mma.sync in one TF32 pass (mma_tf32), skipping k-steps of exact zeros.
@@ -197,10 +198,11 @@ class IntraChunk:
             rb = (2 * warp + lane // BLK) * BLK
             jj = lane % BLK
             for ii in cutlass.range_constexpr(BLK):
-                part = Float32(0.0)
+                # four partial sums, column m into part[m % 4], as stage 1 sums them (the same bits)
+                part = [Float32(0.0)] * 4
                 for m in cutlass.range_constexpr(ii):
-                    part = part + sA[rb + ii, rb + m] * xcol[m]
-                xcol[ii] = sEye[ii - jj + BLK - 1] - part
+                    part[m % 4] = part[m % 4] + sA[rb + ii, rb + m] * xcol[m]
+                xcol[ii] = sEye[ii - jj + BLK - 1] - ((part[0] + part[1]) + (part[2] + part[3]))
             cute.arch.sync_warp()
             for ii in cutlass.range_constexpr(BLK):
                 sA[rb + ii, rb + jj] = xcol[ii]

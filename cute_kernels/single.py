@@ -8,7 +8,8 @@ the output and the states comes out (docs/DESIGN.md, section 1, for the math).  
     role (intra_chunk's): gcum, rk, rq -> A, P = the masked, decayed K K^T and Q K^T;
                           Tu = bf16((I + A)^-1), in fp16 (inverse_f16) where the chunk is in
                           its range (the gates checked by a norm warp, the keys by the role on
-                          K K^T's diagonal), else in fp32
+                          K K^T's diagonal) and batch_invariant is 0, else in fp32 with stage
+                          1's orders of summation (recompute_wu: the same bits as the serial plan)
     chains (spine_rs's):  Y'^T = (V^T - Z diag(a)) diag(beta), Z = bf16(S^T) K^T;
                           Vnew^T = bf16(Y'^T) Tu^T;  S^T = g S^T + bf16(Vnew^T coef) K;
                           O^T = c_i (bf16(S^T) Q^T) + bf16(Vnew^T) P^T
@@ -31,8 +32,8 @@ of 128 per thread to the chains (192 / 104 / 24):
   the chains.
 - LOAD (warp 12): the TMA loads of K and q (KQ ring) and of V (VT ring).
 - NORMS (warps 13, 14): with l2norm, rk, rq of each chunk's rows from its landed tiles (a row
-  per lane and register; pre-normed, no sums), the scan of g, beta, and the gate part of
-  inverse_f16's range check; they hand gcum, beta, rk, rq and the check to the role through the
+  per lane, summed in stage 1's order; pre-normed, no sums), the scan of g, beta, and the gate
+  part of inverse_f16's range check (failed under batch_invariant); they hand gcum, beta, rk, rq and the check to the role through the
   gate ring and write the chains' table.
 - STORE (warp 15): the output's TMA stores of full chunks.
 
@@ -200,7 +201,7 @@ class SinglePrefill:
                  cu_seqlens: cute.Tensor, state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor,
                  scale: Float32, use_qk_l2norm: Int32, has_state: Int32, use_state_indices: Int32,
                  checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
-                 has_initial: cute.Tensor, checkpoint_pool: cute.Tensor, stream: cuda.CUstream):
+                 has_initial: cute.Tensor, checkpoint_pool: cute.Tensor, batch_invariant: Int32, stream: cuda.CUstream):
         Hv = v.shape[1]
         N = cu_seqlens.shape[0] - 1
         lay = self._layouts()
@@ -212,7 +213,7 @@ class SinglePrefill:
         tma_o, mO = cpasync.make_tiled_tma_atom(store, tma.view(out, [0, 2, 1]), one("sv"), (C, VB))
         self.kernel(tma_k, mK, tma_q, mQ, tma_v, mV, tma_o, mO, g, beta, cu_seqlens, state, state_indices, out,
                     scale, use_qk_l2norm, has_state, use_state_indices, checkpoints, checkpoint_chunks,
-                    initial_state, state_in, has_initial, checkpoint_pool, Hv // k.shape[1]).launch(
+                    initial_state, state_in, has_initial, checkpoint_pool, batch_invariant, Hv // k.shape[1]).launch(
             grid=list(grids.grid_single(q.shape[0], N, Hv)), block=[self.THREADS, 1, 1], stream=stream, smem=self.smem_bytes(),
             use_pdl=pdl.USE_PDL)
 
@@ -222,7 +223,7 @@ class SinglePrefill:
                beta: cute.Tensor, cu_seqlens: cute.Tensor, state: cute.Tensor, state_indices: cute.Tensor,
                out: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, has_state: Int32, use_state_indices: Int32,
                checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
-               has_initial: cute.Tensor, checkpoint_pool: cute.Tensor, group: Int32):
+               has_initial: cute.Tensor, checkpoint_pool: cute.Tensor, batch_invariant: Int32, group: Int32):
         pdl.enter()
         tidx, _, _ = cute.arch.thread_idx()
         hv, r, _ = cute.arch.block_idx()
@@ -276,8 +277,8 @@ class SinglePrefill:
                 if warp == Role.LOAD:
                     self.loads(kq, vt, t, tma_k, mK, tma_q, mQ, tma_v, mV, bos, nch, hv, hv // group)
                 elif warp < Role.STORE:
-                    self.norms(kq, vt, gates, storage, t, g, beta, scale, use_qk_l2norm, bos, eos, nch, hv,
-                               tidx - Role.NORMS * 32)
+                    self.norms(kq, vt, gates, storage, t, g, beta, scale, use_qk_l2norm, batch_invariant, bos, eos,
+                               nch, hv, tidx - Role.NORMS * 32)
                 else:
                     self.stores(vt, bars, t, tma_o, mO, out, bos, eos, nch, hv)
         elif warp >= Role.INTRA:
@@ -375,12 +376,13 @@ class SinglePrefill:
             vs.advance()
 
     @cute.jit
-    def norms(self, kq, vt, gates, storage, t, g, beta, scale: Float32, use_qk_l2norm: Int32, bos: Int32, eos: Int32,
-              nch: Int32, hv: Int32, ntid: Int32):
+    def norms(self, kq, vt, gates, storage, t, g, beta, scale: Float32, use_qk_l2norm: Int32, batch_invariant: Int32,
+              bos: Int32, eos: Int32, nch: Int32, hv: Int32, ntid: Int32):
         """The two norm warps, chunk by chunk: with l2norm, rk (warp 13) and rq (warp 14) of the
-        chunk's rows (lane l: rows l, l + 32, each two running sums; pre-normed, 1 and no sums); rk
-        0 past L; the range check's gate part (warp 14, gates_in_range, voted: its key part is
-        the role's, on K K^T's diagonal) and, on the first warp, the scan of g and beta, all into
+        chunk's rows (lane l: rows l, l + 32, summed as stage 1 sums them: bf16_sumsq.tree16;
+        pre-normed, 1 and no sums); rk 0 past L; the range check's gate part (warp 14,
+        gates_in_range, voted, and failed under batch_invariant: its key part is the role's, on
+        K K^T's diagonal) and, on the first warp, the scan of g and beta, all into
         gate stage i % VT_SLOTS for the role (g and beta loaded by both warps before the wait for
         the tiles, gate_rows: the latency runs under the wait and the sums; scanned after,
         gate_cumsum); then, once the chains have left VT slot i % VT_SLOTS, thread r writes row r
@@ -390,8 +392,7 @@ class SinglePrefill:
         sGr, sBr, sRr, sQr, sF16 = self._gate_ring(storage)
         sTab, sBt = self._tables(storage)
         rows_q = cute.arch.make_warp_uniform(ntid // 32)      # warp 13: the K rows (rk), warp 14: the q rows (rq)
-        # lane l: rows l and l + 32 of its tile, 16 vectors of 8 each, summed in order in one
-        # register per row (few registers: the I/O warpgroup's budget)
+        # lane l: rows l and l + 32 of its tile, 16 vectors of 8 each
         cp = cute.make_tiled_copy_tv(
             cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), BFloat16, num_bits_per_copy=128),
             cute.make_layout((32, 1), stride=(1, 0)), cute.make_layout((1, 8)))
@@ -414,19 +415,13 @@ class SinglePrefill:
                 if rows_q == 1:
                     tile = t["sQ"][None, None, sa]
                 t_s = th.partition_S(tile)                       # (8 values, 2 row blocks, 16 vectors)
-                # four running sums (two rows, upper and lower bf16 halves apart): two chains of
-                # 4 FMAs a vector rather than one chain of 8 and an add per row
-                h0 = Float32(0.0)
-                l0 = Float32(0.0)
-                h1 = Float32(0.0)
-                l1 = Float32(0.0)
-                for c in cutlass.range(cute.size(t_s, mode=[2]), unroll=2):
-                    w0 = bf16_sumsq.words(t_s[(None, 0, c)])
-                    w1 = bf16_sumsq.words(t_s[(None, 1, c)])
-                    h0, l0 = bf16_sumsq.sumsq_halves_bf16x8(w0[0], w0[1], w0[2], w0[3], h0, l0)
-                    h1, l1 = bf16_sumsq.sumsq_halves_bf16x8(w1[0], w1[1], w1[2], w1[3], h1, l1)
-                r0 = cute.math.rsqrt((h0 + l0) + intra_chunk.L2_EPS)
-                r1 = cute.math.rsqrt((h1 + l1) + intra_chunk.L2_EPS)
+                # the vectors' sums of squares added in stage 1's tree (its threads' reduce-scatter):
+                # the same rk, rq bits as the serial plan; one row after the other (the registers)
+                s0, s1 = (bf16_sumsq.tree16(
+                    lambda c, b=b: (bf16_sumsq.sumsq_bf16x8(*bf16_sumsq.word_list(t_s[(None, b, c)])),))[0]
+                    for b in (0, 1))
+                r0 = cute.math.rsqrt(s0 + intra_chunk.L2_EPS)
+                r1 = cute.math.rsqrt(s1 + intra_chunk.L2_EPS)
             kq.consumer_release(ks)
             gh = gprod.acquire_and_advance()
             if rows_q == 0:         # rk past L is 0: the role's key check passes those rows
@@ -436,6 +431,7 @@ class SinglePrefill:
                 sQr[lane, gh.index] = r0
                 sQr[lane + 32, gh.index] = r1
                 ok = Int32(cute.arch.vote_all_sync(inverse_f16.gates_in_range(g0, g1, b0.to(Float32), b1.to(Float32))))
+                ok = cutlass.select_(batch_invariant != 0, Int32(0), ok)     # the fp32 inverse, as stage 1's
                 if lane == 0:
                     sF16[gh.index] = ok
             if ntid < 32:
@@ -723,10 +719,10 @@ def launch_for(layout: str, beta: str = "bf16", state_dtype: str = "fp32"):
                       scale: Float32, use_qk_l2norm: Int32, has_state: Int32, use_state_indices: Int32,
                       checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor,
                       state_in: Int32, has_initial: cute.Tensor, checkpoint_pool: cute.Tensor,
-                      stream: cuda.CUstream):
+                      batch_invariant: Int32, stream: cuda.CUstream):
         kern(q, k, v, g, beta, cu_seqlens, state, state_indices, out, scale, use_qk_l2norm, has_state,
              use_state_indices, checkpoints, checkpoint_chunks, initial_state, state_in, has_initial,
-             checkpoint_pool, stream)
+             checkpoint_pool, batch_invariant, stream)
 
     return single_prefill
 
@@ -745,4 +741,4 @@ def fake_args(dims, layout: str, beta: str = "bf16", state_dtype: str = "fp32") 
             fake.state_indices(dims),
             fake.tv(dims, **tma16), fake.f32(128 ** -0.5), fake.i32(0), fake.i32(0), fake.i32(0),
             fake.checkpoints(dims), fake.i32(0), fake.state(dims, layout, st), fake.i32(1),
-            fake.has_initial(dims), fake.checkpoint_pool(dims, layout, st)]
+            fake.has_initial(dims), fake.checkpoint_pool(dims, layout, st), fake.i32(0)]

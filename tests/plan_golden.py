@@ -147,6 +147,7 @@ def record(overlap_part=True):
         "spine wgmma": dict(spine="wgmma"),
         "qk l2norm, scale": dict(use_qk_l2norm=True, scale=0.5),
         "check_device=False": dict(check_device=False),
+        "batch_invariant": dict(batch_invariant=True, use_qk_l2norm=True),
     }
     for T, n, hk, hv in shapes:
         L = T // n

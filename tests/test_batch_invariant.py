@@ -1,6 +1,7 @@
-"""batch_invariant=True on the planner, through explain() on meta tensors (no GPU): every problem the
-rules would give the single or the segmented plan runs the serial family instead, says why, and a
-malformed flag is refused by name.  tests/test_gpu_batch_invariant.py shows the bits on a GPU."""
+"""batch_invariant=True on the planner, through explain() on meta tensors (no GPU): the segmented plan
+never runs (the serial family instead, and why), the single plan keeps its rule (its kernel then takes
+its fp32 inverse: explain()["plan"]["batch_invariant"], what the kernels read), and a malformed flag is
+refused by name.  tests/test_gpu_batch_invariant.py shows the bits on a GPU."""
 from __future__ import annotations
 
 import pytest
@@ -34,16 +35,22 @@ CASES = [
 
 
 @pytest.mark.parametrize("lens, hk, hv, default", CASES)
-def test_invariant_plan_is_the_serial_family(lens, hk, hv, default):
+def test_invariant_plan_is_single_or_the_serial_family(lens, hk, hv, default):
     c = problem(lens, hk, hv)
-    assert gdn_prefill.explain(*c["args"], **c["kw"])["plan"]["name"] == default
+    d = gdn_prefill.explain(*c["args"], **c["kw"])["plan"]
+    assert d["name"] == default and d["batch_invariant"] is False
     e = gdn_prefill.explain(*c["args"], batch_invariant=True, **c["kw"])
-    assert e["plan"]["name"] == "serial", e["plan"]
-    assert e["plan"]["why"].startswith("batch_invariant=True"), e["plan"]
-    assert [k["name"].split("_")[0] for k in e["kernels"]] == ["recompute", "spine"]
+    assert e["plan"]["batch_invariant"] is True
     assert "segments" not in e["plan"]
     if default == "single":
-        assert "its rule would apply here" in e["plan"]["single"]
+        assert e["plan"]["name"] == "single", e["plan"]
+        assert [k["name"].split("_")[0] for k in e["kernels"]] == ["single"]
+        assert "batch_invariant=True: its inverse in fp32" in e["plan"]["why"], e["plan"]
+    else:
+        assert e["plan"]["name"] == "serial", e["plan"]
+        assert e["plan"]["why"].startswith("batch_invariant=True"), e["plan"]
+        assert "segmented plan" in e["plan"]["why"], e["plan"]
+        assert [k["name"].split("_")[0] for k in e["kernels"]] == ["recompute", "spine"]
     # the workspace a caller sizes by workspace_bytes() still fits
     T, n = sum(lens), len(lens)
     assert e["workspace_bytes"] <= gdn_prefill.workspace_bytes(T, n, hv)
@@ -66,7 +73,8 @@ def test_malformed_flag_is_refused_by_name(bad):
 
 def test_environment_makes_every_call_invariant():
     """GDN_PREFILL_BATCH_INVARIANT=1 (read at import): the call sites that cannot pass the flag
-    (FlashInfer's signature, transformers) plan as with it; the hooks' forced plans stay forced."""
+    (FlashInfer's signature, transformers) plan as with it, and the kernels read it (the single
+    plan's fp32 inverse); the hooks' forced plans stay forced."""
     import os
     import subprocess
     import sys
@@ -74,9 +82,12 @@ def test_environment_makes_every_call_invariant():
         "import torch, gdn_prefill\n"
         "from gdn_prefill import _ext\n"
         "import test_batch_invariant as t\n"
-        "c = t.problem([512] * 16, 16, 32)\n"
+        "c = t.problem([32768], 2, 8)\n"
         "e = gdn_prefill.explain(*c['args'], **c['kw'])['plan']\n"
         "print(e['name'], '(GDN_PREFILL_BATCH_INVARIANT=1)' in e['why'])\n"
+        "c = t.problem([512] * 16, 16, 32)\n"
+        "e = gdn_prefill.explain(*c['args'], **c['kw'])['plan']\n"
+        "print(e['name'], e['batch_invariant'])\n"
         "kw = {k: v for k, v in c['kw'].items() if k != 'check_device'}\n"
         "print(_ext._builds(*c['args'], fused=2, **kw)[0].startswith('single_prefill'))\n")
     here = os.path.dirname(os.path.abspath(__file__))
@@ -84,4 +95,4 @@ def test_environment_makes_every_call_invariant():
                PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=here)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["serial", "True", "True"], out.stdout
+    assert out.stdout.split() == ["serial", "True", "single", "True", "True"], out.stdout

@@ -1,7 +1,8 @@
 """batch_invariant=True on a Hopper GPU: one 3,000-token sequence gives the same output and final
 state, bit for bit, alone and in four kinds of batch (short sequences beside it, where the rules pick
 the single plan; one long one, the segmented plan at few heads; many short ones; no max_seqlen), at
-2/4 to 16/32, with in-kernel l2norm, dense states and a pool in the vk layout, and with unaligned q
+2/4 to 16/32, with in-kernel l2norm, dense states and a pool in the vk layout; in the single plan,
+which keeps its rule under the flag, with and without the in-kernel l2norm; and with unaligned q
 (the unfused plan, whose wgmma build changes with the batch's size)."""
 from __future__ import annotations
 
@@ -27,11 +28,13 @@ BATCHES = {
 HEADS = [(2, 4), (4, 8), (8, 16), (16, 32)]
 
 
-def _batch(hk, hv, others, pos, layout):
+def _batch(hk, hv, others, pos, layout, normed=False):
     """X's inputs (fixed seed) among the others' (another seed): tensors on the GPU, X's token rows,
-    and the slot of X's state in a pool where every sequence has a slot of its own."""
-    x = ref.make_inputs([X_LEN], hk, hv, seed=7, state="dense", state_layout=layout)
-    o = ref.make_inputs(others, hk, hv, seed=8, state="dense", state_layout=layout) if others else None
+    and the slot of X's state in a pool where every sequence has a slot of its own.  normed: q, k
+    unit rows (for calls without the in-kernel l2norm)."""
+    x = ref.make_inputs([X_LEN], hk, hv, seed=7, state="dense", state_layout=layout, l2norm_inputs=normed)
+    o = ref.make_inputs(others, hk, hv, seed=8, state="dense", state_layout=layout,
+                        l2norm_inputs=normed) if others else None
     lens = list(others[:pos]) + [X_LEN] + list(others[pos:])
     cut = sum(others[:pos])
     cat = {}
@@ -48,11 +51,11 @@ def _batch(hk, hv, others, pos, layout):
     return cat, pool.cuda(), idx.cuda(), cu.cuda(), (cut, cut + X_LEN), int(idx[pos]), max(lens)
 
 
-def _run(hk, hv, others, pos, max_given, layout="kv", unaligned=False, invariant=True):
-    t, pool, idx, cu, (a, b), slot, longest = _batch(hk, hv, others, pos, layout)
+def _run(hk, hv, others, pos, max_given, layout="kv", unaligned=False, invariant=True, l2norm=True):
+    t, pool, idx, cu, (a, b), slot, longest = _batch(hk, hv, others, pos, layout, normed=not l2norm)
     out = torch.full_like(t["v"], float("nan"))
     q = offset_view(t["q"]) if unaligned else t["q"]
-    kw = dict(cu_seqlens=cu, state_indices=idx, state_layout=layout, use_qk_l2norm=True,
+    kw = dict(cu_seqlens=cu, state_indices=idx, state_layout=layout, use_qk_l2norm=l2norm,
               max_seqlen=longest if max_given else None, batch_invariant=invariant)
     plan = gdn_prefill.explain(q, t["k"], t["v"], t["g"], t["beta"], out, pool, **kw)["plan"]["name"]
     gdn_prefill.prefill(q, t["k"], t["v"], t["g"], t["beta"], out, pool, **kw)
@@ -72,7 +75,7 @@ def test_one_sequence_keeps_its_bits_in_any_batch(hk, hv, layout):
     assert plan0 == "serial" and torch.isfinite(o0.float()).all()
     for kind, (others, pos, max_given) in BATCHES.items():
         o, s, plan = _run(hk, hv, others, pos, max_given, layout)
-        assert plan in ("serial", "overlap"), (kind, plan)
+        assert plan in ("serial", "overlap", "single"), (kind, plan)
         assert _same(o, o0), f"{kind}: X's output moved by {(o.float() - o0.float()).abs().max().item():.3g}"
         assert _same(s, s0), f"{kind}: X's final state moved by {(s - s0).abs().max().item():.3g}"
 
@@ -90,10 +93,24 @@ def test_unaligned_inputs_keep_their_bits_in_the_unfused_plan(hk, hv):
         assert _same(o, o0) and _same(s, s0), kind
 
 
-def test_the_flag_is_the_one_difference():
-    """Without the flag this batch takes the single plan, with it the serial plan: the two differ,
-    so the test above would see a plan that leaked into a sequence's bits."""
-    o0, _, plan0 = _run(16, 32, [512] * 31, 5, True, invariant=False)
-    o1, _, plan1 = _run(16, 32, [512] * 31, 5, True, invariant=True)
-    assert [plan0, plan1] == ["single", "serial"]
+@pytest.mark.parametrize("l2norm", [True, False])
+@pytest.mark.parametrize("hk, hv", [(4, 16), (8, 16), (16, 32), (16, 64)])
+def test_the_single_plan_gives_the_serial_plans_bits(hk, hv, l2norm):
+    """Under the flag the single plan keeps its rule: X among 31 sequences of 512 tokens takes it,
+    X alone the serial plan, and X's output and state are the same bits (its inverse in fp32, its
+    sums in stage 1's orders); pre-normed too, where the keys' range check would pick fp16."""
+    o0, s0, plan0 = _run(hk, hv, [], 0, True, l2norm=l2norm)
+    o1, s1, plan1 = _run(hk, hv, [512] * 31, 5, True, l2norm=l2norm)
+    assert [plan0, plan1] == ["serial", "single"]
+    assert _same(o1, o0), f"output moved by {(o1.float() - o0.float()).abs().max().item():.3g}"
+    assert _same(s1, s0), f"state moved by {(s1 - s0).abs().max().item():.3g}"
+
+
+@pytest.mark.parametrize("l2norm", [True, False])
+def test_the_flag_is_the_one_difference(l2norm):
+    """The same batch, the single plan with and without the flag: the outputs differ (its fp16
+    inverse without it), so the tests above would see a plan that leaked into a sequence's bits."""
+    o0, _, plan0 = _run(16, 32, [512] * 31, 5, True, invariant=False, l2norm=l2norm)
+    o1, _, plan1 = _run(16, 32, [512] * 31, 5, True, invariant=True, l2norm=l2norm)
+    assert [plan0, plan1] == ["single", "single"]
     assert not _same(o0, o1)

@@ -333,7 +333,8 @@ def prefill(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     or integer: entry != 0), sequence n starts from zero where its entry is false.  max_seqlen (optional): the longest sequence's tokens, when the caller knows it on the
     host (serving engines do); with several sequences it lets the planner split long ones across
     the SMs (explain()["plan"]).  batch_invariant=True: each sequence's output and final state are the
-    same bits in any batch it is part of (every call runs the serial plan; explain()["plan"]["why"]).
+    same bits in any batch it is part of (the serial plan, or the single plan with its inverse in fp32:
+    never the segmented plan; explain()["plan"]["why"]).
     Returns the name of the spine that ran.
     """
     cdef gdn_problem_t p
@@ -652,7 +653,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     if plan.segmented_ns > 0:
         predicted["segmented"] = round(plan.segmented_ns / 1000.0, 1)
     report = dict(name=PLAN_NAMES[plan.kind], predicted_us=predicted, longest_chunks=int(plan.longest) or None,
-                  single=reasons.single.decode())
+                  single=reasons.single.decode(), batch_invariant=bool(p.batch_invariant))
     if plan.kind == PLAN_SEGMENTED:
         report.update(segments=int(_cdiv(plan.longest, plan.seg_chunks)), segment_chunks=int(plan.seg_chunks),
                       ctas=int(_launch_grid(&p, &plan, _spine_index(&plan))[0]))

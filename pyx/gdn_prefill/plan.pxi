@@ -251,16 +251,15 @@ _NO_FORCE.split = -1
 _NO_FORCE.seg_chunks = -1
 _NO_FORCE.invariant = 0
 
-# batch_invariant (gdn_problem_t; prefill(batch_invariant=True)): a sequence's arithmetic must not depend on the rest of its batch, so
-# the plan may not either.  The single plan (stage 1 and the chain in one CTA) and the segmented plan
-# (a split that depends on the batch's shape) each round differently from the serial plan, so every
-# call runs the serial family: no single plan, no segments.  The spine_rs_o builds (solo, pair, dual)
-# and the overlap split compute the same bits (test_fused_spine_builds_agree_bit_for_bit), so their
-# rules stay; where the fused plans do not run, the unfused plan runs as it would.
+# batch_invariant (gdn_problem_t; prefill(batch_invariant=True)): a sequence's arithmetic must not depend
+# on the rest of its batch, so neither may its rounding.  The serial plan's builds (solo, pair, dual) and
+# the overlap split compute the same bits (test_fused_spine_builds_agree_bit_for_bit); the single kernel
+# computes them too when batch_invariant is 1 (its fp32 inverse; its sums in stage 1's orders), so its
+# rule stays.  The segmented plan, a split that depends on the batch's shape, rounds differently: it
+# never runs.  Where the fused plans do not run, the unfused plan runs as it would.
 cdef plan_force_t _INVARIANT
 _INVARIANT = _NO_FORCE
-_INVARIANT.seg_chunks = 0           # a forced choice (no segments), which also rules the single plan out
-_INVARIANT.invariant = 1
+_INVARIANT.invariant = 1            # no segments (_make_plan); the rest by the rules
 # GDN_PREFILL_BATCH_INVARIANT=1 (read once, at import): every call of the process is batch-invariant,
 # for call sites that cannot pass the flag (FlashInfer's signature, as SGLang calls it; transformers)
 cdef bint _invariant_env = os.environ.get("GDN_PREFILL_BATCH_INVARIANT", "0") == "1"
@@ -398,6 +397,7 @@ cdef int _plan_call(gdn_problem_t *p, int spine, int state_layout, int sms, cons
         return rc
     if p.batch_invariant or (_invariant_env and force == &_NO_FORCE):
         force = &_INVARIANT
+        p.batch_invariant = 1               # the single kernel reads it (its fp32 inverse)
     return _make_plan(p, chosen, state_layout, sms if sms > 0 else _sm_count(), force, plan, reasons, msg)
 
 
@@ -472,7 +472,7 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
                 plan.seg_chunks = force.seg_chunks
                 plan.segmented_ns = _segmented_ns(T, N, Hv, plan.longest, force.seg_chunks, sms)
                 plan.seg_model_chunks = force.seg_chunks
-            elif not forced and plan.longest > 1 and _segmented_builds(p, state_layout):
+            elif not forced and not force.invariant and plan.longest > 1 and _segmented_builds(p, state_layout):
                 plan.seg_chunks = _choose_segments(p, plan.longest, sms, &seg_ns)
                 plan.segmented_ns = seg_ns
                 plan.seg_model_chunks = plan.seg_chunks
@@ -509,9 +509,6 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
     cdef int64_t nseg
     if plan.kind == PLAN_SINGLE:
         snprintf(r.single, MSG_CAP, "runs")
-    elif plan.invariant:
-        snprintf(r.single, MSG_CAP, "batch_invariant=True: the serial plan runs instead (the single plan rounds "
-                 "differently%s)", " and its rule would apply here" if single_ok else "")
     elif single_ok:
         snprintf(r.single, MSG_CAP, "a forced plan runs instead")
     if plan.kind == PLAN_SINGLE or plan.kind == PLAN_SEGMENTED:
@@ -523,8 +520,9 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
     if plan.kind == PLAN_SINGLE:
         snprintf(r.why, MSG_CAP, "the longest sequence (%lld chunks, max_seqlen) alone takes no longer than the "
                  "batch's %lld chunk-heads spread over the %d SMs, so one kernel per (sequence, head) keeps them "
-                 "busy and beats the serial plan's two launches (gdn_abi.h GDN_SINGLE_LAT_PCT)",
-                 <long long>_cdiv(p.max_seqlen, GDN_CHUNK), <long long>(_cdiv(T, GDN_CHUNK) * Hv), sms)
+                 "busy and beats the serial plan's two launches (gdn_abi.h GDN_SINGLE_LAT_PCT)%s",
+                 <long long>_cdiv(p.max_seqlen, GDN_CHUNK), <long long>(_cdiv(T, GDN_CHUNK) * Hv), sms,
+                 "; batch_invariant=True: its inverse in fp32, the serial plan's bits" if plan.invariant else "")
     elif plan.kind == PLAN_SEGMENTED:
         nseg = _cdiv(plan.longest, plan.seg_chunks)
         snprintf(r.why, MSG_CAP, "the longest sequence (%lld chunks) in %lld segments of %d chunks runs its chains "
@@ -533,9 +531,9 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
                  <long long>(_segment_slots(T, N, plan.seg_chunks) * Hv * 2), plan.segmented_ns / 1000.0,
                  plan.serial_ns / 1000.0)
     elif plan.invariant:
-        snprintf(r.why, MSG_CAP, "batch_invariant=True%s: the serial plan's arithmetic for a sequence is the same "
-                 "in any batch (its builds and the overlap split agree bit for bit); the single and segmented plans, "
-                 "which the rules choose by the batch's shape, round differently",
+        snprintf(r.why, MSG_CAP, "batch_invariant=True%s: the serial plan, whose builds, overlap split and the "
+                 "single kernel (its inverse in fp32) give a sequence the same bits in any batch; the segmented plan, "
+                 "a split by the batch's shape, rounds differently and does not run",
                  " (GDN_PREFILL_BATCH_INVARIANT=1)" if _invariant_env else "")
     elif plan.kind == PLAN_OVERLAP:
         snprintf(r.why, MSG_CAP, "opted in (GDN_PREFILL_OVERLAP=1) and its rule applies (\"overlap\")")
