@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 51: the single plan under batch_invariant.  Build A (this branch's objects, .gpu/aot) and
+# The inv-single check: the single plan under batch_invariant.  Build A (this branch's objects, .gpu/aot) and
 # build B (main 34bb85b's tree and objects, .gpu/oldtree), the invariance tests on A, the A/B of the
 # single rows (flag off and on), then as much of the GPU suite on A as the call leaves.
 set -u; export PYTHONUNBUFFERED=1
