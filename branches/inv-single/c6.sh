@@ -22,6 +22,10 @@ for i in 1 2; do
   [ $(( END - (SECONDS - T0) )) -lt 250 ] && break
 done
 echo "ab at $((SECONDS-T0)) s"
+# issue 71 item 2: one prompt, the serial plan and forced segment lengths stage by stage (build A)
+[ $(( END - (SECONDS - T0) )) -gt 200 ] && PYTHONPATH=$PWD:/tmp/site timeout 120 python3 branches/inv-single/segsweep.py \
+  2>&1 | grep -v Warn | tee "$OUT/seg.txt"
+echo "seg at $((SECONDS-T0)) s"
 L=$(( END - (SECONDS - T0) - 10 ))
 [ $L -gt 30 ] && timeout -s KILL $L python3 -m pytest -q -p no:cacheprovider -m gpu -n 4 --dist load -rfE ${ARGS:-tests} > "$OUT/suite.log" 2>&1
 echo "suite rc=$? at $((SECONDS-T0)) s"; grep -E "passed|failed" "$OUT/suite.log" | tail -2; grep -E "^(FAILED|ERROR)" "$OUT/suite.log" | head -12
