@@ -345,10 +345,11 @@ class SpineRS:
             n, hv, sub, work, seg = _segment_block(bx, Hv, cu_seqlens, seg_chunks)
             if cutlass.const_expr(self.role == Role.MAPS):
                 active = DUAL_WG
-                # segment 0 has no A chain and a sequence of one segment needs no map, unless every
-                # map is asked for (maps_all: a rank's shard, gdn_prefill.distributed)
+                # segment 0 has no A chain, and compose reads no map of the last segment (nor of a
+                # sequence of one segment), unless every map is asked for (maps_all: a rank's shard,
+                # gdn_prefill.distributed)
                 if maps_all == 0:
-                    if seg.nseg < 2 or (seg.j == 0 and sub == Map.A):
+                    if seg.j + 1 >= seg.nseg or (seg.j == 0 and sub == Map.A):
                         work = Int32(0)
                 seg = seg._replace(map_=sub)
             else:
