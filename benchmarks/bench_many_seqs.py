@@ -52,7 +52,7 @@ def time_call(N: int, T: int, hk: int, hv: int, spine: str, reps: int, stages=No
         from gdn_prefill import _ext
         ws = torch.empty(gdn_prefill.workspace_bytes(T, N, hv, fused=True), dtype=torch.uint8, device=dev)
         _ext._launch_stages(("recompute_wu", "spine"), q, k, v, g, beta, out, None, cu_seqlens=cu, spine=spine,
-                            workspace=ws, fused=1, overlap_split=0)
+                            workspace=ws, fused=1, overlap_wu_ctas=0)
         call = lambda: _ext._launch_stages((stages,), q, k, v, g, beta, out, None, cu_seqlens=cu,  # noqa: E731
                                            spine=spine, workspace=ws, fused=1)
     return bench.eager_median_us(call, reps)

@@ -58,7 +58,7 @@ def time_shape(B: int, T: int, hk: int, hv: int, counts: list[int], passes: bool
     ws = torch.empty(gdn_prefill.workspace_bytes(Ttot, N, hv), dtype=torch.uint8, device="cuda")
     serial_ns, _ = _ext._model_ns(Ttot, N, hv, chunks, 0, sms)
     rows.append(dict(shape=shape, heads=f"{hk}/{hv}", plan="serial", seg_chunks=None, segments=1,
-                     us=_graph_us(run(("recompute_wu", "spine"), ws, fused=1, overlap_split=0)),
+                     us=_graph_us(run(("recompute_wu", "spine"), ws, fused=1, overlap_wu_ctas=0)),
                      predicted_us=serial_ns / 1e3))
     x = sets[0]
     info = gdn_prefill.explain(x["q"], x["k"], x["v"], x["g"], x["beta"], outs[0], x["state"],

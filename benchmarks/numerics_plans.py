@@ -48,7 +48,7 @@ def main(argv=None) -> int:
             ws = torch.empty(max(gdn_prefill.workspace_bytes(T, 1, hv), _ext._segmented_workspace_bytes(T, 1, hv, sc)),
                              dtype=torch.uint8, device="cuda")
             errs = {}
-            for name, stages, kw in (("serial", ("recompute_wu", "spine"), dict(fused=1, overlap_split=0)),
+            for name, stages, kw in (("serial", ("recompute_wu", "spine"), dict(fused=1, overlap_wu_ctas=0)),
                                      ("segmented", ("recompute_wu", "maps", "compose", "spine"), dict(seg_chunks=sc))):
                 runs = []
                 for _ in range(2):

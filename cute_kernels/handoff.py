@@ -1,6 +1,13 @@
 """What a spine reads of what stage 1 (recompute_wu) wrote for it: the longest-first order of the
 sequences (written by recompute_wu._rank_longest_first) and the overlap plan's per-(slot, head)
 ready flags (published by recompute_wu._publish): the reader's side of both handoffs, in no kernel.
+
+The overlap plan (ready_from == 0) runs the spine as the programmatic dependent of stage 1's
+workers build (recompute_wu_workers) on the same stream: the spine's CTAs are scheduled only once
+every CTA of the workers' grid has issued launch_dependents, i.e. has started and holds its SM
+until it is done, and a worker waits on nothing.  So each flag the spine spins on is owed by a
+running CTA, whatever other streams, processes or profilers do with the rest of the GPU; where the
+launch is serialised (no PDL) the spine starts after the workers have ended and every flag is set.
 """
 from __future__ import annotations
 
@@ -8,6 +15,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32
 
+from cute_kernels import pdl
 from gdn_prefill import grids
 
 ORDER_MAX_SEQS = grids.ORDER_MAX_SEQS  # longest_first: stage 1 ranked the sequences up to this many
@@ -29,6 +37,20 @@ def longest_first(r: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor) -> Int3
         # (clamped: a spine launched on a workspace stage 1 never wrote stays inside cu_seqlens)
         n = cute.arch.make_warp_uniform(cutlass.min(cutlass.max(order[r], Int32(0)), N - 1))
     return n
+
+
+@cute.jit
+def enter(ready: cute.Tensor, ready_from: Int32):
+    """A spine's first statement.  The serial plan: pdl.enter() (the previous grid, stage 1, has
+    completed).  The overlap plan (ready_from == 0): let the next grid launch, then acquire ready[0, 0],
+    which the workers' first worker publishes after ranking the sequences (`order`), and which orders
+    after it everything that grid's predecessors wrote (each worker waited for them before its
+    launch_dependents); every later slot is acquired by the loader before it is read."""
+    if ready_from == 0:
+        cute.arch.griddepcontrol_launch_dependents()
+        await_ready(ready, Int32(0), Int32(0), Int32(0))
+    else:
+        pdl.enter()
 
 
 @cute.jit

@@ -128,12 +128,13 @@ NWARPS = NTHREADS // 32           # 8
 # so more CTAs per SM hide each other's load and barrier waits: at fewer the SM sits idle or
 # stalled (docs/PERFORMANCE.md, stage 1).
 CTAS_PER_SM = 4
-# ... except beside the register-state spine: the overlap plan's second part (the launch that publishes ready
-# flags) runs at three, held there by the dynamic shared memory it asks for (launch_smem_bytes).  It
-# runs on the SMs the spine leaves, and its loads and stores slow the spine's chain (the call's
-# critical path) the more, the faster it goes: the count balances the two kernels' rates
-# (docs/PERFORMANCE.md, the overlap plan's split).
-OVERLAP_CTAS_PER_SM = 3
+# ... except beside the register-state spine: the overlap plan's workers build runs three chunk workers
+# (groups of 256 threads, shared memory of their own) in one CTA per SM, on the SMs the spine leaves.
+# Its loads and stores slow the spine's chain (the call's critical path) the more, the faster it goes:
+# three balanced the two kernels' rates when each worker was a CTA (docs/PERFORMANCE.md, the overlap plan).
+WORKER_GROUPS = 3
+GROUP_BARS = 3                    # named barriers per worker group: the group's, then its two warpgroups'
+assert GROUP_BARS * WORKER_GROUPS + 1 <= 16, "named barriers 1 .. 15"
 SM_SMEM_BYTES = 228 * 1024        # shared memory per H100 / H200 SM
 CTA_SMEM_RESERVED = 1024          # per CTA: the driver's reserved 1 KB (the cubin's .nv.reservedSmem,
                                   # which sass.resources reports as its static shared memory)
@@ -190,25 +191,15 @@ def ctas_per_sm(smem_bytes: int) -> int:
     return min(CTAS_PER_SM, SM_SMEM_BYTES // (smem_bytes + CTA_SMEM_RESERVED))
 
 
-def launch_smem_bytes(with_pqk: bool, overlap_part2: bool, aligned: bool) -> int:
-    """Dynamic shared memory a launch asks for: the kernel's own (_smem_bytes) at four CTAs per SM;
-    for the overlap plan's second part, a size half-way between the one that first excludes a
-    CTA beyond OVERLAP_CTAS_PER_SM and the largest that still fits that many (67,584 B for three,
-    96,256 for two; the bytes past _smem_bytes are never touched)."""
-    if not overlap_part2:
-        return _smem_bytes(with_pqk, aligned)
-    n = OVERLAP_CTAS_PER_SM
-    return _up((SM_SMEM_BYTES // (n + 1) + SM_SMEM_BYTES // n) // 2 - CTA_SMEM_RESERVED, 1024)
-
-
 for _pqk, _al in ((False, False), (False, True), (True, True)):
-    assert ctas_per_sm(launch_smem_bytes(_pqk, False, _al)) == CTAS_PER_SM
-    assert ctas_per_sm(launch_smem_bytes(_pqk, True, _al)) == OVERLAP_CTAS_PER_SM
-    assert launch_smem_bytes(_pqk, True, _al) >= _smem_bytes(_pqk, _al)
+    assert ctas_per_sm(_smem_bytes(_pqk, _al)) == CTAS_PER_SM
+# the workers build: its groups' copies fill more than half of an SM's shared memory, so no two of its
+# CTAs, and none beside a spine CTA, share an SM
+assert SM_SMEM_BYTES // 2 < WORKER_GROUPS * _smem_bytes(True, True) + CTA_SMEM_RESERVED <= SM_SMEM_BYTES
 
 
-def SMEM_BYTES(beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False) -> int:  # noqa: N802
-    return _smem_bytes(with_pqk, aligned)
+def SMEM_BYTES(beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False, workers: bool = False) -> int:  # noqa: N802
+    return _smem_bytes(with_pqk, aligned) * (WORKER_GROUPS if workers else 1)
 
 
 def _shared_storage(with_pqk: bool, aligned: bool):
@@ -304,6 +295,7 @@ class _Thread(typing.NamedTuple):
     warp: Int32
     wg: Int32                     # warpgroup 0 / 1
     wtid: Int32                   # thread index inside the warpgroup
+    grp: object                   # the workers build: the thread's group (a chunk worker), else None
 
 
 class _Chunk(typing.NamedTuple):
@@ -341,9 +333,11 @@ class RecomputeWU:
     phases in order, a method each: tiles (1b'), gates (1a), rows (1b / 1c), products (2), solve
     (3.1-3.3), stage_t (3.4), then outputs (the V load and phase 4) or the pqk build's Tu store."""
 
-    def __init__(self, aligned: bool, with_pqk: bool):
+    def __init__(self, aligned: bool, with_pqk: bool, groups: int = 1):
+        assert groups == 1 or (aligned and with_pqk), "the workers build is the fused plans' (aligned, pqk)"
         self.aligned = aligned
         self.with_pqk = with_pqk
+        self.groups = groups          # chunk workers per CTA: 1, or WORKER_GROUPS in the workers build
 
     @cute.jit
     def kernel(
@@ -366,18 +360,77 @@ class RecomputeWU:
         # three divisions at ~17 instructions per thread; not measurable in time on its own)
         cr, hv = divmod(bx, div_hv)
         slot = slot_begin + cr
-        th = _Thread(tidx, tidx % 32, tidx // 32, tidx // WG, tidx % WG)
+        th = _Thread(tidx, tidx % 32, tidx // 32, tidx // WG, tidx % WG, None)
 
         lay = _smem_layouts()
         mma_g, mma_o = _tiled_mmas()
-        s = self.shared(lay, tidx)
+        s = self.shared(lay, th)
 
         if cutlass.const_expr(self.with_pqk):
             if bx == 0:
                 if slot_begin == 0:
                     # the fused plan's first CTA: the sequences longest first, for the register-state spine's grid
-                    _rank_longest_first(cu_seqlens, order, s.storage.kv.data_ptr(), tidx)
+                    _rank_longest_first(cu_seqlens, order, s.storage.kv.data_ptr(), tidx, self.sync, th)
 
+        self.chunk(s, th, mma_g, mma_o, slot, hv, Int32(0), q, k, v, g, beta, cu_seqlens, state_indices,
+                   gcum, rq, rk, beta32, w, u, pqk, tu, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT,
+                   tma_kl, mKl, tma_ql, mQl, ready, scale, use_qk_l2norm, use_state_indices, ready_from, div_group)
+
+    @cute.jit
+    def workers(
+        self, q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
+        cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
+        gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor, pqk: cute.Tensor, tu: cute.Tensor,
+        tma_p: cute.CopyAtom, mP: cute.Tensor, tma_t: cute.CopyAtom, mT: cute.Tensor,
+        tma_kl: cute.CopyAtom, mKl: cute.Tensor, tma_ql: cute.CopyAtom, mQl: cute.Tensor, ready: cute.Tensor,
+        order: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32, items: Int32,
+        div_hv: cute.FastDivmodDivisorV2, div_group: cute.FastDivmodDivisorV2,
+    ):
+        """The workers build's body (recompute_wu_workers_kernel): each of the CTA's GROUPS groups of
+        256 threads is one chunk worker with shared memory of its own; worker b GROUPS + grp of the
+        grid runs items b GROUPS + grp, + GROUPS * grid, ... of the (slot, head) items, value head
+        fastest, and publishes each in `ready` (an item no chunk maps to too: the spine's first wait
+        is on item 0).  The grid has at most one CTA per SM (the groups' shared memory), all started
+        before the spine's (they issue launch_dependents first): the spine waits only on CTAs that
+        run, whatever else holds the GPU."""
+        pdl.enter()
+        tidx_cta, _, _ = cute.arch.thread_idx()
+        bx, _, _ = cute.arch.block_idx()
+        nb, _, _ = cute.arch.grid_dim()
+        grp = cute.arch.make_warp_uniform(tidx_cta // NTHREADS)
+        tidx = tidx_cta % NTHREADS
+        th = _Thread(tidx, tidx % 32, tidx // 32, tidx // WG, tidx % WG, grp)
+
+        lay = _smem_layouts()
+        mma_g, mma_o = _tiled_mmas()
+        s = self.shared(lay, th)
+        if bx == 0:
+            if grp == 0:
+                # worker 0, before item 0 (slot 0, head 0): the sequences longest first, for the
+                # spine's grid, which reads them once it has acquired ready[0, 0]
+                _rank_longest_first(cu_seqlens, order, s.storage.kv.data_ptr(), tidx, self.sync, th)
+        phase = Int32(0)
+        for item in cutlass.range(bx * self.groups + grp, items, nb * self.groups, unroll=1):
+            slot, hv = divmod(item, div_hv)
+            active = self.chunk(s, th, mma_g, mma_o, slot, hv, phase, q, k, v, g, beta, cu_seqlens, state_indices,
+                                gcum, rq, rk, beta32, pqk, pqk, pqk, tu, tma_p, mP, tma_t, mT, tma_p, mP, tma_t, mT,
+                                tma_kl, mKl, tma_ql, mQl, ready, scale, use_qk_l2norm, use_state_indices, Int32(0),
+                                div_group)
+            if active == 0:
+                _publish(ready, slot, hv, tidx, th.warp == Warp.LEAD, self.sync, th)
+            phase = phase ^ cutlass.select_(active != 0, Int32(1), Int32(0))
+
+    @cute.jit
+    def chunk(self, s: _Smem, th: _Thread, mma_g, mma_o, slot: Int32, hv: Int32, phase: Int32,
+              q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
+              cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
+              gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
+              pqk: cute.Tensor, tu: cute.Tensor, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT,
+              tma_kl, mKl, tma_ql, mQl, ready: cute.Tensor, scale: Float32, use_qk_l2norm: Int32,
+              use_state_indices: Int32, ready_from: Int32, div_group: cute.FastDivmodDivisorV2):
+        """One (chunk slot, value head): the phases in order (the k / q tiles' mbarrier at `phase`).
+        Returns whether a chunk maps to the slot."""
+        tidx = th.tidx
         active, n, t0, L = chunk_of_slot(slot, cu_seqlens, state_indices, use_state_indices)
         if active != 0:
             ch = _Chunk(slot, hv, hv // div_group, t0, L)
@@ -386,30 +439,47 @@ class RecomputeWU:
                 tl = self.tiles(s, th, ch, tma_kl, mKl, tma_ql, mQl, use_qk_l2norm)
             if th.warp == Warp.LEAD:
                 self.gates(s, th, ch, g, beta, gcum, beta32)
-            self.rows(s, th, ch, tl, q, k, rq, rk, use_qk_l2norm)
+            self.rows(s, th, ch, tl, q, k, rq, rk, use_qk_l2norm, phase)
             # the K tile is read by the tensor cores (async proxy) next
             cute.arch.fence_proxy("async.shared", space="cta")
-            cute.arch.sync_threads()
+            self.sync(th)
             self.products(s, th, mma_g, scale)
-            cute.arch.sync_threads()
+            self.sync(th)
             if cutlass.const_expr(self.with_pqk):
                 # pqk[t0 + i, hv, :] = P row i: a full chunk by one TMA store (the lead warp; it waits for
                 # the store's reads before the barrier that lets phase 3.4 overwrite the slot), a partial
                 # one by 16-byte thread stores of rows i < L (rows >= L are the next sequence's)
                 _store_t2(L, tidx, th.warp == Warp.LEAD, tma_p, s.t2, mP[None, None, hv], pqk, t0, hv, 0)
             self.solve(s, th)
-            self.stage_t(s, tidx)
+            self.stage_t(s, th)
             if cutlass.const_expr(self.with_pqk):
                 # ---- the fused plan's end: Tu (64 x 64 bf16) -> tu[t0 + i, hv, :], as P left ----
                 # (its spine forms Vnew = Tu (V - diag(exp(gcum) rk) K S) itself: no V load, no W, U)
                 _store_t2(L, tidx, th.warp == Warp.LEAD, tma_t, s.t2, mT[None, None, hv], tu, t0, hv, 1)
-                _finish_stores(ready, slot, hv, ready_from, tidx, th.warp == Warp.LEAD)
+                _finish_stores(ready, slot, hv, ready_from, tidx, th.warp == Warp.LEAD, self.sync, th)
             else:
                 self.outputs(s, th, ch, mma_o, v, w, u, tma_w, mW, tma_u, mU, ready, ready_from)
+        return active
+
+    def sync(self, th: _Thread):
+        """The barrier of the threads that work on one chunk: the CTA's, or in the workers build the
+        group's (named barrier GROUP_BARS grp + 1)."""
+        if cutlass.const_expr(self.groups == 1):
+            cute.arch.sync_threads()
+        else:
+            cute.arch.barrier(barrier_id=GROUP_BARS * th.grp + 1, number_of_threads=NTHREADS)
+
+    def wg_sync(self, th: _Thread):
+        """The barrier of the thread's warpgroup (the workers build: its group's warpgroup)."""
+        if cutlass.const_expr(self.groups == 1):
+            cute.arch.barrier(barrier_id=Barrier.WG + th.wg, number_of_threads=WG)
+        else:
+            cute.arch.barrier(barrier_id=GROUP_BARS * th.grp + 2 + th.wg, number_of_threads=WG)
 
     @cute.jit
-    def shared(self, lay, tidx: Int32) -> _Smem:
-        """The CTA's shared memory and its views; thread 0 initialises the aligned builds' mbarrier."""
+    def shared(self, lay, th: _Thread) -> _Smem:
+        """The CTA's shared memory and its views (the workers build: the thread's group's copy);
+        thread 0 (of the group) initialises the aligned builds' mbarrier."""
         lay_kv, lay_kv_rc, lay_kk, lay_t2 = lay
         SharedStorage = _shared_storage(self.with_pqk, self.aligned)
         assert cute.cosize(lay_kv) == 2 * C * DK <= _kv_elems() and cute.cosize(lay_t2) == 2 * C * C
@@ -417,34 +487,56 @@ class RecomputeWU:
             (SharedStorage.size_in_bytes(), self.with_pqk)
         smem = cutlass.utils.SmemAllocator()
         storage = smem.allocate(SharedStorage)
-        sKV = storage.kv.get_tensor(lay_kv.outer, swizzle=lay_kv.inner)           # (128, 64, 2) B of phase 4
-        sRC = storage.kv.get_tensor(lay_kv_rc.outer, swizzle=lay_kv_rc.inner)     # (64, 128, 2) rows, cols
-        sKK = storage.kv.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)           # (64, 128, 1) K K^T operand
-        sT2 = storage.t2.get_tensor(lay_t2.outer, swizzle=lay_t2.inner)           # (64, 64, 2) Tw, Tu
+        for _ in cutlass.range_constexpr(self.groups - 1):
+            smem.allocate(SharedStorage)                   # the workers build: a copy per group, in a row
+
+        def ptr(field, dtype, align):
+            """The field's first element in the thread's group's copy (the copies lie size_in_bytes
+            apart, a multiple of 1024: every alignment and 128-byte swizzle holds in each)."""
+            base = getattr(storage, field).data_ptr()
+            if cutlass.const_expr(self.groups == 1):
+                return base
+            return cute.make_ptr(dtype, base.toint() + th.grp * SharedStorage.size_in_bytes(),
+                                 cute.AddressSpace.smem, assumed_align=align)
+
+        def view(field, dtype, align, layout):
+            if cutlass.const_expr(self.groups == 1):
+                return getattr(storage, field).get_tensor(layout.outer, swizzle=layout.inner)
+            return cute.make_tensor(cute.recast_ptr(ptr(field, dtype, align), layout.inner, dtype=dtype), layout.outer)
+
+        def vec(field):
+            if cutlass.const_expr(self.groups == 1):
+                return getattr(storage, field).get_tensor(cute.make_layout(C))
+            return cute.make_tensor(ptr(field, Float32, 16), cute.make_layout(C))
+
+        sKV = view("kv", BFloat16, 1024, lay_kv)          # (128, 64, 2) B of phase 4
+        sRC = view("kv", BFloat16, 1024, lay_kv_rc)       # (64, 128, 2) rows, cols
+        sKK = view("kv", BFloat16, 1024, lay_kk)          # (64, 128, 1) K K^T operand
+        sT2 = view("t2", BFloat16, 1024, lay_t2)          # (64, 64, 2) Tw, Tu
         # A / Tm (fp32) over the V tile's bytes (stage 1 of sKV / sRC), V loaded there after phase 3.4;
         # the solve scratch (fp32) in t2's Tu slot, free from phase 2's end (P is in the Tw slot) to 3.4
-        a_ptr = cute.recast_ptr(storage.kv.data_ptr() + A_OFF, dtype=Float32)
+        a_ptr = cute.recast_ptr(ptr("kv", BFloat16, 1024) + A_OFF, dtype=Float32)
         sA = cute.make_tensor(a_ptr, cute.make_layout((C, C), stride=(AS, 1)))
         sA4 = cute.make_tensor(a_ptr, cute.make_layout((C, C // 4, 4), stride=(AS, 4, 1)))   # float4 view
         sA2 = cute.make_tensor(a_ptr, cute.make_layout((C, C // 2, 2), stride=(AS, 2, 1)))   # float2 view
-        x_ptr = cute.recast_ptr(storage.t2.data_ptr() + C * C, dtype=Float32)
+        x_ptr = cute.recast_ptr(ptr("t2", BFloat16, 1024) + C * C, dtype=Float32)
         sX = cute.make_tensor(x_ptr, cute.make_layout((HALF, HALF), stride=(XS, 1)))
-        sG = storage.gc.get_tensor(cute.make_layout(C))
-        sB = storage.be.get_tensor(cute.make_layout(C))
-        sE = storage.ee.get_tensor(cute.make_layout(C))
-        sR = storage.rr.get_tensor(cute.make_layout(C))
+        sG = vec("gc")
+        sB = vec("be")
+        sE = vec("ee")
+        sR = vec("rr")
         # the q tile (K-major, swizzled as the K tile: the A operand of Q K^T with_pqk, else only the
         # norms read it) occupies the Tw/Tu region (the same 16 KB) until phase 2 is done with it; P is
         # staged there next, Tw/Tu written in phase 3.4
-        sQK = storage.t2.get_tensor(lay_kk.outer, swizzle=lay_kk.inner)        # (64, 128, 1)
+        sQK = view("t2", BFloat16, 1024, lay_kk)          # (64, 128, 1)
         sRq = None
         if cutlass.const_expr(self.with_pqk):
-            sRq = storage.rq.get_tensor(cute.make_layout(C))
+            sRq = vec("rq")
         mbar = None
         if cutlass.const_expr(self.aligned):
-            mbar = storage.mbar.data_ptr()
-            if tidx == 0:
-                cute.arch.mbarrier_init(mbar, 1)    # not a ring: one chunk per CTA, one load, one phase
+            mbar = ptr("mbar", cutlass.Int64, 8)
+            if th.tidx == 0:
+                cute.arch.mbarrier_init(mbar, 1)    # not a ring: one load per chunk (workers: phases alternate)
                 cute.arch.mbarrier_init_fence()     # (a ring's publish would sync the CTA here, tiles does)
         return _Smem(storage, sKV, sRC, sKK, sT2, sA, sA4, sA2, sX, sG, sB, sE, sR, sQK, sRq, mbar)
 
@@ -460,7 +552,7 @@ class RecomputeWU:
         coordinates and vectors of the two tiles: thread (tidx // 16, tidx % 16) holds the 8 columns
         8 (tidx % 16) .. +7 of rows tidx // 16 + 16 m, m = 0..3, what it zeroes and its norms read."""
         need_q = Int32(1) if cutlass.const_expr(self.with_pqk) else use_qk_l2norm
-        cute.arch.sync_threads()
+        self.sync(th)
         if th.warp == Warp.LEAD:
             rings.arm(s.mbar, cutlass.select_(need_q != 0, Int32(2 * C * DK * 2), Int32(C * DK * 2)))
             tma.load(tma_kl, tma.gmem_tile(mKl[None, None, ch.hk], (ch.t0, 0), (C, DK)), s.kk[None, None, 0],
@@ -499,7 +591,7 @@ class RecomputeWU:
 
     @cute.jit
     def rows(self, s: _Smem, th: _Thread, ch: _Chunk, tl, q: cute.Tensor, k: cute.Tensor, rq: cute.Tensor,
-             rk: cute.Tensor, use_qk_l2norm: Int32):
+             rk: cute.Tensor, use_qk_l2norm: Int32, phase: Int32):
         """The K tile and the row norms rk, rq.  Aligned (1c): once the tiles have landed, rows >= L
         zeroed, the norms from the thread's own vectors (_row_norms).  Plain (1b): q, k rows by
         element loads (warp w: rows 8w..8w+7, lane: cols lane+32*e); the raw bf16 k values go to
@@ -507,7 +599,7 @@ class RecomputeWU:
         lane, warp, t0, L, hv, hk = th.lane, th.warp, ch.t0, ch.L, ch.hv, ch.hk
         if cutlass.const_expr(self.aligned):
             tLc, tLk, tLq = tl
-            cute.arch.mbarrier_wait(s.mbar, 0)     # not a ring: the tiles' one phase, never released
+            cute.arch.mbarrier_wait(s.mbar, phase)  # not a ring: the tiles' one load (workers: of this chunk)
             if L < C:
                 zero8 = cute.make_rmem_tensor_like(tLk[(None, 0, 0)], BFloat16)
                 zero8.fill(0.0)
@@ -621,7 +713,7 @@ class RecomputeWU:
         if cutlass.const_expr(self.with_pqk):
             # P (bf16, exactly 0 above the diagonal) -> the Tw slot of t2 (free until phase 3.4),
             # once both warpgroups' Q K^T have read the q tile there
-            cute.arch.sync_threads()
+            self.sync(th)
             stsm_g = cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), BFloat16)
             st_g = cute.make_tiled_copy_C(stsm_g, mma_g).get_slice(wtid)
             accQ_cv = st_g.retile(accQ)
@@ -665,7 +757,7 @@ class RecomputeWU:
             jj = lane % BLK
             for ii in cutlass.range_constexpr(BLK):
                 s.a[rb + ii, rb + jj] = xcol[ii]
-        cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=WG)
+        self.wg_sync(th)
 
         # 3.2 32x32 merges, pair p = warpgroup p (blocks 2p, 2p+1), on the tensor cores in one TF32
         #     pass (mma_tf32): warp wl < 2 of the warpgroup owns the 16x8 tile of columns 8 wl ..:
@@ -683,12 +775,12 @@ class RecomputeWU:
             acc_t.fill(0.0)
             mma_tf32.tile_16x8(acc_t, sA, hi, lo, sA, lo, lo + 8 * wl, wl, 2, lane, 2)
             mma_tf32.store_tile_16x8(acc_t, sX, BLK * wg, 8 * wl, lane, False)
-        cute.arch.barrier(barrier_id=Barrier.WG + wg, number_of_threads=WG)
+        self.wg_sync(th)
         if wl < 2:
             acc_t.fill(0.0)
             mma_tf32.tile_16x8(acc_t, sA, hi, hi, sX, BLK * wg, 8 * wl, 0, 2, lane, 2)
             mma_tf32.store_tile_16x8(acc_t, sA, hi, lo + 8 * wl, lane, True)
-        cute.arch.sync_threads()
+        self.sync(th)
 
         # 3.3 64x64 merge: Y = A[32:, :32] Tm[:32, :32] -> scratch;  Tm[32:, :32] = -Tm[32:, 32:] Y -> sA,
         #     on the tensor cores (one TF32 pass): warp w owns the 16x8 tile (rows 16 (w // 4) ..,
@@ -701,23 +793,23 @@ class RecomputeWU:
         acc_t.fill(0.0)
         mma_tf32.tile_16x8(acc_t, sA, HALF + BLK * mi, 0, sA, 0, 8 * nj, nj, 4, lane, 4)
         mma_tf32.store_tile_16x8(acc_t, sX, BLK * mi, 8 * nj, lane, False)
-        cute.arch.sync_threads()
+        self.sync(th)
         acc_t.fill(0.0)
         mma_tf32.tile_16x8(acc_t, sA, HALF + BLK * mi, HALF, sX, 0, 8 * nj, 0, 2 * mi + 2, lane, 4)
         mma_tf32.store_tile_16x8(acc_t, sA, HALF + BLK * mi, 8 * nj, lane, True)
         if cutlass.const_expr(self.with_pqk):
             if warp == Warp.LEAD:
                 cute.arch.cp_async_bulk_wait_group(0, read=True)   # pqk's TMA store has read the Tw slot
-        cute.arch.sync_threads()
+        self.sync(th)
 
     @cute.jit
-    def stage_t(self, s: _Smem, tidx: Int32):
+    def stage_t(self, s: _Smem, th: _Thread):
         """Phase 3.4: Tw = Tm diag(beta exp(gcum) rk), Tu = Tm, ROUNDED TO BF16 (the A operands of
         phase 4; this is the one rounding of Tm, as in FLA) -> swizzled smem, 16-byte stores (the
         pqk build: Tu only, its stage 1 ends with Tu's store)."""
         cp_t = cute.make_tiled_copy_tv(_copy_128b(), cute.make_layout((C, 4), stride=(4, 1)),
                                        cute.make_layout((1, 8)))
-        thr_t = cp_t.get_slice(tidx)
+        thr_t = cp_t.get_slice(th.tidx)
         tTc = thr_t.partition_D(cute.make_identity_tensor((C, C)))
         tTw = thr_t.partition_D(s.t2[None, None, 0])
         tTu = thr_t.partition_D(s.t2[None, None, 1])
@@ -733,7 +825,7 @@ class RecomputeWU:
             cute.copy(cp_t, rTw, tTw)
         cute.copy(cp_t, rTu, tTu)
         cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.sync_threads()
+        self.sync(th)
 
     # ------------------------------------------------------------------ phase 4
     @cute.jit
@@ -788,7 +880,7 @@ class RecomputeWU:
         else:
             tma.store_rows(L, store_warp, tma_u, s.rc, mU[None, None, hv], u, cp_o, thr_s, tSs, tSc,
                            t0, hv, 0, wg, DV)
-        _finish_stores(ready, ch.slot, hv, ready_from, th.tidx, store_warp)
+        _finish_stores(ready, ch.slot, hv, ready_from, th.tidx, store_warp, self.sync, th)
 
 
 @cute.kernel
@@ -822,7 +914,7 @@ def gate_scan(g: cute.Tensor, beta: cute.Tensor, t0: Int32, L: Int32, hv: Int32,
 
 
 @cute.jit
-def _rank_longest_first(cu_seqlens: cute.Tensor, order: cute.Tensor, kv_ptr, tidx: Int32):
+def _rank_longest_first(cu_seqlens: cute.Tensor, order: cute.Tensor, kv_ptr, tidx: Int32, sync, th):
     """order[r] = the sequence of rank r when the N <= ORDER_MAX_SEQS sequences are ordered longest
     first, equal lengths by index (the register-state spine reads it: handoff.longest_first).  Block 0 of
     the plan's first recompute_wu launch, before its own chunk: the lengths go to the kv region
@@ -836,7 +928,7 @@ def _rank_longest_first(cu_seqlens: cute.Tensor, order: cute.Tensor, kv_ptr, tid
         lens = cute.make_tensor(cute.recast_ptr(kv_ptr, dtype=Int32), cute.make_layout(ORDER_MAX_SEQS))
         for s in cutlass.range(tidx, N, NTHREADS, unroll=1):
             lens[s] = cu_seqlens[s + 1] - cu_seqlens[s]
-        cute.arch.sync_threads()
+        sync(th)
         mine = cute.make_rmem_tensor(ORDER_PER_THREAD, Int32)
         ahead = cute.make_rmem_tensor(ORDER_PER_THREAD, Int32)
         for e in cutlass.range_constexpr(ORDER_PER_THREAD):
@@ -853,7 +945,7 @@ def _rank_longest_first(cu_seqlens: cute.Tensor, order: cute.Tensor, kv_ptr, tid
         for e in cutlass.range_constexpr(ORDER_PER_THREAD):
             if tidx + NTHREADS * e < N:
                 order[ahead[e]] = tidx + NTHREADS * e
-        cute.arch.sync_threads()            # the kv region's next bytes: the K tile's TMA load
+        sync(th)                            # the kv region's next bytes: the K tile's TMA load
 
 
 @cute.jit
@@ -954,19 +1046,19 @@ def _load_v(v: cute.Tensor, hv: Int32, t0: Int32, L: Int32, wtid: Int32, sV: cut
 
 
 @cute.jit
-def _finish_stores(ready: cute.Tensor, slot: Int32, hv: Int32, ready_from: Int32, tidx: Int32, store_warp):
+def _finish_stores(ready: cute.Tensor, slot: Int32, hv: Int32, ready_from: Int32, tidx: Int32, store_warp, sync, th):
     """The CTA's last step, after its stores are issued: in the overlap plan's second part
     (slot >= ready_from) publish the (slot, head) the running register-state spine waits for; otherwise
     the storing warp waits until its TMA stores have read their staging tiles, before the CTA's
     shared memory is released."""
     if slot >= ready_from:
-        _publish(ready, slot, hv, tidx, store_warp)
+        _publish(ready, slot, hv, tidx, store_warp, sync, th)
     elif store_warp:
         cute.arch.cp_async_bulk_wait_group(0, read=True)
 
 
 @cute.jit
-def _publish(ready: cute.Tensor, c: Int32, hv: Int32, tidx: Int32, store_warp):
+def _publish(ready: cute.Tensor, c: Int32, hv: Int32, tidx: Int32, store_warp, sync, th):
     """ready[c, hv] = 1 once every store of this CTA (the TMA stores of W, U or Tu, P: complete, not just
     read out of smem; the thread stores of gcum, rq, rk and of a partial chunk's rows) is visible
     at GPU scope: bulk wait, proxy fence, CTA barrier, then one release store.  The spine's loader
@@ -974,11 +1066,28 @@ def _publish(ready: cute.Tensor, c: Int32, hv: Int32, tidx: Int32, store_warp):
     if store_warp:
         cute.arch.cp_async_bulk_wait_group(0, read=False)
         cute.arch.fence_proxy("async.global")
-    cute.arch.sync_threads()
+    sync(th)
     if tidx == 0:
         cute.arch.fence_acq_rel_gpu()
         cute.arch.store(ready.iterator + cute.crd2idx((c, hv), ready.layout), Int32(1),
                         sem="release", scope="gpu")
+
+
+@cute.kernel
+def recompute_wu_workers_kernel(
+    q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
+    cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
+    gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor, pqk: cute.Tensor, tu: cute.Tensor,
+    tma_p: cute.CopyAtom, mP: cute.Tensor, tma_t: cute.CopyAtom, mT: cute.Tensor,
+    tma_kl: cute.CopyAtom, mKl: cute.Tensor, tma_ql: cute.CopyAtom, mQl: cute.Tensor, ready: cute.Tensor,
+    order: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32, items: Int32,
+    div_hv: cute.FastDivmodDivisorV2, div_group: cute.FastDivmodDivisorV2,
+):
+    """The workers build's entry: RecomputeWU(True, True, WORKER_GROUPS).workers is the body."""
+    RecomputeWU(True, True, WORKER_GROUPS).workers(
+        q, k, v, g, beta, cu_seqlens, state_indices, gcum, rq, rk, beta32, pqk, tu,
+        tma_p, mP, tma_t, mT, tma_kl, mKl, tma_ql, mQl, ready, order,
+        scale, use_qk_l2norm, use_state_indices, items, div_hv, div_group)
 
 
 # --------------------------------------------------------------------------- launch
@@ -1025,10 +1134,7 @@ def _make_launch(with_pqk: bool):
             one_kk = cute.slice_(_smem_layouts()[2], (None, None, 0))
             tma_kl, mKl = cpasync.make_tiled_tma_atom(load, tma.view(k, [0, 2, 1]), one_kk, (C, DK))
             tma_ql, mQl = cpasync.make_tiled_tma_atom(load, tma.view(q, [0, 2, 1]), one_kk, (C, DK))
-        # every slot of the launch publishes (ready_from <= slot_begin): the overlap plan's second
-        # part, beside the spine, at OVERLAP_CTAS_PER_SM (a runtime value of the one build)
-        smem = cutlass.select_(ready_from <= slot_begin, Int32(launch_smem_bytes(with_pqk, True, aligned)),
-                               Int32(launch_smem_bytes(with_pqk, False, aligned)))
+        smem = _smem_bytes(with_pqk, aligned)
         recompute_wu_kernel(
             q, k, v, g, beta, cu_seqlens, state_indices,
             gcum, rq, rk, beta32, w, u, pqk, tu, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT, tma_kl, mKl, tma_ql, mQl,
@@ -1042,11 +1148,46 @@ def _make_launch(with_pqk: bool):
     return recompute_wu
 
 
-def launch_for(beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False):
-    return _make_launch(with_pqk)
+@cute.jit
+def recompute_wu_workers(
+    q: cute.Tensor, k: cute.Tensor, v: cute.Tensor, g: cute.Tensor, beta: cute.Tensor,
+    cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
+    gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor,
+    pqk: cute.Tensor, tu: cute.Tensor, ready: cute.Tensor, order: cute.Tensor, scale: Float32,
+    use_qk_l2norm: Int32, use_state_indices: Int32, slot_end: Int32, wu_ctas: Int32,
+    stream: cuda.CUstream,
+):
+    """The overlap plan's stage 1: wu_ctas CTAs (one per SM, the SMs the spine leaves) of
+    WORKER_GROUPS chunk workers run every (slot, head) of slots [0, slot_end) and publish each in
+    `ready` (the fused plans' outputs: Tu, pqk, gcum, rq, rk, beta32).  Parameter names: gdn_problem_t
+    fields."""
+    Hv = v.shape[1]
+    assert _aligned16(q) and _aligned16(k) and _aligned16(v), "the workers build is written for the aligned loads"
+    _, _, _, lay_t2 = _smem_layouts()
+    store = cpasync.CopyBulkTensorTileS2GOp()
+    tma_p, mP = cpasync.make_tiled_tma_atom(store, tma.view(pqk, [0, 2, 1]), cute.slice_(lay_t2, (None, None, 0)), (C, C))
+    tma_t, mT = cpasync.make_tiled_tma_atom(store, tma.view(tu, [0, 2, 1]), cute.slice_(lay_t2, (None, None, 1)), (C, C))
+    load = cpasync.CopyBulkTensorTileG2SOp()
+    one_kk = cute.slice_(_smem_layouts()[2], (None, None, 0))
+    tma_kl, mKl = cpasync.make_tiled_tma_atom(load, tma.view(k, [0, 2, 1]), one_kk, (C, DK))
+    tma_ql, mQl = cpasync.make_tiled_tma_atom(load, tma.view(q, [0, 2, 1]), one_kk, (C, DK))
+    recompute_wu_workers_kernel(
+        q, k, v, g, beta, cu_seqlens, state_indices, gcum, rq, rk, beta32, pqk, tu,
+        tma_p, mP, tma_t, mT, tma_kl, mKl, tma_ql, mQl, ready, order,
+        scale, use_qk_l2norm, use_state_indices, slot_end * Hv,
+        cute.fast_divmod_create_divisor_v2(Hv), cute.fast_divmod_create_divisor_v2(Hv // k.shape[1]),
+    ).launch(grid=grids.grid_recompute_wu_workers(wu_ctas), block=[WORKER_GROUPS * NTHREADS, 1, 1], stream=stream,
+             smem=WORKER_GROUPS * _smem_bytes(True, True), min_blocks_per_mp=1, preferred_smem_carveout=100,
+             use_pdl=pdl.USE_PDL)
 
 
-THREADS = NTHREADS
+def launch_for(beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False, workers: bool = False):
+    return recompute_wu_workers if workers else _make_launch(with_pqk)
+
+
+def THREADS(beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False, workers: bool = False) -> int:  # noqa: N802
+    return NTHREADS * (WORKER_GROUPS if workers else 1)
+
 
 VARIANTS: dict[str, dict] = {
     "recompute_wu_bf16_betaf32": {"beta_dtype": Float32},
@@ -1057,11 +1198,28 @@ VARIANTS: dict[str, dict] = {
     # ... that also write the in-chunk attention P for the register-state spine + output (spine_rs_o)
     "recompute_wu_bf16_betaf32_a16_pqk": {"beta_dtype": Float32, "aligned": True, "with_pqk": True},
     "recompute_wu_bf16_betabf16_a16_pqk": {"beta_dtype": BFloat16, "aligned": True, "with_pqk": True},
+    # ... as the overlap plan's chunk workers beside the spine (recompute_wu_workers)
+    "recompute_wu_bf16_betaf32_a16_pqk_workers": {"beta_dtype": Float32, "aligned": True, "with_pqk": True,
+                                                  "workers": True},
+    "recompute_wu_bf16_betabf16_a16_pqk_workers": {"beta_dtype": BFloat16, "aligned": True, "with_pqk": True,
+                                                   "workers": True},
 }
 
 
-def fake_args(dims: fake.Dims, beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False) -> list:
+def fake_args(dims: fake.Dims, beta_dtype=Float32, aligned: bool = False, with_pqk: bool = False,
+              workers: bool = False) -> list:
     qkv = {"stride_div": 8, "align": 16} if aligned else {}
+    if workers:
+        return [
+            fake.qk(dims, **qkv), fake.qk(dims, **qkv), fake.tv(dims, **qkv),    # q, k, v
+            fake.th(dims, Float32), fake.th(dims, beta_dtype),                   # g, beta
+            fake.cu_seqlens(dims), fake.state_indices(dims),
+            fake.ws_th(dims), fake.ws_th(dims), fake.ws_th(dims), fake.ws_th(dims),   # gcum, rq, rk, beta32
+            fake.ws_tvd(dims, C), fake.ws_tvd(dims, C),                          # pqk, tu
+            fake.ws_ready(dims), fake.ws_order(dims),                            # ready, order
+            fake.f32(1.0), fake.i32(1), fake.i32(0),                             # scale, use_qk_l2norm, use_state_indices
+            fake.i32(1), fake.i32(1),                                            # slot_end, wu_ctas
+        ]
     return [
         fake.qk(dims, **qkv),             # q
         fake.qk(dims, **qkv),             # k

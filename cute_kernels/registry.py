@@ -66,6 +66,7 @@ _SIZES = ("sdt", "spine", "layout", "warpgroups", "rs_build")
 TABLES: dict[str, tuple[tuple[str, ...], str]] = {
     "wu": (("beta", "aligned"), "stage 1 (recompute_wu: W, U) of the unfused plan"),
     "wu_pqk": (("beta",), "stage 1 of the fused plans (recompute_wu: Tu, pqk, beta32; aligned only)"),
+    "wu_workers": (("beta",), "the overlap plan's stage 1 (recompute_wu_workers: the same outputs, published)"),
     "fwd_o": (("aligned",), "stage 3 (fwd_o) of the unfused plan"),
     "spine": (("sdt", "spine", "layout", "warpgroups"), "the unfused plan's spine (h, vnew)"),
     "spine_o": (("sdt", "layout", "rs_build"), "the serial and overlap plans' register-state spine + output (spine_rs_o)"),
@@ -88,7 +89,7 @@ def launch_entries(module: str, kwargs: dict[str, str]) -> list[tuple[str, dict[
         if kw.get("with_pqk") == "True":
             if aligned != "a16":
                 raise ValueError(f"recompute_wu {kwargs}: the fused plans' stage 1 is built aligned only")
-            return [("wu_pqk", {"beta": beta})]
+            return [("wu_workers" if kw.get("workers") == "True" else "wu_pqk", {"beta": beta})]
         return [("wu", {"beta": beta, "aligned": aligned})]
     if module == "fwd_o":
         return [("fwd_o", {"aligned": aligned})]

@@ -332,7 +332,7 @@ class SpineRS:
     ):
         """The kernel's body (spine_rs_kernel, the entry, calls it): the block's work, the shared
         memory and its barriers, then each warp's role."""
-        pdl.enter()
+        handoff.enter(ready, ready_from)
         tidx, _, _ = cute.arch.thread_idx()
         bx, _, _ = cute.arch.block_idx()
         # grids.grid_spine_rs: solo / pair: vb fastest, then hv, then the sequence (pair: a cluster),

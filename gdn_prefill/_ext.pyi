@@ -47,7 +47,7 @@ class Plan(TypedDict):
     chunk_slots: int
     overlap: str
     """"runs: ..." (stage 1 split around the spine: recompute_wu launches twice) or why the serial plan runs"""
-    overlap_split: int | None
+    overlap_wu_ctas: int | None
     """the first chunk slot of stage 1's second part, or None"""
     checkpoints: str | None
     """the checkpoint interval and table width, or None without checkpoints"""

@@ -134,8 +134,7 @@ def _side_stream(v: Tensor, segment_pass: SegmentPass):
     """The stream that runs pass A beside pass B, or None to run them one after the other.  One
     sequence's spine fills 2 Hv CTAs (64 of an H200's 132 SMs at Hv = 32), so the two passes'
     spines fit side by side.  Not for the oracle's pass, and not where the process opted in to
-    the overlap plan (GDN_PREFILL_OVERLAP=1: its spine waits for a kernel of its own call's side
-    stream and is documented for a process that calls prefill from one stream)."""
+    the overlap plan (GDN_PREFILL_OVERLAP=1: its workers take the SMs the other pass would use)."""
     if segment_pass is not prefill_pass or not v.is_cuda:
         return None
     import torch

@@ -8,7 +8,7 @@ Integer arithmetic is written with + and // so it works on Python ints and on
 the DSL's dynamic integers alike.
 
 The planning rules have one home, in C: the extension's one planning call, pyx/gdn_prefill/plan.pxi
-_plan_call (docs/PLANNER.md; hooks: _ext._spine_rs_build, _overlap_split_rule, ...).  This module
+_plan_call (docs/PLANNER.md; hooks: _ext._spine_rs_build, _overlap_rule, ...).  This module
 keeps gdn_abi.h's constants, the grid and slot functions, and dual_lead_solo (for reports); the
 planner's nogil copies of the functions it needs are generated from them (c_formulas_pxi, run by
 setup.py at build time: each C copy is its function evaluated on symbols, never written twice).
@@ -97,9 +97,15 @@ def grid_recompute_wu(T, N, Hv):
 
 
 def grid_recompute_wu_slots(slot_begin, slot_end, Hv):
-    """The grid of one recompute_wu launch over chunk slots [slot_begin, slot_end): the serial plan
-    launches them all (grid_recompute_wu), the overlap plan two ranges."""
+    """The grid of one recompute_wu launch over chunk slots [slot_begin, slot_end): every plan
+    launches them all (grid_recompute_wu)."""
     return ((slot_end - slot_begin) * Hv, 1, 1)
+
+
+def grid_recompute_wu_workers(wu_ctas):
+    """The overlap plan's stage 1 (recompute_wu_workers): wu_ctas CTAs, one per SM the spine leaves,
+    each running chunk workers over the (slot, head) items (cute_kernels/recompute_wu.py)."""
+    return (wu_ctas, 1, 1)
 
 
 def grid_spine_scalar(T, N, Hv):

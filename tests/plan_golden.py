@@ -75,7 +75,7 @@ def _hooks(_ext):
                         "rs_build_opt_in": _ext._spine_rs_build(T, n, hv, sms, True),
                         "rs_build_opt_out": _ext._spine_rs_build(T, n, hv, sms, False),
                         "wgmma_warpgroups": _ext._spine_wgmma_warpgroups(n, hv),
-                        "overlap_split": _ext._overlap_split_rule(T, n, hv, sms),
+                        "overlap_wu_ctas": _ext._overlap_rule(T, n, hv, sms),
                         "overlap_fits": _ext._overlap_fits_rule(n, hv, sms),
                         "single": _ext._single_plan_rule(T, n, hv, T // n if T % n == 0 else 0, sms),
                         "model_ns": list(_ext._model_ns(T, n, hv, -(-T // 64), 4, sms)),

@@ -34,10 +34,10 @@ PLANS = {
     "scalar": ("scalar", None),
     "wgmma": ("wgmma", None),
     "wgmma-4k": ("wgmma", dict(stages=("recompute_wu", "spine", "fwd_o"), fused=0)),
-    "rs-solo": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=0, rs_build=0)),
-    "rs-pair": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=0, rs_build=1)),
-    "rs-dual": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=0, rs_build=2)),
-    "rs-overlap": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_split=4)),
+    "rs-solo": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_wu_ctas=0, rs_build=0)),
+    "rs-pair": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_wu_ctas=0, rs_build=1)),
+    "rs-dual": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_wu_ctas=0, rs_build=2)),
+    "rs-overlap": ("wgmma", dict(stages=("recompute_wu", "spine"), fused=1, overlap_wu_ctas=4)),
     # the segmented plan with segments of 6 chunks (a multiple of every checkpoint interval the
     # tests use: 1, 2 and 3 chunks)
     "rs-seg6": ("wgmma", dict(stages=("recompute_wu", "maps", "compose", "spine"), seg_chunks=6)),
@@ -337,7 +337,7 @@ def test_cuda_graph_replay_with_new_values(spine, case):
     kw = dict(cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"], spine=spine, workspace=ws)
     if case.startswith("overlap") and spine == "wgmma":
         # where the opt-in overlap plan would run, the default plan is serial: nothing on a side stream
-        assert gdn_prefill.explain(*args, **kw)["overlap_split"] is None
+        assert gdn_prefill.explain(*args, **kw)["overlap_wu_ctas"] is None
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -444,15 +444,15 @@ _BUILD_FORMS = {
 }
 
 
-@pytest.mark.parametrize("T_list, overlap_split", [
+@pytest.mark.parametrize("T_list, overlap_wu_ctas", [
     ([(53 * i) % 257 for i in range(300)], 0),                     # serial plan, ties and empty sequences
     ([(53 * i) % 257 for i in range(grids.ORDER_MAX_SEQS)], 0),    # exactly the cap
-    ([700, 64, 0, 1300, 64, 5, 2100, 130, 700, 1], 1),             # overlap plan (few sequences, Hv = 2)
+    ([700, 64, 0, 1300, 64, 5, 2100, 130, 700, 1], 3),             # overlap plan (few sequences, Hv = 2)
 ])
-def test_fused_plan_orders_sequences_longest_first(T_list, overlap_split):
+def test_fused_plan_orders_sequences_longest_first(T_list, overlap_wu_ctas):
     """Stage 1's first CTA writes the workspace's `order`: the sequences longest first, equal lengths
     by index (recompute_wu._rank_longest_first), which the register-state spine's grid follows; in the
-    overlap plan too (its first part starts at slot 0).  Read back after a call."""
+    overlap plan too (its workers' first worker, before item 0).  Read back after a call."""
     from gdn_prefill import _ext
     Hk, Hv = 1, 2
     inp = ref.make_inputs(T_list, Hk, Hv, seed=5, device="cuda", state="dense", l2norm_inputs=True)
@@ -461,7 +461,7 @@ def test_fused_plan_orders_sequences_longest_first(T_list, overlap_split):
     out = torch.empty_like(inp["v"])
     _ext._launch_stages(("recompute_wu", "spine"), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out,
                         inp["state"].clone(), cu_seqlens=inp["cu_seqlens"], spine="wgmma", workspace=ws, fused=1,
-                        overlap_split=overlap_split)
+                        overlap_wu_ctas=overlap_wu_ctas)
     torch.cuda.synchronize()
     off, shape, _ = gdn_prefill.workspace_layout(T, N, Hv)["order"]
     got = ws[off:off + 4 * N].view(torch.int32).tolist()
@@ -488,7 +488,7 @@ def test_register_state_spine_builds_agree_bit_for_bit(form):
         _ext._launch_stages(("recompute_wu", "spine"), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out,
                             state, cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"],
                             state_layout=inp["state_layout"], spine="wgmma", workspace=ws, fused=1,
-                            overlap_split=0, rs_build=rs_build)
+                            overlap_wu_ctas=0, rs_build=rs_build)
         results.append((out, state))
     torch.cuda.synchronize()
     for out, state in results[1:]:

@@ -28,8 +28,8 @@ for spine in [s for s in ("scalar", "wgmma") if any(v.startswith("spine_" + s) f
                                 inp["g"], inp["beta"], out, st, cu_seqlens=inp["cu_seqlens"],
                                 state_indices=inp["state_indices"], spine=spine, workspace=ws, fused=0)
 # where the overlap plan would run (2 sequences, 35 chunk slots): the default serial plan, then the
-# opt-in overlap plan forced through the stage hook (stage 1 split around the pair build, ready
-# flags); a 33-chunk sequence reuses every ring slot, so racecheck sees each hand-over of a slot back
+# opt-in overlap plan forced through the stage hook (stage 1's workers build beside the pair build,
+# ready flags); a 33-chunk sequence reuses every ring slot, so racecheck sees each hand-over of a slot back
 # to its loader; then serially the solo, pair and dual builds and the unfused plan (both
 # spine_wgmma builds)
 inp = ref.make_inputs([2100, 70], 2, 4, seed=6, device="cuda", state="dense", l2norm_inputs=True)
@@ -41,10 +41,10 @@ if "spine_rs_o_kv" in gdn_prefill.compiled_variants():
     gdn_prefill.prefill(*args, cu_seqlens=inp["cu_seqlens"])
     ws = torch.empty(gdn_prefill.workspace_bytes(inp["q"].shape[0], 2, 4), dtype=torch.uint8, device="cuda")
     _ext._launch_stages(("recompute_wu", "spine"), *args, cu_seqlens=inp["cu_seqlens"], spine="wgmma",
-                        workspace=ws, fused=1, overlap_split=4)
+                        workspace=ws, fused=1, overlap_wu_ctas=4)
     for rs_build in (0, 1, 2):   # solo, pair, dual
         _ext._launch_stages(("recompute_wu", "spine"), *args, cu_seqlens=inp["cu_seqlens"], spine="wgmma",
-                            workspace=ws, fused=1, overlap_split=0, rs_build=rs_build)
+                            workspace=ws, fused=1, overlap_wu_ctas=0, rs_build=rs_build)
     for wg in (1, 2):   # the unfused plan's latency and throughput spine builds
         _ext._launch_stages(("recompute_wu", "spine", "fwd_o"), *args, cu_seqlens=inp["cu_seqlens"], spine="wgmma",
                             workspace=ws, fused=0, warpgroups=wg)

@@ -1,8 +1,9 @@
-"""The overlap plan's rule (CPU): when stage 1 is split around the register-state spine, and what explain() says.
+"""The overlap plan's rule (CPU): when stage 1's workers build runs beside the register-state spine,
+on how many CTAs, and what explain() says.
 
-The launcher's C rule (its one home, called through _ext._overlap_split_rule) against the rule
-as gdn_abi.h states it, on a grid and at the edges of the deadlock guard (the spine's CTAs may
-hold at most half of the SMs) and of GDN_OVERLAP_MIN_SLOTS.  tests/test_gpu_overlap.py runs the plan itself.
+The launcher's C rule (its one home, called through _ext._overlap_rule) against the rule as
+gdn_abi.h states it, on a grid and at the edges of its balance (the spine's CTAs may hold at most
+half of the SMs) and of GDN_OVERLAP_MIN_SLOTS.  tests/test_gpu_overlap.py runs the plan itself.
 """
 from __future__ import annotations
 
@@ -18,27 +19,27 @@ import gdn_prefill
 from gdn_prefill import _abi, _ext, grids
 
 MIN = _abi.CONSTANTS["GDN_OVERLAP_MIN_SLOTS"]
-SLOTS = _abi.CONSTANTS["GDN_OVERLAP_SPLIT_SLOTS"]
 
 
 def test_rule_as_the_header_states_it():
     Ts = [1, 64 * (MIN - 2), 64 * (MIN - 1), 64 * MIN, 1000, 8192, 65536]
     for T, N, Hv, sms in itertools.product(Ts, [1, 2, 3], [4, 16, 32, 33, 64], [16, 114, 128, 132]):
         fits = 2 * N * Hv * 2 <= sms
-        want = min(grids.chunk_slots(T, N), SLOTS) if fits and grids.chunk_slots(T, N) >= MIN else None
-        assert _ext._overlap_split_rule(T, N, Hv, sms) == want, (T, N, Hv, sms)
+        want = sms - N * Hv * 2 if fits and grids.chunk_slots(T, N) >= MIN else None
+        assert _ext._overlap_rule(T, N, Hv, sms) == want, (T, N, Hv, sms)
         assert _ext._overlap_fits_rule(N, Hv, sms) == fits
 
 
 def test_rule_edges():
     # one sequence of 64 (MIN - 1) tokens: MIN slots (the slot count includes one per sequence)
-    assert _ext._overlap_split_rule(64 * (MIN - 1), 1, 4, 132) == min(MIN, SLOTS)
-    assert _ext._overlap_split_rule(64 * (MIN - 2), 1, 4, 132) is None
-    # the deadlock guard: N * Hv * 2 spine CTAs <= SMs / 2
-    assert _ext._overlap_split_rule(8192, 1, 33, 132) == SLOTS     # 66 CTAs
-    assert _ext._overlap_split_rule(8192, 1, 34, 132) is None                                     # 68 CTAs
-    assert _ext._overlap_split_rule(8192, 1, 32, 114) is None      # an H100 PCIe: 64 CTAs > 57
-    assert _ext._overlap_split_rule(8192, 2, 32, 132) is None
+    assert _ext._overlap_rule(64 * (MIN - 1), 1, 4, 132) == 132 - 8
+    assert _ext._overlap_rule(64 * (MIN - 2), 1, 4, 132) is None
+    # the balance: N * Hv * 2 spine CTAs <= SMs / 2; the workers take the other SMs
+    assert _ext._overlap_rule(8192, 1, 32, 132) == 68
+    assert _ext._overlap_rule(8192, 1, 33, 132) == 66     # 66 spine CTAs
+    assert _ext._overlap_rule(8192, 1, 34, 132) is None   # 68 CTAs
+    assert _ext._overlap_rule(8192, 1, 32, 114) is None   # an H100 PCIe: 64 CTAs > 57
+    assert _ext._overlap_rule(8192, 2, 32, 132) is None
 
 
 def _meta_problem(lens, hk, hv):
@@ -57,18 +58,18 @@ def test_explain_reports_the_overlap():
     args, kw = _meta_problem([8192], 16, 32)
     p = gdn_prefill.explain(*args, **kw)
     assert p["fused_output"] == "runs"
-    # the rule would split here, but the plan is opt-in (GDN_PREFILL_OVERLAP=1): explain says why not
-    assert p["overlap_split"] is None and p["overlap"] == _ext.OVERLAP_OFF
-    assert "hang" in p["overlap"] and "GDN_PREFILL_OVERLAP=1" in p["overlap"]
+    # the rule would apply here, but the plan is opt-in (GDN_PREFILL_OVERLAP=1): explain says why not
+    assert p["overlap_wu_ctas"] is None and p["overlap"] == _ext.OVERLAP_OFF
+    assert "GDN_PREFILL_OVERLAP=1" in p["overlap"]
     args, kw = _meta_problem([4096] * 8, 16, 32)
     p = gdn_prefill.explain(*args, **kw)
-    assert p["overlap_split"] is None and "512 CTAs" in p["overlap"], p["overlap"]
+    assert p["overlap_wu_ctas"] is None and "512 CTAs" in p["overlap"], p["overlap"]
     args, kw = _meta_problem([64], 16, 32)
     p = gdn_prefill.explain(*args, **kw)
-    assert p["overlap_split"] is None and "chunk slots" in p["overlap"], p["overlap"]
+    assert p["overlap_wu_ctas"] is None and "chunk slots" in p["overlap"], p["overlap"]
     args, kw = _meta_problem([8192], 16, 32)
     p = gdn_prefill.explain(*args, spine="scalar", **kw)
-    assert p["overlap_split"] is None and "fused-output" in p["overlap"], p["overlap"]
+    assert p["overlap_wu_ctas"] is None and "fused-output" in p["overlap"], p["overlap"]
 
 
 def test_workspace_has_one_ready_flag_per_slot_and_head():
@@ -83,7 +84,7 @@ def test_workspace_has_one_ready_flag_per_slot_and_head():
 @pytest.mark.parametrize("env, want", [
     (None, "None | " + _ext.OVERLAP_OFF),
     ("0", "None | " + _ext.OVERLAP_OFF),
-    ("1", f"{SLOTS} | runs: recompute_wu's chunk slots [0, {SLOTS})"),
+    ("1", "68 | runs: recompute_wu_workers on 68 CTAs"),
 ])
 def test_overlap_is_opt_in(tmp_path, env, want):
     """The overlap plan runs only with GDN_PREFILL_OVERLAP=1 (read at import); otherwise the serial
@@ -94,7 +95,9 @@ def test_overlap_is_opt_in(tmp_path, env, want):
             "v = torch.empty(8192, 32, 128, dtype=torch.bfloat16, **m); g = torch.empty(8192, 32, **m); "
             "cu = torch.tensor([0, 8192], dtype=torch.int32).to('meta'); "
             "p = gdn_prefill.explain(q, q, v, g, g, v, cu_seqlens=cu, check_device=False); "
-            "print(p['overlap_split'], '|', p['overlap'])")
+            "assert p['plan']['name'] == ('overlap' if p['overlap_wu_ctas'] else 'serial'); "
+            "assert p['kernels'][0]['name'].endswith('_workers') == bool(p['overlap_wu_ctas']); "
+            "print(p['overlap_wu_ctas'], '|', p['overlap'])")
     environ = {k: v for k, v in os.environ.items() if k != "GDN_PREFILL_OVERLAP"}
     if env is not None:
         environ["GDN_PREFILL_OVERLAP"] = env
@@ -104,12 +107,12 @@ def test_overlap_is_opt_in(tmp_path, env, want):
     assert run.stdout.strip().startswith(want), run.stdout
 
 
-def test_chain_rate_beside_part2(repo_script):
-    """Measured 1x8K medians of two stage-1 builds: main's second part ended at 194.9 us, the spine (from 13.7) at 214.4;
-    the new build's at 175.7, the spine (from 12.5) at 217.7: 1.60 and 1.69 us per chunk beside it;
-    a spine that ends with part 2 waited for it (no rate)."""
+def test_chain_rate_beside_the_workers(repo_script):
+    """Measured 1x8K medians of the earlier split plan's two stage-1 builds: the part beside the spine
+    ended at 194.9 us, the spine (from 13.7) at 214.4; the other's at 175.7, the spine (from 12.5) at
+    217.7: 1.60 and 1.69 us per chunk beside it; a spine that ends with stage 1 waited for it (no rate)."""
     rate = repo_script("tools/overlap_parts.py").chain_rate_beside
-    main = rate(dict(spine_start=13.7, p2_end=194.9, spine_end=214.4), 128, 1.34)
-    new = rate(dict(spine_start=12.5, p2_end=175.7, spine_end=217.7), 128, 1.34)
+    main = rate(dict(spine_start=13.7, wu_end=194.9, spine_end=214.4), 128, 1.34)
+    new = rate(dict(spine_start=12.5, wu_end=175.7, spine_end=217.7), 128, 1.34)
     assert round(main, 2) == 1.60 and round(new, 2) == 1.69
-    assert rate(dict(spine_start=10.8, p2_end=219.6, spine_end=220.5), 128, 1.34) is None
+    assert rate(dict(spine_start=10.8, wu_end=219.6, spine_end=220.5), 128, 1.34) is None

@@ -134,7 +134,7 @@ def test_launcher_rule_matches_plan():
 
 def test_build_rule_as_the_header_states_it():
     """The launcher's build rule (_rs_build, its one home, through _ext._spine_rs_build) on a grid
-    of T, N, Hv and SM counts: the pair exactly where the overlap plan runs (opt-in: the rule splits and
+    of T, N, Hv and SM counts: the pair exactly where the overlap plan runs (opt-in: the rule applies and
     GDN_PREFILL_OVERLAP=1), else the dual where its waves (N * Hv
     CTAs) at GDN_RS_DUAL_WAVE_NS cost less than the solo build's (2 N * Hv CTAs) at
     GDN_RS_SOLO_WAVE_NS, else solo."""
@@ -145,10 +145,10 @@ def test_build_rule_as_the_header_states_it():
                 for Hv in (1, 2, 4, 8, 16, 32, 64):
                     dual = -(-N * Hv // sms) * _abi.CONSTANTS["GDN_RS_DUAL_WAVE_NS"] < \
                         -(-2 * N * Hv // sms) * _abi.CONSTANTS["GDN_RS_SOLO_WAVE_NS"]
-                    want = ("pair" if opt_in and _ext._overlap_split_rule(T, N, Hv, sms) is not None
+                    want = ("pair" if opt_in and _ext._overlap_rule(T, N, Hv, sms) is not None
                             else "dual" if dual else "solo")
                     assert _ext._spine_rs_build(T, N, Hv, sms) == want, (T, N, Hv, sms)
-                    forced = ("pair" if _ext._overlap_split_rule(T, N, Hv, sms) is not None
+                    forced = ("pair" if _ext._overlap_rule(T, N, Hv, sms) is not None
                               else "dual" if dual else "solo")
                     assert _ext._spine_rs_build(T, N, Hv, sms, overlap=True) == forced, (T, N, Hv, sms)
 

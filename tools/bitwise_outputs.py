@@ -48,7 +48,7 @@ def _run(inp, kw, rs_build=None):
         N = inp["cu_seqlens"].numel() - 1
         ws = torch.empty(gdn_prefill.workspace_bytes(T, N, Hv), dtype=torch.uint8, device="cuda")
         _ext._launch_stages(("recompute_wu", "spine"), *args, spine="wgmma", workspace=ws, fused=1,
-                            overlap_split=0, rs_build=RS_BUILDS.index(rs_build), **common)
+                            overlap_wu_ctas=0, rs_build=RS_BUILDS.index(rs_build), **common)
     torch.cuda.synchronize()
     return out.cpu(), state.cpu()
 

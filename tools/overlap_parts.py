@@ -1,18 +1,18 @@
 """Where the overlap plan's time goes, replay by replay (torch.profiler's CUDA kernel records).
 
-    python tools/overlap_parts.py [BxT ...] [--reps 60] [--pct PCT]     (default 1x8192 1x65536)
+    python tools/overlap_parts.py [BxT ...] [--reps 60] [--ctas N]     (default 1x8192 1x65536)
 
-For each shape: the prefill's fused plan as the launcher runs it (stage 1's first part, then
-the spine on its side stream beside stage 1's second part), three input sets captured as CUDA
-graphs and replayed round-robin after bench.WARM_S of warm replays (the harness's sustained
-clock), then `--reps` replays under the profiler.  Per replay, from the kernel records, µs from
-the replay's first kernel start: part 1's end, the spine's start and end, part 2's start and
-end, and the span.  Prints percentiles and the fast and slow halves' means, so one can read
-which launch ends a replay: spine end - part 2 end near the chain's last chunk (~1 µs) means
-stage 1's second part bounds the call; much more means the spine's chain does.  In that case it
-also prints the chain's rate while part 2 ran beside it (chain_rate_beside: the chunks left at part
-2's end ran alone at --alone-us each, 1.34 µs measured; two builds of stage 1 read 1.60 and 1.69 µs
-per chunk beside them this way).
+For each shape: the prefill's fused plan as the overlap plan (stage 1's workers build, then the
+spine as its programmatic dependent, beside it), three input sets captured as CUDA graphs and
+replayed round-robin after bench.WARM_S of warm replays (the harness's sustained clock), then
+`--reps` replays under the profiler.  Per replay, from the kernel records, µs from the replay's
+first kernel start: the workers' start and end, the spine's start and end, and the span.  Prints
+percentiles and the fast and slow halves' means, so one can read which launch ends a replay: spine
+end - workers end near the chain's last chunk (~1 µs) means stage 1 bounds the call; much more
+means the spine's chain does.  In that case it also prints the chain's rate while the workers ran
+beside it (chain_rate_beside: the chunks left at the workers' end ran alone at --alone-us each,
+1.34 µs measured; two builds of the earlier split plan's stage 1 read 1.60 and 1.69 µs per chunk
+beside them this way).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import argparse
 import statistics
 
 
-def _profile(shape: str, reps: int, pct: int | None) -> dict:
+def _profile(shape: str, reps: int, ctas: int | None) -> dict:
     import torch
 
     import gdn_prefill
@@ -32,57 +32,53 @@ def _profile(shape: str, reps: int, pct: int | None) -> dict:
     outs = [torch.empty_like(x["v"]) for x in sets]
     ws = torch.empty(gdn_prefill.workspace_bytes(b * t, b, 32), dtype=torch.uint8, device="cuda")
     cb = grids.chunk_slots(b * t, b)
-    split = None if pct is None else cb * pct // 100
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    wu_ctas = ctas if ctas is not None else (_ext._overlap_rule(b * t, b, 32, sms) or sms - 2 * b * 32)
 
     def call(i):
         x = sets[i]
-        if split is None:        # the launcher's own plan and split
-            gdn_prefill.prefill(x["q"], x["k"], x["v"], x["g"], x["beta"], outs[i], x["state"],
-                                cu_seqlens=x["cu_seqlens"], spine="wgmma", workspace=ws)
-        else:
-            _ext._launch_stages(("recompute_wu", "spine"), x["q"], x["k"], x["v"], x["g"], x["beta"], outs[i],
-                                x["state"], cu_seqlens=x["cu_seqlens"], spine="wgmma", workspace=ws, fused=1,
-                                overlap_split=split, rs_build=-1)
+        _ext._launch_stages(("recompute_wu", "spine"), x["q"], x["k"], x["v"], x["g"], x["beta"], outs[i],
+                            x["state"], cu_seqlens=x["cu_seqlens"], spine="wgmma", workspace=ws, fused=1,
+                            overlap_wu_ctas=wu_ctas, rs_build=-1)
     kern = [k for k in bench.profiled_replays(call, 3, reps)
             if "recompute" in k[2] or "spine" in k[2] or "memset" in k[2].lower()]
-    # a replay starts with the memset of its ready flags; then part 1, the spine (side stream) and
-    # part 2 in launch order: part 1 is the replay's first recompute_wu launch, part 2 its second
+    # a replay starts with the memset of its ready flags; then the workers and the spine
     starts = [i for i, k in enumerate(kern) if "memset" in k[2].lower()]
     rows = []
     for a, b in zip(starts, starts[1:] + [len(kern)]):
         rep = kern[a:b]
         wus = [k for k in rep if "recompute" in k[2]]
         sp = [k for k in rep if "spine" in k[2]]
-        if len(wus) != 2 or len(sp) != 1:
+        if len(wus) != 1 or len(sp) != 1:
             continue
         t0 = rep[0][0]
-        p1, p2, s = wus[0], wus[1], sp[0]
-        rows.append(dict(p1_end=p1[1] - t0, spine_start=s[0] - t0, p2_start=p2[0] - t0, p2_end=p2[1] - t0,
-                         spine_end=s[1] - t0, span=max(s[1], p2[1]) - t0, tail=s[1] - p2[1]))
-    return dict(shape=shape, split=split, chunk_slots=cb, kernels=len(kern), replays=len(rows), rows=rows,
+        w, s = wus[0], sp[0]
+        rows.append(dict(wu_start=w[0] - t0, wu_end=w[1] - t0, spine_start=s[0] - t0,
+                         spine_end=s[1] - t0, span=max(s[1], w[1]) - t0, tail=s[1] - w[1]))
+    return dict(shape=shape, wu_ctas=wu_ctas, chunk_slots=cb, kernels=len(kern), replays=len(rows), rows=rows,
                 names=sorted({k[2][:60] for k in kern}))
 
 
 def chain_rate_beside(row: dict, chunks: int, alone_us: float) -> float | None:
-    """µs per chunk of the spine's chain while stage 1's second part ran beside it, for one replay
-    (a row of _profile): the tail after part 2's end ran alone at alone_us per chunk, so
-    tail / alone_us chunks were left; the others took p2_end - spine_start.  None where the spine
-    ended within one chunk of part 2 (it waited for stage 1, whose rate it then shows)."""
-    tail = row["spine_end"] - row["p2_end"]
+    """µs per chunk of the spine's chain while stage 1's workers ran beside it, for one replay (a
+    row of _profile): the tail after the workers' end ran alone at alone_us per chunk, so
+    tail / alone_us chunks were left; the others took wu_end - spine_start.  None where the spine
+    ended within one chunk of the workers (it waited for stage 1, whose rate it then shows)."""
+    tail = row["spine_end"] - row["wu_end"]
     if tail <= alone_us:
         return None
     before = chunks - tail / alone_us
-    return (row["p2_end"] - row["spine_start"]) / before if before > 0 else None
+    return (row["wu_end"] - row["spine_start"]) / before if before > 0 else None
 
 
 def _summary(res: dict, alone_us: float) -> None:
     rows = res["rows"]
-    print(f"== {res['shape']}  chunk slots {res['chunk_slots']}, split {res['split'] or 'launcher'}, "
+    print(f"== {res['shape']}  chunk slots {res['chunk_slots']}, workers {res['wu_ctas']} CTAs, "
           f"{res['kernels']} kernel records, {res['replays']} replays; kernels: {res['names']}")
     if not rows:
         print("  no replay could be assembled from the records")
         return
-    keys = ["p1_end", "spine_start", "p2_start", "p2_end", "spine_end", "tail", "span"]
+    keys = ["wu_start", "wu_end", "spine_start", "spine_end", "tail", "span"]
     rows = sorted(rows, key=lambda r: r["span"])
     half = len(rows) // 2
     print("  " + f"{'µs from replay start':<22}" + "".join(f"{k:>12}" for k in keys))
@@ -95,10 +91,10 @@ def _summary(res: dict, alone_us: float) -> None:
     chunks = -(-int(res["shape"].split("x")[1]) // grids.CHUNK)
     rates = [x for x in (chain_rate_beside(r, chunks, alone_us) for r in rows) if x is not None]
     if len(rates) * 2 > len(rows):
-        print(f"  chain beside part 2 (chunks after it at {alone_us} us each): median {statistics.median(rates):.2f} "
+        print(f"  chain beside the workers (chunks after them at {alone_us} us each): median {statistics.median(rates):.2f} "
               f"us per chunk over {len(rates)} replays")
     else:
-        print(f"  the spine ended within a chunk of part 2 in {len(rows) - len(rates)} of {len(rows)} replays: "
+        print(f"  the spine ended within a chunk of the workers in {len(rows) - len(rates)} of {len(rows)} replays: "
               "stage 1 bounds the chain")
 
 
@@ -106,17 +102,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("shapes", nargs="*", default=["1x8192", "1x65536"])
     ap.add_argument("--reps", type=int, default=60)
-    ap.add_argument("--pct", type=int, default=None, help="split stage 1 here (percent of chunk slots) "
-                                                           "instead of the launcher's split")
+    ap.add_argument("--ctas", type=int, default=None, help="the workers' CTAs (default: the launcher's rule)")
     ap.add_argument("--alone-us", type=float, default=1.34,
-                    help="the spine's µs per chunk alone (measured), for the rate beside part 2")
+                    help="the spine's µs per chunk alone (measured), for the rate beside the workers")
     a = ap.parse_args()
     import torch
     if not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 9:
         print("overlap_parts: no Hopper GPU visible; nothing to profile.")
         return
     for s in a.shapes:
-        _summary(_profile(s, a.reps, a.pct), a.alone_us)
+        _summary(_profile(s, a.reps, a.ctas), a.alone_us)
 
 
 if __name__ == "__main__":

@@ -78,17 +78,13 @@
  * the register-state spine starts its chains in that order; beyond it, index order, and no CTA reads more
  * than a fixed number of lengths (cute_kernels/handoff.py longest_first) */
 #define GDN_ORDER_MAX_SEQS 1024
-/* overlap plan (opt-in: GDN_PREFILL_OVERLAP=1; register-state spine, few sequences): recompute_wu's slots
- * [0, split) run first, then the spine on a library-owned high-priority stream beside recompute_wu's
- * slots [split, CB) on the caller's stream, which publish each (slot, head) in `ready`.
- * split = min(SLOTS, CB): the cost steps with the split's slot count, not its share; four is best
- * at every length swept (docs/PERFORMANCE.md, "The overlap plan's split").
- * The spine's CTAs leave at least half of the device's SMs (queried) to the part they wait for; that
- * holds within one process calling from one stream, not when other streams or processes hold SMs,
- * which is why the plan is opt-in (docs/DESIGN.md §3). */
-#define GDN_OVERLAP_SPLIT_SLOTS 4
-/* fewer chunk slots: the serial plan (below 24 slots the overlap does not pay: at 1x1K it is slower,
- * 46.5 -> 50.6 us; at 17 slots the two are level). */
+/* overlap plan (opt-in: GDN_PREFILL_OVERLAP=1; register-state spine, few sequences): stage 1 as
+ * recompute_wu_workers, one CTA on each SM the spine leaves (wu_ctas = SMs - the spine's CTAs, the SMs
+ * queried), publishing each (slot, head) in `ready`, and the spine behind it on the same stream as its
+ * programmatic dependent, waiting for each slot's flag: it is scheduled only once every workers CTA
+ * runs (pyx/gdn_prefill/overlap.pxi says why that cannot hang).  It runs where the spine's CTAs leave
+ * at least half of the SMs to the workers and the call has at least MIN_SLOTS chunk slots (below 24
+ * slots the split plan it replaces did not pay: at 1x1K 46.5 -> 50.6 us; at 17 slots level). */
 #define GDN_OVERLAP_MIN_SLOTS 24
 #define GDN_NO_OVERLAP 2147483647    /* ready_from of the serial plan                 */
 
@@ -218,6 +214,7 @@ typedef struct {
     gdn_tensor_t has_initial;        /* [N] per-sequence initial-state mask (state_in 3, 4)   */
     gdn_tensor_t checkpoint_pool;    /* the checkpoints' pool (the launcher binds state when absent) */
     int32_t batch_invariant;         /* caller: 1 = every sequence's bits independent of its batch */
+    int32_t wu_ctas;                 /* launcher: the overlap plan's stage-1 CTAs (recompute_wu_workers) */
 } gdn_problem_t;
 
 #endif /* GDN_ABI_H */

@@ -598,9 +598,8 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
     "state_dtype" the pools' element type ("float32", "bfloat16", "float16" or
     "float8_e4m3fn"; None without a pool): the spine builds are the type's; "kernels" the builds
     with grid, block and shared-memory bytes, in launch order; "fused_output" is "runs" or the reason the unfused plan runs instead; "overlap" is
-    "runs: ..." when stage 1 is split around the spine (the recompute_wu build then launches twice,
-    over chunk slots [0, overlap_split) and the rest; "overlap_split" that slot, else None) or the
-    reason it does not; "workspace_bytes".
+    "runs: ..." when stage 1 runs beside the spine (its workers build, "overlap_wu_ctas" CTAs, else
+    None) or the reason it does not; "workspace_bytes".
     Raises the same errors prefill() raises.
     """
     cdef gdn_problem_t p, pw
@@ -673,7 +672,7 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         "workspace_bytes": int(plan.workspace_bytes),
         "chunk_slots": int(_chunk_slots(T, N)),
         "overlap": reasons.overlap.decode(),
-        "overlap_split": int(plan.split) if plan.kind == PLAN_OVERLAP else None,
+        "overlap_wu_ctas": int(plan.wu_ctas) if plan.kind == PLAN_OVERLAP else None,
         "initial_state": ("zeros", "state (in place)", "initial_state", "state (in place), per sequence",
                           "initial_state, per sequence")[p.state_in],
         "conversions": conversions,

@@ -57,7 +57,6 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_MAX_RANK
         GDN_MAX_SEQUENCES
         GDN_ORDER_MAX_SEQS
-        GDN_OVERLAP_SPLIT_SLOTS
         GDN_OVERLAP_MIN_SLOTS
         GDN_NO_OVERLAP
         GDN_DTYPE_BF16
@@ -110,6 +109,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         gdn_tensor_t has_initial
         gdn_tensor_t checkpoint_pool
         int32_t batch_invariant
+        int32_t wu_ctas
 
 cdef extern from "gdn/gdn_kernels.h" nogil:
     int gdn_num_variants()

@@ -9,7 +9,7 @@ cdef int _check_rs_build(int rs_build) except -1:
     return 0
 
 
-cdef plan_force_t _forced(int warpgroups, int fused, int rs_build, int64_t overlap_split, int seg_chunks) except *:
+cdef plan_force_t _forced(int warpgroups, int fused, int rs_build, int32_t overlap_wu_ctas, int seg_chunks) except *:
     """The hooks' forced choices (-1 / 0 / -1 / -1 / 0: the rules), checked."""
     cdef plan_force_t f = _NO_FORCE
     if warpgroups < 0 or warpgroups > NUM_SPINE_WG:
@@ -23,7 +23,10 @@ cdef plan_force_t _forced(int warpgroups, int fused, int rs_build, int64_t overl
     f.warpgroups = warpgroups if warpgroups > 0 else -1
     f.fused = fused
     f.rs_build = rs_build
-    f.split = overlap_split
+    if overlap_wu_ctas < -1:
+        raise _errors.GdnArgumentError(f"overlap_wu_ctas: must be -1 (the rule), 0 (the serial plan) or a number of "
+                                       f"CTAs, got {overlap_wu_ctas}")
+    f.wu_ctas = overlap_wu_ctas
     if seg_chunks > 0:
         if fused == 0 or fused == 2:
             raise _errors.GdnArgumentError(f"seg_chunks: the segmented plan is a two-launch fused plan (fused={fused} given)")
@@ -58,7 +61,7 @@ def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None
 
 def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None,
                    str state_layout="kv", scale=None, bint use_qk_l2norm=False, str spine="auto", workspace,
-                   int warpgroups=0, int fused=-1, int64_t overlap_split=-1, int rs_build=-1, int seg_chunks=0,
+                   int warpgroups=0, int fused=-1, int overlap_wu_ctas=-1, int rs_build=-1, int seg_chunks=0,
                    checkpoint_every=None, checkpoints=None, initial_state=None, has_initial_state=True,
                    max_seqlen=None, checkpoint_pool=None):
     """Test hook: validate and plan like prefill(), then launch only the named stages on the current
@@ -71,9 +74,10 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     forced: `warpgroups` 1 or 2 the unfused plan's wgmma spine build (0: the rule), `rs_build`
     0 / 1 / 2 the serial plan's solo, pair or dual spine_rs_o build (-1: the rule), `fused` 0 / 1
     the unfused or a fused plan (-1: the rule), `seg_chunks` > 0 the segmented plan with segments of
-    that many chunks (0: the rule), `overlap_split` 0 the serial plan, s > 0 the overlap plan split
-    at chunk slot s (wherever the rule's deadlock guard allows it, also below its minimum of chunk
-    slots; -1: the rule).  The overlap plan runs only when both of its stages are named.
+    that many chunks (0: the rule), `overlap_wu_ctas` 0 the serial plan, c > 0 the overlap plan with
+    stage 1's workers build on c CTAs (any count: fewer workers only make the spine wait longer; also
+    below the rule's minimum of chunk slots or beside more spine CTAs than its balance allows; -1: the
+    rule).  The overlap plan runs only when both of its stages are named.
     `fused` 2 forces the single plan, whose one launch is "single" (cute_kernels/single.py; it reads
     and writes no workspace).
     """
@@ -86,15 +90,10 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     cdef char msg[MSG_CAP]
     import torch
     _codes(spine, state_layout, &spine_code, &layout_code)
-    force = _forced(warpgroups, fused, rs_build, overlap_split, seg_chunks)
+    force = _forced(warpgroups, fused, rs_build, overlap_wu_ctas, seg_chunks)
     _build(&p, q, k, v, g, beta, out, state, cu_seqlens, state_indices, scale, use_qk_l2norm, DEVICES_ANY, NULL,
            None, checkpoints, checkpoint_every, initial_state, has_initial_state, max_seqlen, checkpoint_pool)
     sms = _sm_count()
-    if force.split > 0 and not _overlap_fits(p.cu_seqlens.shape[0] - 1, p.v.shape[1], sms):
-        # a forced split may ignore the rule's GDN_OVERLAP_MIN_SLOTS (a speed threshold that
-        # bench_overlap.py measures) but never its deadlock guard
-        raise _errors.GdnArgumentError("overlap_split: the spine's CTAs would hold more than half of "
-                                       "the SMs, which the second part of stage 1 needs (deadlock guard)")
     if force.seg_chunks > 0 and p.checkpoint_chunks > 0 and force.seg_chunks % p.checkpoint_chunks != 0:
         raise _errors.GdnArgumentError(f"seg_chunks: {force.seg_chunks} is not a multiple of the checkpoint "
                                        f"interval ({p.checkpoint_chunks} chunks)")
@@ -116,11 +115,9 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
                 n += 1
         rc = _bind_workspace(&p, <void *><uintptr_t>workspace.data_ptr(), workspace.numel(), &plan, msg)
     if rc == GDN_OK:
-        if plan.kind == PLAN_OVERLAP and plan.split >= p.slot_end:
-            raise _errors.GdnArgumentError(f"overlap_split: must be below the {p.slot_end} chunk slots")
         stream_ptr = torch.cuda.current_stream().cuda_stream
         if plan.kind == PLAN_OVERLAP and n == 2:
-            rc = _launch_overlap(&p, ids, plan.split, <cudaStream_t><uintptr_t>stream_ptr, msg)
+            rc = _launch_overlap(&p, ids, plan.wu_ctas, <cudaStream_t><uintptr_t>stream_ptr, msg)
         else:
             rc = _launch(&p, ids, n, <cudaStream_t><uintptr_t>stream_ptr, msg)
     if rc != GDN_OK:

@@ -155,10 +155,11 @@ cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_by
         return rc
     _carve(p, <char *>workspace, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], plan.kind, plan.seg_chunks)
     # recompute_wu over every chunk slot, nothing published through `ready` (the overlap plan sets
-    # its own ranges per launch); the segmented plan's segment length
+    # its own: _launch_overlap); the segmented plan's segment length
     p.slot_begin = 0
     p.slot_end = <int32_t>p.ready.shape[0]
     p.ready_from = GDN_NO_OVERLAP
+    p.wu_ctas = 0
     p.seg_chunks = plan.seg_chunks
     p.maps_all = 0          # the segmented plan's maps (distributed's _segment_maps sets 1 after this)
     return GDN_OK
@@ -179,7 +180,7 @@ cdef bint _dry_run = False
 
 
 def _host_dry_run(bint on):
-    """Benchmark hook: True skips every launch (and the overlap plan's stream work); returns on."""
+    """Benchmark hook: True skips every launch (and the overlap plan's memset); returns on."""
     global _dry_run
     _dry_run = on
     return on
@@ -208,7 +209,7 @@ cdef int _execute(gdn_problem_t *p, const plan_t *plan, void *workspace, int64_t
     if rc != GDN_OK:
         return rc
     if plan.kind == PLAN_OVERLAP:
-        return _launch_overlap(p, plan.ids, plan.split, stream, msg)
+        return _launch_overlap(p, plan.ids, plan.wu_ctas, stream, msg)
     return _launch(p, plan.ids, plan.n, stream, msg)
 
 

@@ -1,6 +1,6 @@
 # The plan of a call: the one planning call (_plan_call) and every rule it applies: which spine, which
 # build, which plan, which launches with which grids, how much workspace, and the reasons explain()
-# shows.  Each rule has its home here (the overlap split's in overlap.pxi, the workspace's carving in
+# shows.  Each rule has its home here (the overlap rule's in overlap.pxi, the workspace's carving in
 # workspace.pxi); gdn_prefill/grids.py has the grid functions the kernels share; gdn_abi.h the constants.
 # (Included by _ext.pyx: one module, one namespace; the order of the includes is the order of
 # definition.)
@@ -56,16 +56,16 @@ cdef int _spine_variant(const gdn_problem_t *p, int spine, int state_layout, int
 
 cdef int _rs_build(const gdn_problem_t *p, int sms) noexcept nogil:
     """The spine_rs_o build (RS_SOLO, RS_PAIR, RS_DUAL) the fused plan runs for this (validated)
-    problem under the rules (_rs_build_for at the overlap rule's split).  No device query: sms is
+    problem under the rules (_rs_build_for at the overlap rule's workers).  No device query: sms is
     the caller's."""
-    return _rs_build_for(p, _plan_split(p, sms, NULL), sms)
+    return _rs_build_for(p, _plan_wu_ctas(p, sms, NULL), sms)
 
 
-cdef inline int _rs_build_for(const gdn_problem_t *p, int64_t split, int sms) noexcept nogil:
-    """The pair rule (its one home): the pair build wherever the overlap plan runs (split > 0: stage
-    1's second part shares the L2 with the spine, and the spine's CTAs must leave half of the SMs to
-    it); else the serial plan's build (_rs_serial_build)."""
-    if split > 0:
+cdef inline int _rs_build_for(const gdn_problem_t *p, int32_t wu_ctas, int sms) noexcept nogil:
+    """The pair rule (its one home): the pair build wherever the overlap plan runs (wu_ctas > 0: stage
+    1's workers share the L2 with the spine, and the spine's CTAs must leave half of the SMs to
+    them); else the serial plan's build (_rs_serial_build)."""
+    if wu_ctas > 0:
         return RS_PAIR
     return _rs_serial_build(p, sms)
 
@@ -93,7 +93,7 @@ def _spine_rs_build(int64_t T, int64_t N, int64_t Hv, int sms=GDN_SM_COUNT, over
     p.v.shape[1] = Hv
     if overlap is None:
         return _RS_BUILDS[_rs_build(&p, sms)]
-    return _RS_BUILDS[_rs_build_for(&p, _overlap_split(T, N, Hv, sms, NULL) if overlap else 0, sms)]
+    return _RS_BUILDS[_rs_build_for(&p, _overlap_wu_ctas(T, N, Hv, sms, NULL) if overlap else 0, sms)]
 
 
 def _spine_wgmma_warpgroups(int64_t N, int64_t Hv):
@@ -174,7 +174,7 @@ cdef int _choose(const gdn_problem_t *p, int spine, int state_layout, int *chose
 cdef enum:
     PLAN_UNFUSED = 0        # recompute_wu, the spine (h, vnew), fwd_o
     PLAN_SERIAL = 1         # fused: recompute_wu (Tu, P), spine_rs_o (solo or dual)
-    PLAN_OVERLAP = 2        # fused, stage 1 split around the spine (opt-in, GDN_PREFILL_OVERLAP=1)
+    PLAN_OVERLAP = 2        # fused: recompute_wu_workers, the spine beside it (opt-in, GDN_PREFILL_OVERLAP=1)
     PLAN_SEGMENTED = 3      # fused, each sequence in segments: recompute_wu, spine_rs_maps, compose, spine_rs_o_seg
     PLAN_SINGLE = 4         # single_prefill alone: stage 1 and the spine of a (sequence, head) per CTA, no workspace
     MAX_LAUNCHES = 4
@@ -200,6 +200,7 @@ cdef enum:
     GRID_COMPOSE = 5        # grid_compose
     GRID_FWD_O = 6          # grid_fwd_o
     GRID_SINGLE = 7         # grid_single
+    GRID_WU_WORKERS = 8     # grid_recompute_wu_workers at the plan's wu_ctas
 
 _STAGE_NAMES = ("recompute_wu", "spine", "fwd_o", "maps", "compose", "single")
 
@@ -213,7 +214,7 @@ cdef struct plan_t:
     int grids[MAX_LAUNCHES]     # their grids (GRID_*)
     int rs_build            # the fused plans' spine_rs_o build (RS_*)
     int warpgroups          # the unfused plan's wgmma spine build
-    int64_t split           # PLAN_OVERLAP: stage 1's second part starts at this chunk slot
+    int32_t wu_ctas         # PLAN_OVERLAP: the workers build's CTAs (the SMs the spine leaves)
     int32_t seg_chunks      # PLAN_SEGMENTED: chunks per segment
     int64_t longest         # chunks of the longest sequence the cost model assumed
     int64_t serial_ns       # the cost model's prediction for the serial plan (0: not modelled)
@@ -238,7 +239,7 @@ cdef struct plan_force_t:
     int warpgroups          # 1 or 2: the unfused plan's wgmma spine build
     int fused               # 0 / 1 / 2: the unfused plan / a two-launch fused plan / the single plan
     int rs_build            # RS_*: the serial plan's spine_rs_o build
-    int64_t split           # 0: no overlap; > 0: the overlap plan split there
+    int32_t wu_ctas         # 0: no overlap; > 0: the overlap plan with this many workers CTAs
     int32_t seg_chunks      # 0: not segmented; > 0: the segmented plan with these segments
     int invariant           # 1: the problem's batch_invariant (_INVARIANT)
 
@@ -247,13 +248,13 @@ cdef plan_force_t _NO_FORCE
 _NO_FORCE.warpgroups = -1
 _NO_FORCE.fused = -1
 _NO_FORCE.rs_build = -1
-_NO_FORCE.split = -1
+_NO_FORCE.wu_ctas = -1
 _NO_FORCE.seg_chunks = -1
 _NO_FORCE.invariant = 0
 
 # batch_invariant (gdn_problem_t; prefill(batch_invariant=True)): a sequence's arithmetic must not depend
 # on the rest of its batch, so neither may its rounding.  The serial plan's builds (solo, pair, dual) and
-# the overlap split compute the same bits (test_fused_spine_builds_agree_bit_for_bit); the single kernel
+# the overlap plan compute the same bits (test_fused_spine_builds_agree_bit_for_bit); the single kernel
 # computes them too when batch_invariant is 1 (its fp32 inverse; its sums in stage 1's orders), so its
 # rule stays.  The segmented plan, a split that depends on the batch's shape, rounds differently: it
 # never runs.  Where the fused plans do not run, the unfused plan runs as it would.
@@ -416,7 +417,7 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
     among them first the single plan where its rule applies (_single_rule); else the segmented plan
     where the cost model predicts it faster than the serial one (longest sequence: the call's
     tokens, max_seqlen when given); else the opt-in overlap plan where its rule applies
-    (_plan_split); else the serial plan (solo or dual: _rs_serial_build).  Each plan's launches,
+    (_plan_wu_ctas); else the serial plan (solo or dual: _rs_serial_build).  Each plan's launches,
     in order, with their builds, stages and grids, and its workspace.  reasons (may be NULL): why,
     as explain() shows it."""
     cdef int64_t T = p.q.shape[0], N = p.cu_seqlens.shape[0] - 1, Hv = p.v.shape[1]
@@ -425,7 +426,7 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
     cdef int sdt = _state_type(p)
     cdef int i, fused, single_ok
     cdef int64_t seg_ns = 0
-    cdef bint forced = force.seg_chunks >= 0 or force.split >= 0 or force.rs_build >= 0
+    cdef bint forced = force.seg_chunks >= 0 or force.wu_ctas >= 0 or force.rs_build >= 0
     cdef char scratch[MSG_CAP]
     cdef char *fused_why = scratch
     cdef char *single_why = NULL       # formatted only for explain(): the rule fails on most calls
@@ -486,9 +487,13 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
                 _add_launch(plan, _v_compose, STAGE_COMPOSE, GRID_COMPOSE)
                 _add_launch(plan, _v_spine_seg[sdt][state_layout], STAGE_SPINE, GRID_SEGMENTS)
             else:
-                plan.split = force.split if force.split >= 0 else _plan_split(p, sms, overlap_why)
-                plan.kind = PLAN_OVERLAP if plan.split > 0 else PLAN_SERIAL
-                plan.rs_build = force.rs_build if force.rs_build >= 0 else _rs_build_for(p, plan.split, sms)
+                plan.wu_ctas = force.wu_ctas if force.wu_ctas >= 0 else _plan_wu_ctas(p, sms, overlap_why)
+                plan.kind = PLAN_OVERLAP if plan.wu_ctas > 0 else PLAN_SERIAL
+                if plan.kind == PLAN_OVERLAP:
+                    # stage 1 as the workers build, the spine's programmatic dependent (overlap.pxi)
+                    plan.ids[0] = _v_wu_workers[bbf16] if a16 else -1
+                    plan.grids[0] = GRID_WU_WORKERS
+                plan.rs_build = force.rs_build if force.rs_build >= 0 else _rs_build_for(p, plan.wu_ctas, sms)
                 _add_launch(plan, _v_spine_o[sdt][state_layout][plan.rs_build] if a16 and chosen == GDN_SPINE_WGMMA
                             else -1, STAGE_SPINE, GRID_SPINE_RS)
         if reasons != NULL:
@@ -515,9 +520,9 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
     if plan.kind == PLAN_SINGLE or plan.kind == PLAN_SEGMENTED:
         snprintf(r.overlap, MSG_CAP, "the %s plan runs instead", _PLAN_CNAMES[plan.kind])
     elif plan.kind == PLAN_OVERLAP:
-        snprintf(r.overlap, MSG_CAP, "runs: recompute_wu's chunk slots [0, %lld) first, then the spine beside "
-                 "slots [%lld, %lld) (library side stream; the first call inside a graph capture runs the serial "
-                 "plan)", <long long>plan.split, <long long>plan.split, <long long>_chunk_slots(T, N))
+        snprintf(r.overlap, MSG_CAP, "runs: recompute_wu_workers on %d CTAs (the SMs the spine leaves) over the "
+                 "%lld chunk slots, the spine beside them as their programmatic dependent, waiting for each slot",
+                 <int>plan.wu_ctas, <long long>_chunk_slots(T, N))
     if plan.kind == PLAN_SINGLE:
         snprintf(r.why, MSG_CAP, "the longest sequence (%lld chunks, max_seqlen) alone takes no longer than the "
                  "batch's %lld chunk-heads spread over the %d SMs, so one kernel per (sequence, head) keeps them "
@@ -532,7 +537,7 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
                  <long long>(_segment_slots(T, N, plan.seg_chunks) * Hv * 2), plan.segmented_ns / 1000.0,
                  plan.serial_ns / 1000.0)
     elif plan.invariant:
-        snprintf(r.why, MSG_CAP, "batch_invariant=True%s: the serial plan, whose builds, overlap split and the "
+        snprintf(r.why, MSG_CAP, "batch_invariant=True%s: the serial plan, whose builds, overlap plan and the "
                  "single kernel (its inverse in fp32) give a sequence the same bits in any batch; the segmented plan, "
                  "a split by the batch's shape, rounds differently and does not run",
                  " (GDN_PREFILL_BATCH_INVARIANT=1)" if _invariant_env else "")
@@ -575,6 +580,8 @@ cdef tuple _launch_grid(const gdn_problem_t *p, const plan_t *plan, int i):
         return tuple(_grids.grid_compose(N, Hv))
     if g == GRID_FWD_O:
         return tuple(_grids.grid_fwd_o(T, N, Hv))
+    if g == GRID_WU_WORKERS:
+        return tuple(_grids.grid_recompute_wu_workers(plan.wu_ctas))
     return tuple(_grids.grid_single(T, N, Hv))
 
 

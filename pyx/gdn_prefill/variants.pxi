@@ -3,7 +3,7 @@
 # definition.)
 
 # ----------------------------------------------------------------------------- variants
-# The tables of builds (_v_wu, _v_wu_pqk, _v_fwd_o, _v_spine, _v_spine_o, _v_spine_maps,
+# The tables of builds (_v_wu, _v_wu_pqk, _v_wu_workers, _v_fwd_o, _v_spine, _v_spine_o, _v_spine_maps,
 # _v_spine_seg, _v_compose, _v_single; -1: not compiled in) are generated at build time from the
 # kernels' VARIANTS (cute_kernels/registry.py TABLES and launch_entries, run by setup.py on the
 # build's manifest.json): a build added to a kernel's VARIANTS lands in its table without an edit
