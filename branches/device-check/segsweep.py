@@ -5,7 +5,7 @@ from gdn_prefill import _ext, reference as ref
 from gdn_prefill.bench.timing import one_call_graph
 rows = sys.argv[1].split(",") if len(sys.argv) > 1 else ["4/16", "8/24", "8/32", "16/16", "16/32", "16/64"]
 T = int(sys.argv[2]) if len(sys.argv) > 2 else 32768
-SEGS = [32, 43, 64, 86, 103, 128, 171, 256]
+SEGS = [43, 64, 86, 128, 256]
 def t(call):
     return min(one_call_graph(call, 25)[0] for _ in range(2))
 for h in rows:
@@ -20,9 +20,14 @@ for h in rows:
     rule = t(lambda: gdn_prefill.prefill(*args, workspace=ws, **kw))
     line = [f"SEG {h} T={T} rule={ex['name']}/{ex.get('segment_chunks')} {rule:.1f}"]
     st_ser = ("recompute_wu", "spine")
-    parts = [t(lambda s=s: _ext._launch_stages((s,), *args, workspace=ws, fused=1, overlap_split=0, **kw)) for s in st_ser]
-    full = t(lambda: _ext._launch_stages(st_ser, *args, workspace=ws, fused=1, overlap_split=0, **kw))
+    parts = [t(lambda s=s: _ext._launch_stages((s,), *args, workspace=ws, fused=1, overlap_wu_ctas=0, **kw)) for s in st_ser]
+    full = t(lambda: _ext._launch_stages(st_ser, *args, workspace=ws, fused=1, overlap_wu_ctas=0, **kw))
     line.append(f"serial {full:.1f} (wu {parts[0]:.1f} spine {parts[1]:.1f})")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if 4 * hv <= sms:      # the overlap plan (its workers on the SMs the spine leaves), forced
+        wu = sms - 2 * hv
+        ov = t(lambda: _ext._launch_stages(st_ser, *args, workspace=ws, fused=1, overlap_wu_ctas=wu, **kw))
+        line.append(f"overlap{wu} {ov:.1f}")
     for sc in SEGS:
         stg = ("recompute_wu", "maps", "compose", "spine")
         try:
