@@ -414,3 +414,41 @@ def test_low_precision_pools_convert_once_in_registers(variant):
         fp16 = _conversions(base + "_sf16")
         assert pool["HADD2.F32"] == fp16["HADD2.F32"] - want.get("HADD2.F32", 0), (got, fp16)  # the fp16 build's reads
 
+
+
+WORKERS = [v for v in VARIANTS if v.endswith("_workers")]
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("variant", WORKERS)
+def test_overlap_workers_trigger_first_and_wait_on_nothing(variant):
+    """The overlap plan's no-hang argument, as the workers build's SASS (overlap.pxi): every CTA issues
+    launch_dependents (PREEXIT) before it waits for anything but its own predecessor (ACQBULK, the
+    griddepcontrol.wait before it), and nowhere does it read memory with acquire semantics (an
+    LDG.*.STRONG spin on another CTA's flag): so the spine, scheduled only once every workers CTA has
+    triggered, waits on CTAs that run and never wait."""
+    (cubin,) = _manifest.cubins(variant)
+    ops = [re.sub(r"^@!?U?P[T0-9]+\s+", "", i["text"]).split()[0].split(".")[0] for i in sass.instructions(cubin)]
+    assert "PREEXIT" in ops and "ACQBULK" in ops
+    first = ops.index("PREEXIT")
+    assert ops.index("ACQBULK") < first
+    before = set(ops[:first])
+    assert not before & {"BAR", "SYNCS", "LDG", "LDS", "ATOMG", "RED"}, sorted(before)
+    text = sass.disassemble(cubin)
+    assert not re.search(r"LDG\.E[.A-Z0-9]*\.STRONG", text), "the workers build reads a flag"
+    assert ops.count("PREEXIT") == 1
+
+
+@needs_nvdisasm
+@pytest.mark.parametrize("variant", [v for v in VARIANTS if v.startswith("spine_rs_o")])
+def test_overlapped_spine_acquires_before_it_reads(variant):
+    """The register-state spine's entry (handoff.enter): one path waits for its predecessor grid
+    (ACQBULK, the serial plan), the other triggers its dependents and spins on an acquire load of
+    ready[0, 0] (the overlap plan); no global load before either."""
+    (cubin,) = _manifest.cubins(variant)
+    text = sass.disassemble(cubin)
+    strong = re.search(r"LDG\.E[.A-Z0-9]*\.STRONG\.GPU", text)
+    assert strong, "no acquire load of a ready flag"
+    assert "ACQBULK" in text
+    head = text[:min(strong.start(), text.index("ACQBULK"))]
+    assert not re.search(r"\bLDG\b|\bUTMALDG\b", head)
