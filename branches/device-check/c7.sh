@@ -19,13 +19,15 @@ export PYTHONPATH=$PWD:/tmp/site
 timeout -s KILL 170 python3 -m pytest -q -p no:cacheprovider -rf -n 4 tests/test_gpu_batch_invariant.py tests/test_gpu_overlap.py \
   > "$OUT/inv_ov.log" 2>&1
 echo "inv+overlap rc=$? at $((SECONDS-T0)) s: $(tail -1 $OUT/inv_ov.log)"; grep -E "^FAILED|^ERROR" "$OUT/inv_ov.log" | head -12
-PYTHONPATH=$PWD:/tmp/site timeout 70 python3 branches/device-check/ab_single.py A1 2>&1 | grep -E "^AB|Error" | tee -a "$OUT/ab_single.txt"
-PYTHONPATH=$PWD/.gpu/oldtree:/tmp/site timeout 70 python3 branches/device-check/ab_single.py B1 2>&1 | grep -E "^AB|Error" | tee -a "$OUT/ab_single.txt"
-echo "ab at $((SECONDS-T0)) s"
-[ $(left) -gt 250 ] && timeout 90 python3 branches/device-check/segsweep.py 4/16,8/24,8/32,16/32,16/64 2>&1 | grep -v Warn | tee "$OUT/seg.txt"
-echo "seg at $((SECONDS-T0)) s"
 [ $(left) -gt 200 ] && timeout 60 python3 benchmarks/bench_overlap.py --shapes 1x2K,1x8K,1x64K --ctas rule,34 2>&1 | tail -12 | tee "$OUT/overlap.txt"
 echo "overlap sweep at $((SECONDS-T0)) s"
+[ $(left) -gt 230 ] && timeout 90 python3 branches/device-check/segsweep.py ${SEGH:-4/16,8/24,8/32,16/32,16/64} 2>&1 | grep -v Warn | tee "$OUT/seg.txt"
+echo "seg at $((SECONDS-T0)) s"
+if [ $(left) -gt 260 ]; then
+  PYTHONPATH=$PWD:/tmp/site timeout 70 python3 branches/device-check/ab_single.py A1 2>&1 | grep -E "^AB|Error" | tee -a "$OUT/ab_single.txt"
+  PYTHONPATH=$PWD/.gpu/oldtree:/tmp/site timeout 70 python3 branches/device-check/ab_single.py B1 2>&1 | grep -E "^AB|Error" | tee -a "$OUT/ab_single.txt"
+fi
+echo "ab at $((SECONDS-T0)) s"
 L=$(( $(left) - 10 ))
 [ $L -gt 30 ] && timeout -s KILL $L python3 -m pytest -q -p no:cacheprovider -m gpu -n 4 --dist load -rfE \
   tests/test_gpu_concurrency.py tests/test_gpu_sanitizer.py tests/test_gpu_prefill.py\
