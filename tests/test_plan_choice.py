@@ -219,7 +219,7 @@ QWEN35 = [
     ("16x512", 16, 64, "single", 1.36), ("8x4K", 16, 64, "single", 1.29), ("varlen16", 16, 64, "single", 1.29),
     ("1x32768", 16, 64, "serial", None), ("16x512", 16, 48, "single", 1.34), ("1x32768", 16, 48, "serial", None),
     ("16x512", 8, 32, "single", 1.32), ("1x32768", 8, 32, "serial", None),
-    ("8x4K", 8, 24, "single", 1.14), ("1x32768", 8, 24, "segmented", 1.01),
+    ("8x4K", 8, 24, "single", 1.14), ("1x8K", 8, 24, "serial", None), ("1x32768", 8, 24, "segmented", 1.01),
     ("16x512", 4, 16, "single", 1.33), ("8x4K", 4, 16, "single", 1.34),
     ("1x8K", 4, 16, "segmented", 1.24), ("1x32768", 4, 16, "segmented", 1.42),
     ("16x512", 2, 8, "single", 1.32), ("8x4K", 2, 8, "serial", None), ("varlen16", 2, 8, "serial", None),
