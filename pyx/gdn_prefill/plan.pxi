@@ -293,9 +293,9 @@ cdef int64_t _segmented_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, in
     segment, in waves of CTAs; the composition's nseg - 2 steps; the SEGMENT pass (solo chains,
     GDN_MODEL_SEG_CHAIN_NS a chunk) over one segment, in waves; each pass's fixed cost.  CTAs: one
     sequence's (MAPS 2 nseg - 1 per head, SEGMENT 2 nseg), several sequences' by the grid's bound.
-    The MAPS pass now runs 2 nseg - 3 (no map of the last segment), but the model keeps the old
-    count: it already under-predicts the segmented plan (7-11 % at 1 x 32768, 4/16: 487 and 493 us
-    against 522 and 548 measured, docs/PERFORMANCE.md), so the saving is not credited until a refit.
+    The MAPS kernel skips the last segment's map (2 nseg - 3 CTAs work), but the model counts it: it
+    already under-predicts the segmented plan (docs/PERFORMANCE.md, Open levers), so that saving is
+    not credited until a refit.
     The passes add up (measured timelines: each launch starts its work as the one before ends)."""
     cdef int64_t nseg = _cdiv(longest, sc)
     cdef int64_t seg = min(sc, longest)
