@@ -1047,7 +1047,7 @@ def _load_v(v: cute.Tensor, hv: Int32, t0: Int32, L: Int32, wtid: Int32, sV: cut
 
 @cute.jit
 def _finish_stores(ready: cute.Tensor, slot: Int32, hv: Int32, ready_from: Int32, tidx: Int32, store_warp, sync, th):
-    """The CTA's last step, after its stores are issued: in the overlap plan's second part
+    """A chunk's last step, after its stores are issued: in the overlap plan's workers build
     (slot >= ready_from) publish the (slot, head) the running register-state spine waits for; otherwise
     the storing warp waits until its TMA stores have read their staging tiles, before the CTA's
     shared memory is released."""

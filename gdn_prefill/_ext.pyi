@@ -48,7 +48,7 @@ class Plan(TypedDict):
     overlap: str
     """"runs: ..." (stage 1 split around the spine: recompute_wu launches twice) or why the serial plan runs"""
     overlap_wu_ctas: int | None
-    """the first chunk slot of stage 1's second part, or None"""
+    """the overlap plan's workers CTAs (recompute_wu_workers), or None"""
     checkpoints: str | None
     """the checkpoint interval and table width, or None without checkpoints"""
     initial_state: str

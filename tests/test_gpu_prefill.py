@@ -336,7 +336,7 @@ def test_cuda_graph_replay_with_new_values(spine, case):
     args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
     kw = dict(cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"], spine=spine, workspace=ws)
     if case.startswith("overlap") and spine == "wgmma":
-        # where the opt-in overlap plan would run, the default plan is serial: nothing on a side stream
+        # where the opt-in overlap plan would run, the default plan is serial (the overlap is opt-in)
         assert gdn_prefill.explain(*args, **kw)["overlap_wu_ctas"] is None
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
