@@ -1091,6 +1091,24 @@ def recompute_wu_workers_kernel(
 
 
 # --------------------------------------------------------------------------- launch
+def _pqk_store_atoms(pqk: cute.Tensor, tu: cute.Tensor):
+    """The fused plans' TMA stores from the t2 staging tiles: P -> pqk, Tu -> tu (tma_p, mP, tma_t, mT)."""
+    lay_t2 = _smem_layouts()[3]
+    store = cpasync.CopyBulkTensorTileS2GOp()
+    tma_p, mP = cpasync.make_tiled_tma_atom(store, tma.view(pqk, [0, 2, 1]), cute.slice_(lay_t2, (None, None, 0)), (C, C))
+    tma_t, mT = cpasync.make_tiled_tma_atom(store, tma.view(tu, [0, 2, 1]), cute.slice_(lay_t2, (None, None, 1)), (C, C))
+    return tma_p, mP, tma_t, mT
+
+
+def _tile_load_atoms(q: cute.Tensor, k: cute.Tensor):
+    """The aligned builds' TMA loads of the k and q tiles (tma_kl, mKl, tma_ql, mQl)."""
+    load = cpasync.CopyBulkTensorTileG2SOp()
+    one_kk = cute.slice_(_smem_layouts()[2], (None, None, 0))
+    tma_kl, mKl = cpasync.make_tiled_tma_atom(load, tma.view(k, [0, 2, 1]), one_kk, (C, DK))
+    tma_ql, mQl = cpasync.make_tiled_tma_atom(load, tma.view(q, [0, 2, 1]), one_kk, (C, DK))
+    return tma_kl, mKl, tma_ql, mQl
+
+
 @functools.cache
 def _make_launch(with_pqk: bool):
     """The launch function; with_pqk (compile time): also the in-chunk attention P -> pqk, for
@@ -1111,17 +1129,14 @@ def _make_launch(with_pqk: bool):
         aligned = _aligned16(q) and _aligned16(k) and _aligned16(v)     # a Python bool at trace time
         assert aligned or not with_pqk, "the pqk build is written for the aligned (TMA) loads"
         # W, U (or Tu) and P leave by TMA stores from their staging tiles (workspace tensors: aligned)
-        _, lay_kv_rc, _, lay_t2 = _smem_layouts()
-        store = cpasync.CopyBulkTensorTileS2GOp()
         # each build encodes TMA descriptors only for the tensors it stores: the launcher gives
         # the other plan's workspace tensors no memory (data NULL), which a descriptor rejects
         if cutlass.const_expr(with_pqk):
-            tma_p, mP = cpasync.make_tiled_tma_atom(store, tma.view(pqk, [0, 2, 1]),
-                                                    cute.slice_(lay_t2, (None, None, 0)), (C, C))
-            tma_t, mT = cpasync.make_tiled_tma_atom(store, tma.view(tu, [0, 2, 1]),
-                                                    cute.slice_(lay_t2, (None, None, 1)), (C, C))
+            tma_p, mP, tma_t, mT = _pqk_store_atoms(pqk, tu)
             tma_w, mW, tma_u, mU = tma_p, mP, tma_t, mT          # unused: phase 4 is not built
         else:
+            lay_kv_rc = _smem_layouts()[1]
+            store = cpasync.CopyBulkTensorTileS2GOp()
             tma_w, mW = cpasync.make_tiled_tma_atom(store, tma.view(w, [0, 2, 1]),
                                                     cute.slice_(lay_kv_rc, (None, None, 0)), (C, DK))
             tma_u, mU = cpasync.make_tiled_tma_atom(store, tma.view(u, [0, 2, 1]),
@@ -1130,10 +1145,7 @@ def _make_launch(with_pqk: bool):
         # the aligned builds load the k and q tiles by TMA (16-byte aligned rows: what _aligned16 checks)
         tma_kl, mKl, tma_ql, mQl = tma_w, mW, tma_w, mW                  # unused by the plain builds
         if cutlass.const_expr(aligned):
-            load = cpasync.CopyBulkTensorTileG2SOp()
-            one_kk = cute.slice_(_smem_layouts()[2], (None, None, 0))
-            tma_kl, mKl = cpasync.make_tiled_tma_atom(load, tma.view(k, [0, 2, 1]), one_kk, (C, DK))
-            tma_ql, mQl = cpasync.make_tiled_tma_atom(load, tma.view(q, [0, 2, 1]), one_kk, (C, DK))
+            tma_kl, mKl, tma_ql, mQl = _tile_load_atoms(q, k)
         smem = _smem_bytes(with_pqk, aligned)
         recompute_wu_kernel(
             q, k, v, g, beta, cu_seqlens, state_indices,
@@ -1163,14 +1175,8 @@ def recompute_wu_workers(
     fields."""
     Hv = v.shape[1]
     assert _aligned16(q) and _aligned16(k) and _aligned16(v), "the workers build is written for the aligned loads"
-    _, _, _, lay_t2 = _smem_layouts()
-    store = cpasync.CopyBulkTensorTileS2GOp()
-    tma_p, mP = cpasync.make_tiled_tma_atom(store, tma.view(pqk, [0, 2, 1]), cute.slice_(lay_t2, (None, None, 0)), (C, C))
-    tma_t, mT = cpasync.make_tiled_tma_atom(store, tma.view(tu, [0, 2, 1]), cute.slice_(lay_t2, (None, None, 1)), (C, C))
-    load = cpasync.CopyBulkTensorTileG2SOp()
-    one_kk = cute.slice_(_smem_layouts()[2], (None, None, 0))
-    tma_kl, mKl = cpasync.make_tiled_tma_atom(load, tma.view(k, [0, 2, 1]), one_kk, (C, DK))
-    tma_ql, mQl = cpasync.make_tiled_tma_atom(load, tma.view(q, [0, 2, 1]), one_kk, (C, DK))
+    tma_p, mP, tma_t, mT = _pqk_store_atoms(pqk, tu)
+    tma_kl, mKl, tma_ql, mQl = _tile_load_atoms(q, k)
     recompute_wu_workers_kernel(
         q, k, v, g, beta, cu_seqlens, state_indices, gcum, rq, rk, beta32, pqk, tu,
         tma_p, mP, tma_t, mT, tma_kl, mKl, tma_ql, mQl, ready, order,
