@@ -132,7 +132,7 @@ CTAS_PER_SM = 4
 # (groups of 256 threads, shared memory of their own) in one CTA per SM, on the SMs the spine leaves.
 # Its loads and stores slow the spine's chain (the call's critical path) the more, the faster it goes:
 # three balanced the two kernels' rates when each worker was a CTA (docs/PERFORMANCE.md, the overlap plan).
-WORKER_GROUPS = 3
+WORKER_GROUPS = 4
 GROUP_BARS = 3                    # named barriers per worker group: the group's, then its two warpgroups'
 assert GROUP_BARS * WORKER_GROUPS + 1 <= 16, "named barriers 1 .. 15"
 SM_SMEM_BYTES = 228 * 1024        # shared memory per H100 / H200 SM
