@@ -10,7 +10,7 @@
 
 Implementations (--impls, default all; one that is not installed gets a "not installed" row):
   gdn            gdn_prefill.prefill() at --shape / --heads (default 1 x 8192 at 16/32, the shape
-                 of the opt-in overlap plan), max_seqlen given as an engine gives it (4 x 2048 at
+                 of the overlap plan), max_seqlen given as an engine gives it (4 x 2048 at
                  16/32: the single plan)
   fla            FLA's fla.ops.gated_delta_rule.chunk_gated_delta_rule at --shape / --heads
   flashinfer     flashinfer.gdn_prefill.chunk_gated_delta_rule at --fused-shape / --fused-heads,
@@ -39,8 +39,7 @@ not deterministic even alone ("deterministic alone: no", with how far apart the 
 differences under concurrency are then not counted as concurrency mismatches (the note gives
 their count and size).  The worker prints a heartbeat per iteration; the driver kills a run that
 makes no progress for --stall seconds (--first-stall before the first iteration: imports, JIT,
-autotuning) and counts it as a hang.  The environment is passed on, so GDN_PREFILL_OVERLAP=1
-soaks the opt-in overlap plan.  The exit status is 1 when a gdn row has a hang, a failed run, a
+autotuning) and counts it as a hang.  The exit status is 1 when a gdn row has a hang, a failed run, a
 mismatch or a nondeterministic single-stream run; the peers' rows are reported and do not set it.
 Needs a Hopper GPU; without one it says so and exits 0.  tests/test_gpu_concurrency.py runs one
 run of each mode of gdn under the same watchdog.
@@ -523,7 +522,6 @@ def main(argv=None) -> int:
     if bench.script_cannot_time("soak_streams"):
         return 0
     impls = a.impls if a.impls is not None else parse_impls(None)
-    overlap = os.environ.get("GDN_PREFILL_OVERLAP", "0") == "1"
     rows = []
     for t in targets(impls, a):
         if not t["installed"]:
@@ -544,8 +542,7 @@ def main(argv=None) -> int:
     versions = {n: bench._version(d, m) for n, d, m in (("fla", "fla-core", "fla"),
                                                         ("flashinfer", "flashinfer-python", "flashinfer"))
                 if any(r["impl"].startswith(n) and r["status"] == "ran" for r in rows)}
-    head = (f"prefill soak under concurrency, gdn and its peers: {a.iters} iterations per run, gdn plan: "
-            f"{'overlap (GDN_PREFILL_OVERLAP=1)' if overlap else 'default'}"
+    head = (f"prefill soak under concurrency, gdn and its peers: {a.iters} iterations per run"
             + "".join(f", {n} {v or '?'}" for n, v in versions.items())
             + f"; {_device_name()}, {datetime.date.today()}")
     table_report(head, COLUMNS, [table_line(r) for r in rows],

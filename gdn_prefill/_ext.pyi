@@ -14,8 +14,6 @@ _RanSpineName: TypeAlias = Literal["scalar", "wgmma"]
 SPINES: dict[str, int]
 SPINE_NAMES: dict[int, str]
 STATE_LAYOUTS: dict[str, int]
-OVERLAP_OFF: str
-"""explain()["overlap"] where the overlap plan would run but is not opted in (GDN_PREFILL_OVERLAP=1)"""
 PLAN_NAMES: tuple[str, ...]
 """explain()["plan"]["name"] by the planner's code"""
 # C-API capsules for cimport callers (see _ext.pxd): "gdn_prefill_raw", "gdn_workspace_bytes"

@@ -133,16 +133,16 @@ _SIDE_STREAMS: dict[Any, Any] = {}
 def _side_stream(v: Tensor, segment_pass: SegmentPass):
     """The stream that runs pass A beside pass B, or None to run them one after the other.  One
     sequence's spine fills 2 Hv CTAs (64 of an H200's 132 SMs at Hv = 32), so the two passes'
-    spines fit side by side.  Not for the oracle's pass, and not where the process opted in to
-    the overlap plan (GDN_PREFILL_OVERLAP=1: its workers take the SMs the other pass would use)."""
+    spines fit side by side.  Not for the oracle's pass, and not where a pass runs the overlap
+    plan (its workers take the SMs the other pass would use)."""
     if segment_pass is not prefill_pass or not v.is_cuda:
         return None
     import torch
 
     from . import _ext
-    if _ext._overlap_opt_in():
-        return None
     dev = v.device.index if v.device.index is not None else torch.cuda.current_device()
+    if _ext._overlap_rule(v.shape[0], 1, v.shape[1], torch.cuda.get_device_properties(dev).multi_processor_count):
+        return None
     if dev not in _SIDE_STREAMS:
         _SIDE_STREAMS[dev] = torch.cuda.Stream(device=dev)
     return _SIDE_STREAMS[dev]

@@ -5,14 +5,12 @@
 
 tests/test_plan_golden.py compares a fresh record with the committed one, so no rule of the planner
 (pyx/gdn_prefill/plan.pxi plan_call) changes without the golden file changing with it.  Everything
-runs on CPU or "meta" tensors (no GPU: the planner then assumes GDN_SM_COUNT SMs).  The overlap plan
-is opt-in at import (GDN_PREFILL_OVERLAP=1), so its part of the record comes from a second process.
+runs on CPU or "meta" tensors (no GPU: the planner then assumes GDN_SM_COUNT SMs).
 """
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -104,7 +102,7 @@ def _builds(_ext):
     return out
 
 
-def record(overlap_part=True):
+def record():
     """The whole record: {section: {case: result}}."""
     import gdn_prefill
     from gdn_prefill import _ext
@@ -183,32 +181,14 @@ def record(overlap_part=True):
                                               gdn_prefill.workspace_bytes(T, n, hv, False),
                                               json.loads(json.dumps(gdn_prefill.workspace_layout(T, n, hv, True, 4)))]
                         for T in (64, 8192, 65536) for n in (1, 8) for hv in (4, 32)}
-    if overlap_part:
-        env = dict(os.environ, GDN_PREFILL_OVERLAP="1")
-        res = subprocess.run([sys.executable, os.path.abspath(__file__), "--overlap-part"], env=env,
-                             capture_output=True, text=True, check=True)
-        rec["overlap"] = json.loads(res.stdout)
+    # where the overlap plan's rule meets the segmented plan's and the serial plan's
+    rec["overlap"] = {f"{hk}/{hv} N{n} L{L} max_seqlen={ms}": explain(n * L, hk, hv, n, max_seqlen=ms, pool=n)
+                      for hk, hv in HEADS for n in (1, 2, 4, 16) for L in (1000, 2048, 8192, 32768)
+                      for ms in (None, L)}
     return rec
 
 
-def overlap_record():
-    """The opt-in overlap plan's part (this process imported with GDN_PREFILL_OVERLAP=1)."""
-    from gdn_prefill import _ext
-    assert _ext._overlap_opt_in()
-    out = {}
-    for hk, hv in HEADS:
-        for n in (1, 2, 4, 16):
-            for L in (1000, 2048, 8192, 32768):
-                for ms in (None, L):
-                    out[f"{hk}/{hv} N{n} L{L} max_seqlen={ms}"] = explain(n * L, hk, hv, n, max_seqlen=ms, pool=n)
-    out["hooks"] = _hooks(_ext)
-    return out
-
-
 def main(argv):
-    if "--overlap-part" in argv:
-        json.dump(overlap_record(), sys.stdout, sort_keys=True)
-        return
     rec = record()
     text = json.dumps(rec, indent=1, sort_keys=True) + "\n"
     if "--write" in argv:

@@ -30,7 +30,7 @@ CASES = [
     ([32768], 2, 8, "segmented"),
     ([3000, 20000], 4, 8, "segmented"),
     ([2048] + [512] * 31, 16, 32, "single"),
-    ([3000] * 4, 2, 4, "serial"),
+    ([3000] * 4, 2, 4, "overlap"),
 ]
 
 
@@ -47,7 +47,7 @@ def test_invariant_plan_is_single_or_the_serial_family(lens, hk, hv, default):
         assert [k["name"].split("_")[0] for k in e["kernels"]] == ["single"]
         assert "batch_invariant=True: its inverse in fp32" in e["plan"]["why"], e["plan"]
     else:
-        assert e["plan"]["name"] == "serial", e["plan"]
+        assert e["plan"]["name"] in ("serial", "overlap"), e["plan"]     # overlap: the serial plan's arithmetic
         assert e["plan"]["why"].startswith("batch_invariant=True"), e["plan"]
         assert "segmented plan" in e["plan"]["why"], e["plan"]
         assert [k["name"].split("_")[0] for k in e["kernels"]] == ["recompute", "spine"]
@@ -95,4 +95,4 @@ def test_environment_makes_every_call_invariant():
                PYTHONPATH=os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=here)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["serial", "True", "single", "True", "True"], out.stdout
+    assert out.stdout.split() == ["overlap", "True", "single", "True", "True"], out.stdout

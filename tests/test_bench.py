@@ -225,10 +225,10 @@ def test_main_job_without_gpu(monkeypatch, capsys):
     assert "spines: scalar: runs; wgmma: runs" in out and "auto runs 'wgmma'" in out
     import gdn_prefill
     from gdn_prefill import grids
-    assert gdn_prefill._ext._spine_rs_build(8192, 1, 32) == "solo"     # the serial plan (overlap: opt-in)
-    assert "spine_rs_o_kv" in out and str(grids.grid_spine_rs(8192, 1, 32)) in out
+    assert gdn_prefill._ext._spine_rs_build(8192, 1, 32) == "pair"     # the overlap plan
+    assert "spine_rs_o_pair_kv" in out and str(grids.grid_spine_rs(8192, 1, 32)) in out
     assert f"workspace: {gdn_prefill.workspace_bytes(8192, 1, 32, fused=True):,} bytes" in out   # the plan's
-    assert "stage 1 overlapped with the spine: off by default" in out
+    assert "stage 1 overlapped with the spine: runs: recompute_wu_workers on 68 CTAs" in out
     # the oracle check, with its error printed
     assert "reference.recurrent vs reference.chunked" in out and "-> OK" in out and "rel err o = " in out
 

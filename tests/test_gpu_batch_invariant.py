@@ -72,7 +72,7 @@ def _same(x, y):
 @pytest.mark.parametrize("hk, hv", HEADS)
 def test_one_sequence_keeps_its_bits_in_any_batch(hk, hv, layout):
     o0, s0, plan0 = _run(hk, hv, [], 0, True, layout)
-    assert plan0 == "serial" and torch.isfinite(o0.float()).all()
+    assert plan0 in ("serial", "overlap") and torch.isfinite(o0.float()).all()
     for kind, (others, pos, max_given) in BATCHES.items():
         o, s, plan = _run(hk, hv, others, pos, max_given, layout)
         assert plan in ("serial", "overlap", "single"), (kind, plan)
@@ -97,11 +97,11 @@ def test_unaligned_inputs_keep_their_bits_in_the_unfused_plan(hk, hv):
 @pytest.mark.parametrize("hk, hv", [(4, 16), (8, 16), (16, 32), (16, 64)])
 def test_the_single_plan_gives_the_serial_plans_bits(hk, hv, l2norm):
     """Under the flag the single plan keeps its rule: X among 31 sequences of 512 tokens takes it,
-    X alone the serial plan, and X's output and state are the same bits (its inverse in fp32, its
+    X alone the serial plan (or the overlap plan: the same arithmetic), and X's output and state are the same bits (its inverse in fp32, its
     sums in stage 1's orders); pre-normed too, where the keys' range check would pick fp16."""
     o0, s0, plan0 = _run(hk, hv, [], 0, True, l2norm=l2norm)
     o1, s1, plan1 = _run(hk, hv, [512] * 31, 5, True, l2norm=l2norm)
-    assert [plan0, plan1] == ["serial", "single"]
+    assert plan0 in ("serial", "overlap") and plan1 == "single"
     assert _same(o1, o0), f"output moved by {(o1.float() - o0.float()).abs().max().item():.3g}"
     assert _same(s1, s0), f"state moved by {(s1 - s0).abs().max().item():.3g}"
 

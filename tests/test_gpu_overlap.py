@@ -4,8 +4,7 @@ on a Hopper GPU.
 Both plans run the same arithmetic on the same chunks, so the overlap plan must reproduce the serial
 plan bit for bit at every workers count; a flag read too early (a missing acquire, a spine chunk
 that does not wait, a worker that publishes before its stores land) would show as a difference.
-The plan is opt-in (GDN_PREFILL_OVERLAP=1) until it is measured; this file forces it through the
-stage hook, with the rule's workers and with far fewer (one worker CTA for the whole call: the spine
+This file forces it through the stage hook, with the rule's workers and with far fewer (one worker CTA for the whole call: the spine
 waits on nearly every chunk), and checks the rule on this device.  tests/test_gpu_concurrency.py
 runs it under concurrent streams and threads.
 """
@@ -61,9 +60,10 @@ def test_overlap_matches_serial_bitwise(case):
     plan = gdn_prefill.explain(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"],
                                torch.empty_like(inp["v"]), inp["state"], cu_seqlens=inp["cu_seqlens"],
                                state_indices=inp["state_indices"], state_layout=inp["state_layout"])
-    if not _ext._overlap_opt_in():
-        # the plan is opt-in (GDN_PREFILL_OVERLAP=1): by default explain() says why it does not run
-        assert plan["overlap_wu_ctas"] is None
+    # prefill() runs the plan wherever the rule gives workers, on the rule's
+    assert plan["overlap_wu_ctas"] == _ext._overlap_rule(T, N, hv, sms)
+    assert (plan["plan"]["name"] == "overlap") == (plan["overlap_wu_ctas"] is not None) or \
+        plan["plan"]["name"] in ("segmented", "single")
     o0, s0 = _run(inp, 0)
     with torch.device("cuda"):
         o_ref, s_ref = ref.chunked(inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], cu_seqlens=inp["cu_seqlens"],

@@ -202,10 +202,10 @@ def test_wg2_forms_run_the_two_warpgroup_build(form):
     assert four_kernel_spine_build(inp) == f"spine_wgmma_wg2_{inp['state_layout']}"
     T_list, Hk, Hv, mk, _ = FORMS["varlen_mix"]
     small = ref.make_inputs(T_list, Hk, Hv, seed=0, device="cuda", **mk)
-    # 7 sequences, 4 heads: where the opt-in overlap plan would run the pair build, the serial plan's solo
-    assert _ext._spine_rs_build(sum(T_list), len(T_list), Hv, sms) == "solo"
-    assert _ext._spine_rs_build(sum(T_list), len(T_list), Hv, sms, overlap=True) == "pair"
-    assert spine_build(small, "wgmma") == "spine_rs_o_kv"
+    # 7 sequences, 4 heads: the overlap plan runs the pair build (the serial plan's would be solo)
+    assert _ext._spine_rs_build(sum(T_list), len(T_list), Hv, sms) == "pair"
+    assert _ext._spine_rs_build(sum(T_list), len(T_list), Hv, sms, overlap=False) == "solo"
+    assert spine_build(small, "wgmma") == "spine_rs_o_pair_kv"
     assert four_kernel_spine_build(small) == "spine_wgmma_kv"
 
 
@@ -317,8 +317,8 @@ def test_deterministic_bitwise(spine, many):
 
 GRAPH_CASES = {
     "pool_3_seqs": [200, 64, 1],
-    # 2 sequences, 52 chunk slots: where the opt-in overlap plan would split stage 1 (the default
-    # serial plan is captured)
+    # 2 sequences, 52 chunk slots: the overlap plan is captured (stage 1's workers, the spine as their
+    # programmatic dependent)
     "overlap_2_seqs": [3000, 200],
 }
 
@@ -336,12 +336,11 @@ def test_cuda_graph_replay_with_new_values(spine, case):
     args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
     kw = dict(cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"], spine=spine, workspace=ws)
     if case.startswith("overlap") and spine == "wgmma":
-        # where the opt-in overlap plan would run, the default plan is serial (the overlap is opt-in)
-        assert gdn_prefill.explain(*args, **kw)["overlap_wu_ctas"] is None
+        assert gdn_prefill.explain(*args, **kw)["plan"]["name"] == "overlap"
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        gdn_prefill.prefill(*args, **kw)  # warm-up: modules (and the overlap's stream) outside the capture
+        gdn_prefill.prefill(*args, **kw)  # warm-up: the modules load outside the capture
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

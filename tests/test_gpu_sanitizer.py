@@ -27,9 +27,9 @@ for spine in [s for s in ("scalar", "wgmma") if any(v.startswith("spine_" + s) f
             _ext._launch_stages(("recompute_wu", "spine", "fwd_o"), inp["q"], inp["k"], inp["v"],
                                 inp["g"], inp["beta"], out, st, cu_seqlens=inp["cu_seqlens"],
                                 state_indices=inp["state_indices"], spine=spine, workspace=ws, fused=0)
-# where the overlap plan would run (2 sequences, 35 chunk slots): the default serial plan, then the
-# opt-in overlap plan forced through the stage hook (stage 1's workers build beside the pair build,
-# ready flags); a 33-chunk sequence reuses every ring slot, so racecheck sees each hand-over of a slot back
+# where the overlap plan runs (2 sequences, 35 chunk slots): prefill()'s overlap plan on the rule's
+# workers, then forced through the stage hook on 4 workers CTAs (stage 1's workers build beside the
+# pair build, ready flags); a 33-chunk sequence reuses every ring slot, so racecheck sees each hand-over of a slot back
 # to its loader; then serially the solo, pair and dual builds and the unfused plan (both
 # spine_wgmma builds)
 inp = ref.make_inputs([2100, 70], 2, 4, seed=6, device="cuda", state="dense", l2norm_inputs=True)
@@ -37,7 +37,7 @@ if "spine_rs_o_kv" in gdn_prefill.compiled_variants():
     from gdn_prefill import _ext
     args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"],
             torch.empty(inp["v"].shape, dtype=torch.bfloat16, device="cuda"), inp["state"].clone())
-    assert gdn_prefill.explain(*args, cu_seqlens=inp["cu_seqlens"])["overlap"] == _ext.OVERLAP_OFF
+    assert gdn_prefill.explain(*args, cu_seqlens=inp["cu_seqlens"])["plan"]["name"] == "overlap"
     gdn_prefill.prefill(*args, cu_seqlens=inp["cu_seqlens"])
     ws = torch.empty(gdn_prefill.workspace_bytes(inp["q"].shape[0], 2, 4), dtype=torch.uint8, device="cuda")
     _ext._launch_stages(("recompute_wu", "spine"), *args, cu_seqlens=inp["cu_seqlens"], spine="wgmma",

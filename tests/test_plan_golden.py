@@ -1,6 +1,6 @@
 """The planner cannot drift silently: explain() and the planning hooks over a sweep of problems
 (tests/plan_golden.py: batch sizes, lengths, head counts, max_seqlen, state_indices, checkpoints,
-initial_state, both layouts, fp32 / bf16 / fp16 / fp8 pools, forced spines and plans, the opt-in overlap plan)
+initial_state, both layouts, fp32 / bf16 / fp16 / fp8 pools, forced spines and plans, the overlap plan)
 must match the committed record, tests/golden/plan_golden.json.  A deliberate change of a rule
 rewrites the record (python tests/plan_golden.py --write) in the same commit, so the diff shows
 every call whose plan it changes.  CPU / meta tensors only."""

@@ -82,10 +82,10 @@ _MIN_SLOTS = _abi.CONSTANTS["GDN_OVERLAP_MIN_SLOTS"]     # one sequence of 64 (n
     (66, 1, 64, "solo"), (67, 1, 64, "dual"),
     # 192 heads: 2 dual waves (2 x 2.2 us per chunk) cost more than 3 solo waves (3 x 1.4 us)
     (6, 32, 64, "solo"), (8, 32, 64, "dual"), (12, 32, 64, "dual"),
-    # where the overlap plan would run (GDN_OVERLAP_MIN_SLOTS chunk slots and more; the spine on at
-    # most half of the 132 SMs) the serial plan runs solo: the overlap plan (pair) is opt-in
-    (1, 32, 64 * (_MIN_SLOTS - 2), "solo"), (1, 32, 64 * (_MIN_SLOTS - 1), "solo"), (1, 32, 4096, "solo"),
-    (2, 32, 4096, "solo"), (3, 4, 4096, "solo")])
+    # the overlap plan (pair) from GDN_OVERLAP_MIN_SLOTS chunk slots on, where the spine holds at most
+    # half of the 132 SMs
+    (1, 32, 64 * (_MIN_SLOTS - 2), "solo"), (1, 32, 64 * (_MIN_SLOTS - 1), "pair"), (1, 32, 4096, "pair"),
+    (2, 32, 4096, "solo"), (3, 4, 4096, "pair")])
 def test_fused_plan_runs_the_register_state_spine_in_every_regime(n_seq, Hv, seq_len, build, layout):
     """Aligned tensors: spine_rs_o whatever N * Hv.  Solo: one CTA per (sequence, head, 64 state
     columns), the 2 CTAs of a head adjacent in the 1-D grid; a warpgroup, a TMA warp and a store
@@ -134,23 +134,20 @@ def test_launcher_rule_matches_plan():
 
 def test_build_rule_as_the_header_states_it():
     """The launcher's build rule (_rs_build, its one home, through _ext._spine_rs_build) on a grid
-    of T, N, Hv and SM counts: the pair exactly where the overlap plan runs (opt-in: the rule applies and
-    GDN_PREFILL_OVERLAP=1), else the dual where its waves (N * Hv
+    of T, N, Hv and SM counts: the pair exactly where the overlap plan runs (its rule applies), else
+    the dual where its waves (N * Hv
     CTAs) at GDN_RS_DUAL_WAVE_NS cost less than the solo build's (2 N * Hv CTAs) at
     GDN_RS_SOLO_WAVE_NS, else solo."""
-    opt_in = _ext._overlap_opt_in()
     for sms in (132, 114, 78):
         for T in (64, 960, 4096, 65536):
             for N in list(range(1, 140)) + [1000, 4096]:
                 for Hv in (1, 2, 4, 8, 16, 32, 64):
                     dual = -(-N * Hv // sms) * _abi.CONSTANTS["GDN_RS_DUAL_WAVE_NS"] < \
                         -(-2 * N * Hv // sms) * _abi.CONSTANTS["GDN_RS_SOLO_WAVE_NS"]
-                    want = ("pair" if opt_in and _ext._overlap_rule(T, N, Hv, sms) is not None
-                            else "dual" if dual else "solo")
+                    serial = "dual" if dual else "solo"
+                    want = "pair" if _ext._overlap_rule(T, N, Hv, sms) is not None else serial
                     assert _ext._spine_rs_build(T, N, Hv, sms) == want, (T, N, Hv, sms)
-                    forced = ("pair" if _ext._overlap_rule(T, N, Hv, sms) is not None
-                              else "dual" if dual else "solo")
-                    assert _ext._spine_rs_build(T, N, Hv, sms, overlap=True) == forced, (T, N, Hv, sms)
+                    assert _ext._spine_rs_build(T, N, Hv, sms, overlap=False) == serial, (T, N, Hv, sms)
 
 
 @pytest.mark.parametrize("lengths, solo_style", [

@@ -17,9 +17,9 @@ Every implementation runs in this one process, on the same inputs, one after ano
 ``gdn:<spine>`` (gdn_prefill.prefill with ``spine=<spine>``, one row per spine compiled
 into the build; ``gdn:wgmma`` fuses the output into the spine where the inputs allow it,
 ``gdn:wgmma-4k`` runs the same spine in the unfused plan, spine then fwd_o,
-through the stage hook, so each table shows what the fusion gains, and ``gdn:wgmma-overlap`` the
-fused plan as the opt-in overlap plan (GDN_PREFILL_OVERLAP=1: stage 1's workers build beside the spine where
-its rule applies; the same row as ``gdn:wgmma`` elsewhere), so it shows what the opt-in gains,
+through the stage hook, so each table shows what the fusion gains, and ``gdn:wgmma-serial`` the
+fused plan's serial form (stage 1, then the spine: no overlap plan, no segments), so it shows what
+those plans gain where they run,
 and ``gdn:wgmma-single`` the single plan forced (cute_kernels/single.py; prefill() runs it only
 where its rule applies), and ``gdn:invariant`` prefill(batch_invariant=True)), ``fla``
 (fla.ops.gated_delta_rule.chunk_gated_delta_rule) and

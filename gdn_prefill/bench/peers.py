@@ -25,7 +25,7 @@ def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
     try:
         import gdn_prefill
         if "wgmma" in spines and "spine_rs_o_kv" in gdn_prefill.compiled_variants():
-            names += ["gdn:wgmma-4k", "gdn:wgmma-overlap", "gdn:invariant"]
+            names += ["gdn:wgmma-4k", "gdn:wgmma-serial", "gdn:invariant"]
         if "wgmma" in spines and any(v.startswith("single_prefill_") for v in gdn_prefill.compiled_variants()):
             names.append("gdn:wgmma-single")
     except Exception:
@@ -61,11 +61,10 @@ def _filter_kwargs(fn, kw: dict) -> dict:
     return {k: v for k, v in kw.items() if k in params}
 
 
-def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, wu_ctas: int = 0, max_seqlen=None,
-              state_indices=None) -> str:
+def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, max_seqlen=None, state_indices=None) -> str:
     """One gdn call of `impl` ("gdn:<spine>" -> prefill(spine=<spine>); "gdn:wgmma-4k" -> the
-    unfused plan with the wgmma spine, "gdn:wgmma-overlap" -> the fused plan with stage 1's workers
-    build on `wu_ctas` CTAs beside the spine (0: serial), "gdn:wgmma-single" -> the single plan, all through the stage hook;
+    unfused plan with the wgmma spine, "gdn:wgmma-serial" -> the fused plan's serial form (stage 1,
+    then the spine: no overlap, no segments), "gdn:wgmma-single" -> the single plan, all through the stage hook;
     "gdn:invariant" -> prefill(batch_invariant=True));
     returns what ran.  max_seqlen: the longest sequence, as a serving engine passes it (the
     planner's segmented and single plans read it).  state_indices: the sequences' slots of a state
@@ -77,10 +76,10 @@ def _gdn_call(impl: str, s, out, state, cu32, use_l2: bool, ws, wu_ctas: int = 0
         _ext._launch_stages(("recompute_wu", "spine", "fwd_o"), s.q, s.k, s.v, s.g, s.beta, out,
                             state, cu_seqlens=cu32, spine="wgmma", use_qk_l2norm=use_l2, workspace=ws, fused=0)
         return spine
-    if spine == "wgmma-overlap":
+    if spine == "wgmma-serial":
         from gdn_prefill import _ext
         _ext._launch_stages(("recompute_wu", "spine"), s.q, s.k, s.v, s.g, s.beta, out, state, cu_seqlens=cu32,
-                            spine="wgmma", use_qk_l2norm=use_l2, workspace=ws, fused=1, overlap_wu_ctas=wu_ctas)
+                            spine="wgmma", use_qk_l2norm=use_l2, workspace=ws, fused=1, overlap_wu_ctas=0)
         return spine
     if spine == "wgmma-single":
         from gdn_prefill import _ext
@@ -119,18 +118,13 @@ def _calls(impl: str, case: Case, sets: list, cu: dict, use_l2: bool) -> tuple[l
         spine = impl.split(":", 1)[1]
         ws = torch.empty(max(gdn_prefill.workspace_bytes(case.T, case.N, case.Hv), 1), dtype=torch.uint8,
                          device="cuda")
-        wu_ctas = 0
-        if spine == "wgmma-overlap":
-            from gdn_prefill import _ext
-            sms = torch.cuda.get_device_properties(0).multi_processor_count
-            wu_ctas = _ext._overlap_rule(case.T, case.N, case.Hv, sms) or 0
 
         def mk(s):
             slots = s.extra.get("slots")
             idx = None if slots is None else slots.to(torch.int32)
 
             def call():
-                return _gdn_call(impl, s, s.out, s.state, cu["cu32"], use_l2, ws, wu_ctas, max(case.lens), idx)
+                return _gdn_call(impl, s, s.out, s.state, cu["cu32"], use_l2, ws, max(case.lens), idx)
             return call
         calls = [mk(s) for s in sets]
         ran = calls[0]()

@@ -23,7 +23,7 @@
  * many CTAs (one per SM), beyond it the 2-warpgroup build (a cluster multicasts the shared W/K copy).
  * The measured crossover: docs/PERFORMANCE.md, "Plan choices". */
 #define GDN_WGMMA_WG1_MAX_CTAS 132
-/* register-state spine (spine_rs_o): three builds.  The opt-in overlap plan runs the pair build (a head's two
+/* register-state spine (spine_rs_o): three builds.  The overlap plan runs the pair build (a head's two
  * CTAs as a cluster that multicasts the tiles both load); the serial plan runs solo (one CTA per 64
  * state columns) or dual (one CTA per head, two chains per SM), whichever needs fewer
  * waves-times-chunk-time: dual iff ceil(N Hv / sms) * DUAL_WAVE_NS < ceil(2 N Hv / sms) * SOLO_WAVE_NS
@@ -78,13 +78,13 @@
  * the register-state spine starts its chains in that order; beyond it, index order, and no CTA reads more
  * than a fixed number of lengths (cute_kernels/handoff.py longest_first) */
 #define GDN_ORDER_MAX_SEQS 1024
-/* overlap plan (opt-in: GDN_PREFILL_OVERLAP=1; register-state spine, few sequences): stage 1 as
+/* overlap plan (register-state spine, few sequences): stage 1 as
  * recompute_wu_workers, one CTA on each SM the spine leaves (wu_ctas = SMs - the spine's CTAs, the SMs
  * queried), publishing each (slot, head) in `ready`, and the spine behind it on the same stream as its
  * programmatic dependent, waiting for each slot's flag: it is scheduled only once every workers CTA
  * runs (pyx/gdn_prefill/overlap.pxi says why that cannot hang).  It runs where the spine's CTAs leave
- * at least half of the SMs to the workers and the call has at least MIN_SLOTS chunk slots (below 24
- * slots the split plan it replaces did not pay: at 1x1K 46.5 -> 50.6 us; at 17 slots level). */
+ * at least half of the SMs to the workers and the call has at least MIN_SLOTS chunk slots (measured
+ * against the serial plan: slower at 17 slots, level at 33, faster from 65: docs/PERFORMANCE.md). */
 #define GDN_OVERLAP_MIN_SLOTS 24
 #define GDN_NO_OVERLAP 2147483647    /* ready_from of the serial plan                 */
 

@@ -15,14 +15,9 @@
 # Python API runs (it is the same code), then launches on `stream` for the *current*
 # CUDA device (cudaSetDevice first); it never reads device memory nor synchronises, so
 # it can be captured in a CUDA graph, and it is safe to call from several threads.
-# With GDN_PREFILL_OVERLAP=1 in the environment at import (opt-in, for a process that calls
-# prefill from one stream alone: its spine waits for a kernel on another stream, which other
-# streams or processes can starve) and few sequences it runs the overlap plan
-# (explain()["overlap"]): part of the work goes to a library-owned stream per device, forked from and joined back into `stream` by events,
-# so work queued on `stream` after the call waits for all of it.  That stream is created by
-# the first such call; if the first one is inside a stream capture, the serial plan runs.
-# That stream is shared by every caller on the device: while one thread captures a graph,
-# another must not call prefill eagerly on the same device (its work would join the capture).
+# Every plan launches on `stream` alone (with few sequences, the overlap plan: stage 1's workers
+# and the spine as their programmatic dependent, explain()["overlap"]), so work queued on `stream`
+# after the call waits for all of it.
 # It returns GDN_OK (0) or a GDN_ERR_* status with a message naming the argument and
 # the rule in `msg` (at most msg_cap - 1 bytes, always NUL-terminated when msg_cap > 0;
 # 512 bytes always suffice); on an error nothing has been launched and nothing written.

@@ -5,7 +5,7 @@
 # ----------------------------------------------------------------------------- overlap plan
 # With few sequences the register-state spine occupies N * Hv * 2 SMs for its whole run and stage 1 leaves
 # them idle meanwhile (1x8K: 64 of 132 SMs for 151 us).  The overlap plan runs stage 1 as the workers
-# build (recompute_wu_workers: one CTA of three chunk workers on each SM the spine leaves, every
+# build (recompute_wu_workers: one CTA of WORKER_GROUPS chunk workers on each SM the spine leaves, every
 # (slot, head) of the call, each published in the workspace's `ready` flags) and the spine right behind
 # it on the same stream as its programmatic dependent; the spine's loader acquires a slot's flag
 # before it reads the slot.
@@ -17,14 +17,8 @@
 # starts the spine after the workers have ended.  (The plan it replaces ran the spine on a side stream
 # beside a kernel it waited for, which the GPU does not promise to schedule: opt-in, issue 32.)
 #
-# Opt-in (GDN_PREFILL_OVERLAP=1) until its speed is measured against the serial plan.
-
-cdef const char *_OVERLAP_OFF = (
-    "off by default until it is measured (GDN_PREFILL_OVERLAP=1 opts in)")
-OVERLAP_OFF = _OVERLAP_OFF.decode()
-
-# GDN_PREFILL_OVERLAP=1 (read once, at import) opts in to the overlap plan.
-cdef bint _overlap_enabled = os.environ.get("GDN_PREFILL_OVERLAP", "0") == "1"
+# It runs wherever its rule holds: measured against the serial plan, it is level at 33 chunk slots
+# and faster from 65 on (docs/PERFORMANCE.md, the overlap plan).
 
 
 cdef int _sm_count() noexcept nogil:
@@ -61,20 +55,9 @@ cdef int32_t _overlap_wu_ctas(int64_t T, int64_t N, int64_t Hv, int sms, char *w
 
 
 cdef int32_t _plan_wu_ctas(const gdn_problem_t *p, int sms, char *why) noexcept nogil:
-    """The workers CTAs the fused plan runs this (validated) problem with: the rule's where the
-    process opted in (GDN_PREFILL_OVERLAP=1); 0 for the serial plan (and the reason, where why is not
-    NULL)."""
-    cdef int32_t ctas = _overlap_wu_ctas(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], sms, why)
-    if ctas > 0 and not _overlap_enabled:
-        if why != NULL:
-            snprintf(why, MSG_CAP, "%s", _OVERLAP_OFF)
-        return 0
-    return ctas
-
-
-def _overlap_opt_in():
-    """Test hook: whether this process opted in to the overlap plan (GDN_PREFILL_OVERLAP=1)."""
-    return bool(_overlap_enabled)
+    """The workers CTAs the fused plan runs this (validated) problem with, the rule's; 0 for the
+    serial plan (and the reason, where why is not NULL)."""
+    return _overlap_wu_ctas(p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], sms, why)
 
 
 def _overlap_fits_rule(int64_t N, int64_t Hv, int sms):

@@ -82,18 +82,18 @@ cdef int _rs_serial_build(const gdn_problem_t *p, int sms) noexcept nogil:
     return RS_SOLO
 
 
-def _spine_rs_build(int64_t T, int64_t N, int64_t Hv, int sms=GDN_SM_COUNT, overlap=None):
+def _spine_rs_build(int64_t T, int64_t N, int64_t Hv, int sms=GDN_SM_COUNT, overlap=True):
     """Test / benchmark hook: the launcher's choice of spine_rs_o build ("solo", "pair" or "dual")
-    for T tokens, N sequences, Hv value heads on `sms` SMs; overlap None: as this process plans
-    (GDN_PREFILL_OVERLAP), True / False: as if it had opted in or not."""
+    for T tokens, N sequences, Hv value heads on `sms` SMs; overlap False: the serial plan's, where
+    the overlap plan would run."""
     cdef gdn_problem_t p
     memset(&p, 0, sizeof(gdn_problem_t))
     p.q.shape[0] = T
     p.cu_seqlens.shape[0] = N + 1
     p.v.shape[1] = Hv
-    if overlap is None:
+    if overlap:
         return _RS_BUILDS[_rs_build(&p, sms)]
-    return _RS_BUILDS[_rs_build_for(&p, _overlap_wu_ctas(T, N, Hv, sms, NULL) if overlap else 0, sms)]
+    return _RS_BUILDS[_rs_build_for(&p, 0, sms)]
 
 
 def _spine_wgmma_warpgroups(int64_t N, int64_t Hv):
@@ -174,7 +174,7 @@ cdef int _choose(const gdn_problem_t *p, int spine, int state_layout, int *chose
 cdef enum:
     PLAN_UNFUSED = 0        # recompute_wu, the spine (h, vnew), fwd_o
     PLAN_SERIAL = 1         # fused: recompute_wu (Tu, P), spine_rs_o (solo or dual)
-    PLAN_OVERLAP = 2        # fused: recompute_wu_workers, the spine beside it (opt-in, GDN_PREFILL_OVERLAP=1)
+    PLAN_OVERLAP = 2        # fused: recompute_wu_workers, the spine beside it (overlap.pxi)
     PLAN_SEGMENTED = 3      # fused, each sequence in segments: recompute_wu, spine_rs_maps, compose, spine_rs_o_seg
     PLAN_SINGLE = 4         # single_prefill alone: stage 1 and the spine of a (sequence, head) per CTA, no workspace
     MAX_LAUNCHES = 4
@@ -418,7 +418,7 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
     in.  The rules, in order: the fused plans where _fused_guard allows (else the unfused plan);
     among them first the single plan where its rule applies (_single_rule); else the segmented plan
     where the cost model predicts it faster than the serial one (longest sequence: the call's
-    tokens, max_seqlen when given); else the opt-in overlap plan where its rule applies
+    tokens, max_seqlen when given); else the overlap plan where its rule applies
     (_plan_wu_ctas); else the serial plan (solo or dual: _rs_serial_build).  Each plan's launches,
     in order, with their builds, stages and grids, and its workspace.  reasons (may be NULL): why,
     as explain() shows it."""
@@ -515,6 +515,7 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
     made (its `single_ok`: the single plan's rule; r.overlap: the overlap rule's reason)."""
     cdef int64_t T = p.q.shape[0], N = p.cu_seqlens.shape[0] - 1, Hv = p.v.shape[1]
     cdef int64_t nseg
+    cdef char serial_why[MSG_CAP]
     if plan.kind == PLAN_SINGLE:
         snprintf(r.single, MSG_CAP, "runs")
     elif single_ok:
@@ -543,8 +544,6 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
                  "single kernel (its inverse in fp32) give a sequence the same bits in any batch; the segmented plan, "
                  "a split by the batch's shape, rounds differently and does not run",
                  " (GDN_PREFILL_BATCH_INVARIANT=1)" if _invariant_env else "")
-    elif plan.kind == PLAN_OVERLAP:
-        snprintf(r.why, MSG_CAP, "opted in (GDN_PREFILL_OVERLAP=1) and its rule applies (\"overlap\")")
     elif plan.longest == 0:
         snprintf(r.why, MSG_CAP, "several sequences and no max_seqlen: their lengths are device values, so no "
                  "sequence is split (pass max_seqlen to let the planner segment long ones)")
@@ -561,6 +560,11 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
     else:
         snprintf(r.why, MSG_CAP, "no segmentation of the longest sequence (%lld chunks) fits: at most %d CTAs per "
                  "pass", <long long>plan.longest, GDN_SEG_MAX_CTAS)
+    if plan.kind == PLAN_OVERLAP and not plan.invariant:
+        # the serial plan's reason, and its overlapped form (the same arithmetic) where the rule applies
+        snprintf(serial_why, MSG_CAP, "%s", r.why)
+        snprintf(r.why, MSG_CAP, "%.400s; overlapped: stage 1's workers fill the SMs the spine leaves (\"overlap\")",
+                 serial_why)
 
 
 cdef tuple _launch_grid(const gdn_problem_t *p, const plan_t *plan, int i):
