@@ -78,13 +78,11 @@ swizzle) followed by A / Tm (fp32, 64 rows of stride 68), whose first 16 KB beco
 (fp32, 32 rows of stride 36) in the Tu slot, then Tw and Tu); gcum / beta / beta*exp(gcum) / rk
 (/ rq) vectors; the TMA loads' mbarrier (aligned builds only).
 
-Sequence order and launch range: block 0 of the launch that starts at slot 0 first ranks the
-sequences longest first into the workspace's `order` for the register-state spine's grid
-(_rank_longest_first).  A launch covers chunk slots [slot_begin, slot_end)
-(grids.grid_recompute_wu_slots); in the overlap plan the slots >= ready_from run beside the register-state
-spine and publish ready[slot, hv] for it (_finish_stores, _publish), and that launch asks for more
-shared memory than it uses, so that three CTAs, not four, share an SM with the spine
-(launch_smem_bytes).
+Sequence order and grid: in the fused plans' builds block 0 first ranks the sequences longest first
+into the workspace's `order` for the register-state spine's grid (_rank_longest_first).  A launch
+covers every chunk slot, the count ready's rows (grids.grid_recompute_wu_slots); the overlap plan's
+workers build (recompute_wu_workers) runs them as items on the SMs the spine leaves and publishes
+each in ready[slot, hv] for the spine (_publish).
 
 Assumptions the entry point's guards must enforce (nothing here checks them):
   Hv % Hk == 0; q, k, v last dim contiguous (stride 1) with K = V = 128; w, u compact
@@ -347,8 +345,8 @@ class RecomputeWU:
         pqk: cute.Tensor, tu: cute.Tensor, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom,
         mU: cute.Tensor, tma_p: cute.CopyAtom, mP: cute.Tensor, tma_t: cute.CopyAtom, mT: cute.Tensor,
         tma_kl: cute.CopyAtom, mKl: cute.Tensor, tma_ql: cute.CopyAtom, mQl: cute.Tensor, ready: cute.Tensor,
-        order: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32, slot_begin: Int32,
-        ready_from: Int32, div_hv: cute.FastDivmodDivisorV2, div_group: cute.FastDivmodDivisorV2,
+        order: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32,
+        div_hv: cute.FastDivmodDivisorV2, div_group: cute.FastDivmodDivisorV2,
     ):
         """The kernel's body (recompute_wu_kernel, the entry, calls it): the CTA's chunk slot and
         head, its shared memory, then the phases."""
@@ -358,8 +356,7 @@ class RecomputeWU:
         # grids.grid_recompute_wu_slots: the value head runs fastest.  Both divisions by runtime head
         # counts use divisors the launch precomputes (a multiply and a shift each, where ptxas emulated
         # three divisions at ~17 instructions per thread; not measurable in time on its own)
-        cr, hv = divmod(bx, div_hv)
-        slot = slot_begin + cr
+        slot, hv = divmod(bx, div_hv)
         th = _Thread(tidx, tidx % 32, tidx // 32, tidx // WG, tidx % WG, None)
 
         lay = _smem_layouts()
@@ -368,13 +365,12 @@ class RecomputeWU:
 
         if cutlass.const_expr(self.with_pqk):
             if bx == 0:
-                if slot_begin == 0:
-                    # the fused plan's first CTA: the sequences longest first, for the register-state spine's grid
-                    _rank_longest_first(cu_seqlens, order, s.storage.kv.data_ptr(), tidx, self.sync, th)
+                # the fused plan's first CTA: the sequences longest first, for the register-state spine's grid
+                _rank_longest_first(cu_seqlens, order, s.storage.kv.data_ptr(), tidx, self.sync, th)
 
         self.chunk(s, th, mma_g, mma_o, slot, hv, Int32(0), q, k, v, g, beta, cu_seqlens, state_indices,
                    gcum, rq, rk, beta32, w, u, pqk, tu, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT,
-                   tma_kl, mKl, tma_ql, mQl, ready, scale, use_qk_l2norm, use_state_indices, ready_from, div_group)
+                   tma_kl, mKl, tma_ql, mQl, ready, scale, use_qk_l2norm, use_state_indices, div_group)
 
     @cute.jit
     def workers(
@@ -414,8 +410,7 @@ class RecomputeWU:
             slot, hv = divmod(item, div_hv)
             active = self.chunk(s, th, mma_g, mma_o, slot, hv, phase, q, k, v, g, beta, cu_seqlens, state_indices,
                                 gcum, rq, rk, beta32, pqk, pqk, pqk, tu, tma_p, mP, tma_t, mT, tma_p, mP, tma_t, mT,
-                                tma_kl, mKl, tma_ql, mQl, ready, scale, use_qk_l2norm, use_state_indices, Int32(0),
-                                div_group)
+                                tma_kl, mKl, tma_ql, mQl, ready, scale, use_qk_l2norm, use_state_indices, div_group)
             if active == 0:
                 _publish(ready, slot, hv, tidx, th.warp == Warp.LEAD, self.sync, th)
             phase = phase ^ cutlass.select_(active != 0, Int32(1), Int32(0))
@@ -427,7 +422,7 @@ class RecomputeWU:
               gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
               pqk: cute.Tensor, tu: cute.Tensor, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT,
               tma_kl, mKl, tma_ql, mQl, ready: cute.Tensor, scale: Float32, use_qk_l2norm: Int32,
-              use_state_indices: Int32, ready_from: Int32, div_group: cute.FastDivmodDivisorV2):
+              use_state_indices: Int32, div_group: cute.FastDivmodDivisorV2):
         """One (chunk slot, value head): the phases in order (the k / q tiles' mbarrier at `phase`).
         Returns whether a chunk maps to the slot."""
         tidx = th.tidx
@@ -456,9 +451,9 @@ class RecomputeWU:
                 # ---- the fused plan's end: Tu (64 x 64 bf16) -> tu[t0 + i, hv, :], as P left ----
                 # (its spine forms Vnew = Tu (V - diag(exp(gcum) rk) K S) itself: no V load, no W, U)
                 _store_t2(L, tidx, th.warp == Warp.LEAD, tma_t, s.t2, mT[None, None, hv], tu, t0, hv, 1)
-                _finish_stores(ready, slot, hv, ready_from, tidx, th.warp == Warp.LEAD, self.sync, th)
+                self.finish_stores(ready, slot, hv, tidx, th.warp == Warp.LEAD, th)
             else:
-                self.outputs(s, th, ch, mma_o, v, w, u, tma_w, mW, tma_u, mU, ready, ready_from)
+                self.outputs(s, th, ch, mma_o, v, w, u, tma_w, mW, tma_u, mU)
         return active
 
     def sync(self, th: _Thread):
@@ -468,6 +463,17 @@ class RecomputeWU:
             cute.arch.sync_threads()
         else:
             cute.arch.barrier(barrier_id=GROUP_BARS * th.grp + 1, number_of_threads=NTHREADS)
+
+    @cute.jit
+    def finish_stores(self, ready: cute.Tensor, slot: Int32, hv: Int32, tidx: Int32, store_warp, th: _Thread):
+        """The fused plans' chunk, after its stores are issued: the workers build publishes the
+        (slot, head) the running register-state spine waits for (_publish); the others' storing warp
+        waits until its TMA stores have read their staging tiles, before the CTA's shared memory is
+        released."""
+        if cutlass.const_expr(self.groups > 1):
+            _publish(ready, slot, hv, tidx, store_warp, self.sync, th)
+        elif store_warp:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
 
     def wg_sync(self, th: _Thread):
         """The barrier of the thread's warpgroup (the workers build: its group's warpgroup)."""
@@ -830,7 +836,7 @@ class RecomputeWU:
     # ------------------------------------------------------------------ phase 4
     @cute.jit
     def outputs(self, s: _Smem, th: _Thread, ch: _Chunk, mma_o, v: cute.Tensor, w: cute.Tensor, u: cute.Tensor,
-                tma_w, mW, tma_u, mU, ready: cute.Tensor, ready_from: Int32):
+                tma_w, mW, tma_u, mU):
         """The unfused plan's end: WG1 loads the V tile into the A / Tm bytes, now read (WG0's
         W = Tw K starts at once; WG1's U = Tu V waits for these loads); then phase 4, WG0 W = Tw K,
         WG1 U = Tu V on wgmma, each half staged by stmatrix into the columns it has consumed, and
@@ -880,7 +886,9 @@ class RecomputeWU:
         else:
             tma.store_rows(L, store_warp, tma_u, s.rc, mU[None, None, hv], u, cp_o, thr_s, tSs, tSc,
                            t0, hv, 0, wg, DV)
-        _finish_stores(ready, ch.slot, hv, ready_from, th.tidx, store_warp, self.sync, th)
+        if store_warp:
+            # the tile's bytes are read out before the CTA's shared memory is released
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
 
 
 @cute.kernel
@@ -891,7 +899,7 @@ def recompute_wu_kernel(
     pqk: cute.Tensor, tu: cute.Tensor, tma_w: cute.CopyAtom, mW: cute.Tensor, tma_u: cute.CopyAtom,
     mU: cute.Tensor, tma_p: cute.CopyAtom, mP: cute.Tensor, tma_t: cute.CopyAtom, mT: cute.Tensor,
     tma_kl: cute.CopyAtom, mKl: cute.Tensor, tma_ql: cute.CopyAtom, mQl: cute.Tensor, ready: cute.Tensor,
-    order: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32, slot_begin: Int32, ready_from: Int32,
+    order: cute.Tensor, scale: Float32, use_qk_l2norm: Int32, use_state_indices: Int32,
     div_hv: cute.FastDivmodDivisorV2, div_group: cute.FastDivmodDivisorV2,
     aligned: cutlass.Constexpr, with_pqk: cutlass.Constexpr,
 ):
@@ -901,7 +909,7 @@ def recompute_wu_kernel(
     RecomputeWU(aligned, with_pqk).kernel(
         q, k, v, g, beta, cu_seqlens, state_indices, gcum, rq, rk, beta32, w, u, pqk, tu,
         tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT, tma_kl, mKl, tma_ql, mQl, ready, order,
-        scale, use_qk_l2norm, use_state_indices, slot_begin, ready_from, div_hv, div_group)
+        scale, use_qk_l2norm, use_state_indices, div_hv, div_group)
 
 
 @cute.jit
@@ -1046,18 +1054,6 @@ def _load_v(v: cute.Tensor, hv: Int32, t0: Int32, L: Int32, wtid: Int32, sV: cut
 
 
 @cute.jit
-def _finish_stores(ready: cute.Tensor, slot: Int32, hv: Int32, ready_from: Int32, tidx: Int32, store_warp, sync, th):
-    """A chunk's last step, after its stores are issued: in the overlap plan's workers build
-    (slot >= ready_from) publish the (slot, head) the running register-state spine waits for; otherwise
-    the storing warp waits until its TMA stores have read their staging tiles, before the CTA's
-    shared memory is released."""
-    if slot >= ready_from:
-        _publish(ready, slot, hv, tidx, store_warp, sync, th)
-    elif store_warp:
-        cute.arch.cp_async_bulk_wait_group(0, read=True)
-
-
-@cute.jit
 def _publish(ready: cute.Tensor, c: Int32, hv: Int32, tidx: Int32, store_warp, sync, th):
     """ready[c, hv] = 1 once every store of this CTA (the TMA stores of W, U or Tu, P: complete, not just
     read out of smem; the thread stores of gcum, rq, rk and of a partial chunk's rows) is visible
@@ -1122,7 +1118,6 @@ def _make_launch(with_pqk: bool):
         pqk: cute.Tensor, tu: cute.Tensor, ready: cute.Tensor, order: cute.Tensor, scale: Float32,
         use_qk_l2norm: Int32,
         use_state_indices: Int32,
-        slot_begin: Int32, slot_end: Int32, ready_from: Int32,
         stream: cuda.CUstream,
     ):
         Hv = v.shape[1]
@@ -1151,10 +1146,10 @@ def _make_launch(with_pqk: bool):
             q, k, v, g, beta, cu_seqlens, state_indices,
             gcum, rq, rk, beta32, w, u, pqk, tu, tma_w, mW, tma_u, mU, tma_p, mP, tma_t, mT, tma_kl, mKl, tma_ql, mQl,
             ready, order,
-            scale, use_qk_l2norm, use_state_indices, slot_begin, ready_from,
+            scale, use_qk_l2norm, use_state_indices,
             cute.fast_divmod_create_divisor_v2(Hv), cute.fast_divmod_create_divisor_v2(Hv // k.shape[1]),
             aligned, with_pqk,
-        ).launch(grid=grids.grid_recompute_wu_slots(slot_begin, slot_end, Hv), block=[NTHREADS, 1, 1], stream=stream,
+        ).launch(grid=grids.grid_recompute_wu_slots(ready.shape[0], Hv), block=[NTHREADS, 1, 1], stream=stream,
              smem=smem, min_blocks_per_mp=CTAS_PER_SM, preferred_smem_carveout=100, use_pdl=pdl.USE_PDL)
 
     return recompute_wu
@@ -1166,11 +1161,11 @@ def recompute_wu_workers(
     cu_seqlens: cute.Tensor, state_indices: cute.Tensor,
     gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor,
     pqk: cute.Tensor, tu: cute.Tensor, ready: cute.Tensor, order: cute.Tensor, scale: Float32,
-    use_qk_l2norm: Int32, use_state_indices: Int32, slot_end: Int32, wu_ctas: Int32,
+    use_qk_l2norm: Int32, use_state_indices: Int32, wu_ctas: Int32,
     stream: cuda.CUstream,
 ):
     """The overlap plan's stage 1: wu_ctas CTAs (one per SM, the SMs the spine leaves) of
-    WORKER_GROUPS chunk workers run every (slot, head) of slots [0, slot_end) and publish each in
+    WORKER_GROUPS chunk workers run every (chunk slot, head), ready's rows, and publish each in
     `ready` (the fused plans' outputs: Tu, pqk, gcum, rq, rk, beta32).  Parameter names: gdn_problem_t
     fields."""
     Hv = v.shape[1]
@@ -1180,7 +1175,7 @@ def recompute_wu_workers(
     recompute_wu_workers_kernel(
         q, k, v, g, beta, cu_seqlens, state_indices, gcum, rq, rk, beta32, pqk, tu,
         tma_p, mP, tma_t, mT, tma_kl, mKl, tma_ql, mQl, ready, order,
-        scale, use_qk_l2norm, use_state_indices, slot_end * Hv,
+        scale, use_qk_l2norm, use_state_indices, ready.shape[0] * Hv,
         cute.fast_divmod_create_divisor_v2(Hv), cute.fast_divmod_create_divisor_v2(Hv // k.shape[1]),
     ).launch(grid=grids.grid_recompute_wu_workers(wu_ctas), block=[WORKER_GROUPS * NTHREADS, 1, 1], stream=stream,
              smem=WORKER_GROUPS * _smem_bytes(True, True), min_blocks_per_mp=1, preferred_smem_carveout=100,
@@ -1224,7 +1219,7 @@ def fake_args(dims: fake.Dims, beta_dtype=Float32, aligned: bool = False, with_p
             fake.ws_tvd(dims, C), fake.ws_tvd(dims, C),                          # pqk, tu
             fake.ws_ready(dims), fake.ws_order(dims),                            # ready, order
             fake.f32(1.0), fake.i32(1), fake.i32(0),                             # scale, use_qk_l2norm, use_state_indices
-            fake.i32(1), fake.i32(1),                                            # slot_end, wu_ctas
+            fake.i32(1),                                                         # wu_ctas
         ]
     return [
         fake.qk(dims, **qkv),             # q
@@ -1247,7 +1242,4 @@ def fake_args(dims: fake.Dims, beta_dtype=Float32, aligned: bool = False, with_p
         fake.f32(1.0),                    # scale
         fake.i32(1),                      # use_qk_l2norm
         fake.i32(0),                      # use_state_indices
-        fake.i32(0),                      # slot_begin
-        fake.i32(1),                      # slot_end
-        fake.i32(0),                      # ready_from
     ]

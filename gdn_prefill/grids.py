@@ -93,13 +93,13 @@ def grid_recompute_wu(T, N, Hv):
     """One CTA per (chunk slot, value head), the head fastest: block x = slot * Hv + hv.  The Hv
     CTAs of a chunk run side by side, so the q/k rows a key head shares with its Hv/Hk value
     heads are read from HBM once and from L2 after (slot-fastest, they were a wave apart)."""
-    return grid_recompute_wu_slots(0, chunk_slots(T, N), Hv)
+    return grid_recompute_wu_slots(chunk_slots(T, N), Hv)
 
 
-def grid_recompute_wu_slots(slot_begin, slot_end, Hv):
-    """The grid of one recompute_wu launch over chunk slots [slot_begin, slot_end): every plan
-    launches them all (grid_recompute_wu)."""
-    return ((slot_end - slot_begin) * Hv, 1, 1)
+def grid_recompute_wu_slots(slots, Hv):
+    """grid_recompute_wu from the count of chunk slots (the kernel's launch takes it from the
+    workspace's ready rows)."""
+    return (slots * Hv, 1, 1)
 
 
 def grid_recompute_wu_workers(wu_ctas):

@@ -175,7 +175,7 @@ typedef struct {
  *   ready         [CB, Hv] int32   overlap plan: 1 once recompute_wu has stored slot c's Tu, P,
  *                 gcum, rq, rk, beta32 of head hv (zeroed by the launcher before each overlapped call)
  *   order         [N] int32        fused plan: the sequences longest first (equal lengths by
- *                 index), written by recompute_wu's first launch (slot_begin == 0), block 0, when
+ *                 index), written by the fused plans' recompute_wu, block 0, when
  *                 N <= GDN_ORDER_MAX_SEQS; read by the register-state spine's grid
  * The segmented plan's, besides the fused plan's (M = (floor(T/CHUNK) + N) / seg_chunks + N
  * segment slots; segment j of sequence n is slot (cu_seqlens[n] / CHUNK + n) / seg_chunks + n + j):
@@ -184,10 +184,9 @@ typedef struct {
  *   seg_state     [M, Hv, K, V] fp32     the state at each segment's entry (composed)
  *
  * Launch ranges (set by the launcher per launch, not by the caller):
- *   slot_begin, slot_end  recompute_wu runs chunk slots [slot_begin, slot_end)
  *   ready_from            slots >= ready_from are produced concurrently with the register-state spine:
- *                         recompute_wu publishes them in `ready`, the spine waits for them
- *                         (GDN_NO_OVERLAP: the serial plan, nothing published or awaited)
+ *                         0 in the overlap plan (recompute_wu_workers publishes every slot in `ready`,
+ *                         the spine waits for each); GDN_NO_OVERLAP otherwise (nothing awaited)
  *   seg_chunks            the segmented plan's segment length in chunks (0: another plan)
  *   maps_all              1: the MAPS pass forms every segment's map, segment 0's A and the maps of
  *                         one-segment sequences included, each B from a zero state (a rank's shard
@@ -204,7 +203,6 @@ typedef struct {
     int32_t checkpoint_chunks;       /* chunks between state checkpoints; 0: none   */
     int32_t zero_initial;            /* 1: S_0 = 0 even where a state is bound       */
     int32_t state_in;                /* launcher: 0 zeros, 1 state, 2 initial_state  */
-    int32_t slot_begin, slot_end;    /* recompute_wu's chunk slots of this launch   */
     int32_t ready_from;              /* first slot published through `ready`        */
     gdn_tensor_t maps, seg_state;    /* the segmented plan's workspace               */
     int32_t seg_chunks;              /* chunks per segment of the segmented plan    */

@@ -99,7 +99,6 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         int32_t checkpoint_chunks
         int32_t zero_initial
         int32_t state_in
-        int32_t slot_begin, slot_end
         int32_t ready_from
         gdn_tensor_t maps, seg_state
         int32_t seg_chunks

@@ -154,10 +154,8 @@ cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_by
     if rc:
         return rc
     _carve(p, <char *>workspace, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], plan.kind, plan.seg_chunks)
-    # recompute_wu over every chunk slot, nothing published through `ready` (the overlap plan sets
-    # its own: _launch_overlap); the segmented plan's segment length
-    p.slot_begin = 0
-    p.slot_end = <int32_t>p.ready.shape[0]
+    # nothing published through `ready` (the overlap plan sets its own: _launch_overlap); the
+    # segmented plan's segment length
     p.ready_from = GDN_NO_OVERLAP
     p.wu_ctas = 0
     p.seg_chunks = plan.seg_chunks
