@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 53, call 3 (after .peer1, .peer2 staged; carry .peer3 .gpu .whl): FlashInfer installed,
+# call 3 (after .peer1, .peer2 staged; carry .peer3 .gpu .whl): FlashInfer installed,
 # build A (main's objects) here and B (WORKER_GROUPS = 4 workers objects) in /tmp/B; one prompt
 # engine-style in graph mode: gdn default + FLA + FlashInfer; then the overlap plan opted in, A and B.
 set -u; export PYTHONUNBUFFERED=1

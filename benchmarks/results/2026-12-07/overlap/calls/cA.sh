@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 53, first call (carry .gpu .whl): build A (main's objects) here and B (WORKER_GROUPS = 4
+# first call (carry .gpu .whl): build A (main's objects) here and B (WORKER_GROUPS = 4
 # workers objects) in /tmp/B; one prompt engine-style in graph mode, gdn only: the default plans (A),
 # the overlap plan opted in (A, B); bench_overlap's short shapes (A, B); the overlap tests on B.
 set -u; export PYTHONUNBUFFERED=1
