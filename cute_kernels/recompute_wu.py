@@ -126,10 +126,10 @@ NWARPS = NTHREADS // 32           # 8
 # so more CTAs per SM hide each other's load and barrier waits: at fewer the SM sits idle or
 # stalled (docs/PERFORMANCE.md, stage 1).
 CTAS_PER_SM = 4
-# ... except beside the register-state spine: the overlap plan's workers build runs three chunk workers
-# (groups of 256 threads, shared memory of their own) in one CTA per SM, on the SMs the spine leaves.
-# Its loads and stores slow the spine's chain (the call's critical path) the more, the faster it goes:
-# three balanced the two kernels' rates when each worker was a CTA (docs/PERFORMANCE.md, the overlap plan).
+# ... except beside the register-state spine: the overlap plan's workers build runs WORKER_GROUPS chunk
+# workers (groups of 256 threads, shared memory of their own) in one CTA per SM, on the SMs the spine
+# leaves.  With three, stage 1 on those SMs bounded the call; four run it faster than the chain slows
+# beside them (docs/PERFORMANCE.md, the overlap plan).
 WORKER_GROUPS = 4
 GROUP_BARS = 3                    # named barriers per worker group: the group's, then its two warpgroups'
 assert GROUP_BARS * WORKER_GROUPS + 1 <= 16, "named barriers 1 .. 15"
