@@ -56,7 +56,7 @@ def time_shape(B: int, T: int, hk: int, hv: int, counts: list[int], passes: bool
         return [lambda i=i: call(i) for i in range(len(sets))]
 
     ws = torch.empty(gdn_prefill.workspace_bytes(Ttot, N, hv), dtype=torch.uint8, device="cuda")
-    serial_ns, _ = _ext._model_ns(Ttot, N, hv, chunks, 0, sms)
+    serial_ns = _ext._model_ns(Ttot, N, hv, chunks, 0, sms)[0]
     rows.append(dict(shape=shape, heads=f"{hk}/{hv}", plan="serial", seg_chunks=None, segments=1,
                      us=_graph_us(run(("recompute_wu", "spine"), ws, fused=1, overlap_wu_ctas=0)),
                      predicted_us=serial_ns / 1e3))
@@ -79,7 +79,7 @@ def time_shape(B: int, T: int, hk: int, hv: int, counts: list[int], passes: bool
             continue
         wss = torch.empty(max(gdn_prefill.workspace_bytes(Ttot, N, hv),
                               _ext._segmented_workspace_bytes(Ttot, N, hv, sc)), dtype=torch.uint8, device="cuda")
-        _, seg_ns = _ext._model_ns(Ttot, N, hv, chunks, sc, sms)
+        seg_ns = _ext._model_ns(Ttot, N, hv, chunks, sc, sms)[1]
         r = dict(shape=shape, heads=f"{hk}/{hv}", plan="segmented", seg_chunks=sc, segments=-(-chunks // sc),
                  us=_graph_us(run(STAGES, wss, seg_chunks=sc)), predicted_us=seg_ns / 1e3)
         if passes and sc == rule.get("segment_chunks"):

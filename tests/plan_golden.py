@@ -70,8 +70,7 @@ def _hooks(_ext):
                     key = f"T{T} N{n} Hv{hv} sms{sms}"
                     out[key] = {
                         "rs_build": _ext._spine_rs_build(T, n, hv, sms),
-                        "rs_build_opt_in": _ext._spine_rs_build(T, n, hv, sms, True),
-                        "rs_build_opt_out": _ext._spine_rs_build(T, n, hv, sms, False),
+                        "rs_build_serial": _ext._spine_rs_build(T, n, hv, sms, False),
                         "wgmma_warpgroups": _ext._spine_wgmma_warpgroups(n, hv),
                         "overlap_wu_ctas": _ext._overlap_rule(T, n, hv, sms),
                         "overlap_fits": _ext._overlap_fits_rule(n, hv, sms),

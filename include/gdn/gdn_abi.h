@@ -48,6 +48,8 @@
  *   PASS_NS        a segmented pass's fixed cost (its launch, state load and store, the ring's fill)
  *   COMPOSE_NS     one step S = A S + B of the composition
  *   LAUNCH_NS      a call's fixed cost (stage 1's launch and first wave)
+ *   OVERLAP_CHAIN_PCT  the overlap plan's chain beside stage 1's workers, in % of CHAIN_NS
+ *   OVERLAP_NS     the overlap plan's fixed cost (the flags' memset, two launches, the first items)
  * and the most segments the planner cuts a sequence into. */
 #define GDN_MODEL_WU_SM_NS 2230
 #define GDN_MODEL_CHAIN_NS 1150
@@ -56,6 +58,8 @@
 #define GDN_MODEL_PASS_NS 8000
 #define GDN_MODEL_COMPOSE_NS 1300
 #define GDN_MODEL_LAUNCH_NS 5000
+#define GDN_MODEL_OVERLAP_CHAIN_PCT 118
+#define GDN_MODEL_OVERLAP_NS 25000
 #define GDN_SEG_MAX_SEGMENTS 64
 /* the segmented plan's passes have at most this many CTAs (2 x segment slots x heads): two waves of
  * an H100 / H200, and the bound of its workspace (maps and seg_state, 3 states per slot and head) */

@@ -651,6 +651,8 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         predicted["serial"] = round(plan.serial_ns / 1000.0, 1)
     if plan.segmented_ns > 0:
         predicted["segmented"] = round(plan.segmented_ns / 1000.0, 1)
+    if plan.overlap_ns > 0:
+        predicted["overlap"] = round(plan.overlap_ns / 1000.0, 1)
     report = dict(name=PLAN_NAMES[plan.kind], predicted_us=predicted, longest_chunks=int(plan.longest) or None,
                   single=reasons.single.decode(), batch_invariant=bool(p.batch_invariant))
     if plan.kind == PLAN_SEGMENTED:

@@ -50,6 +50,8 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_MODEL_MAPS_NS
         GDN_MODEL_COMPOSE_NS
         GDN_MODEL_LAUNCH_NS
+        GDN_MODEL_OVERLAP_CHAIN_PCT
+        GDN_MODEL_OVERLAP_NS
         GDN_SEG_MAX_SEGMENTS
         GDN_SEG_MAX_CTAS
         GDN_TMA_ALIGN_BYTES

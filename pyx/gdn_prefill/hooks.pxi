@@ -134,8 +134,9 @@ def _segmented_workspace_bytes(int64_t T, int64_t N, int64_t Hv, int seg_chunks)
 
 
 def _model_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest_chunks, int seg_chunks, int sms=GDN_SM_COUNT):
-    """Benchmark hook: the planner's cost model, (serial, segmented at seg_chunks; 0 for none) in ns,
-    for a longest sequence of longest_chunks chunks (the serial plan with its rule's build)."""
+    """Benchmark hook: the planner's cost model, (serial, segmented at seg_chunks, overlap; 0 for none)
+    in ns, for a longest sequence of longest_chunks chunks (the serial plan with its rule's build;
+    the overlap plan where its rule applies)."""
     cdef gdn_problem_t p
     memset(&p, 0, sizeof(gdn_problem_t))
     p.q.shape[0] = T
@@ -143,4 +144,6 @@ def _model_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest_chunks, int seg_
     p.v.shape[1] = Hv
     serial = _serial_ns(T, N, Hv, longest_chunks, _rs_serial_build(&p, sms), sms)
     seg = _segmented_ns(T, N, Hv, longest_chunks, seg_chunks, sms) if seg_chunks > 0 else 0
-    return int(serial), int(seg)
+    wu_ctas = _overlap_wu_ctas(T, N, Hv, sms, NULL)
+    overlap = _overlap_ns(T, N, Hv, longest_chunks, wu_ctas, serial) if wu_ctas > 0 else 0
+    return int(serial), int(seg), int(overlap)

@@ -219,6 +219,7 @@ cdef struct plan_t:
     int64_t longest         # chunks of the longest sequence the cost model assumed
     int64_t serial_ns       # the cost model's prediction for the serial plan (0: not modelled)
     int64_t segmented_ns    # ... for the segmented plan at seg_model_chunks (0: not feasible)
+    int64_t overlap_ns      # ... for the overlap plan (0: its rule does not apply)
     int32_t seg_model_chunks    # the segment length segmented_ns prices (kept where the serial plan wins)
     int fused_rc            # the fused plans' guard (_fused_guard): GDN_OK, its status, -1 not reached
     int64_t workspace_bytes # the plan's workspace (_plan_workspace_bytes)
@@ -285,6 +286,19 @@ cdef int64_t _serial_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, int r
     else:
         ctas, chunk_ns = _rs_ctas(N, Hv), GDN_MODEL_CHAIN_NS
     return _stage1_ns(T, N, Hv, sms) + _cdiv(ctas, max(sms, 1)) * longest * chunk_ns
+
+
+cdef int64_t _overlap_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, int32_t wu_ctas,
+                         int64_t serial_ns) noexcept nogil:
+    """The cost model's overlap plan: the longest sequence's chain beside stage 1's workers
+    (GDN_MODEL_OVERLAP_CHAIN_PCT of the serial chain: their traffic slows it), or stage 1 on the
+    workers' wu_ctas SMs where that takes longer, and its fixed cost (GDN_MODEL_OVERLAP_NS); never
+    more than the serial plan's serial_ns (measured: level at 33 chunk slots, faster from 65; on
+    short prompts the serial model's fixed cost is the smaller, and the two must compare alike
+    against the segmented plan)."""
+    cdef int64_t chain = longest * GDN_MODEL_CHAIN_NS * GDN_MODEL_OVERLAP_CHAIN_PCT // 100
+    cdef int64_t stage1 = (_cdiv(T, GDN_CHUNK) + N) * Hv * GDN_MODEL_WU_SM_NS // max(<int64_t>wu_ctas, 1)
+    return min(max(chain, stage1) + GDN_MODEL_OVERLAP_NS, serial_ns)
 
 
 cdef int64_t _segmented_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, int64_t sc, int sms) noexcept nogil:
@@ -417,9 +431,9 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
     """The plan of one validated call (chosen: its spine), into `plan`; the builds must be compiled
     in.  The rules, in order: the fused plans where _fused_guard allows (else the unfused plan);
     among them first the single plan where its rule applies (_single_rule); else the segmented plan
-    where the cost model predicts it faster than the serial one (longest sequence: the call's
-    tokens, max_seqlen when given); else the overlap plan where its rule applies
-    (_plan_wu_ctas); else the serial plan (solo or dual: _rs_serial_build).  Each plan's launches,
+    where the cost model predicts it faster than the serial one, or than the overlap one where its
+    rule applies (longest sequence: the call's tokens, max_seqlen when given); else the overlap plan
+    where its rule applies (_plan_wu_ctas); else the serial plan (solo or dual: _rs_serial_build).  Each plan's launches,
     in order, with their builds, stages and grids, and its workspace.  reasons (may be NULL): why,
     as explain() shows it."""
     cdef int64_t T = p.q.shape[0], N = p.cu_seqlens.shape[0] - 1, Hv = p.v.shape[1]
@@ -427,6 +441,7 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
     cdef int bbf16 = 1 if p.beta.dtype == GDN_DTYPE_BF16 else 0
     cdef int sdt = _state_type(p)
     cdef int i, fused, single_ok
+    cdef int32_t wu_ctas = 0
     cdef int64_t seg_ns = 0
     cdef bint forced = force.seg_chunks >= 0 or force.wu_ctas >= 0 or force.rs_build >= 0
     cdef char scratch[MSG_CAP]
@@ -461,6 +476,11 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
         plan.rs_build = _rs_serial_build(p, sms)
         plan.serial_ns = _serial_ns(T, N, Hv, plan.longest if plan.longest > 0 else _cdiv(T, GDN_CHUNK),
                                     plan.rs_build, sms)
+        # the overlap plan where its rule applies: the plan a segmentation must beat, in its place
+        wu_ctas = force.wu_ctas if force.wu_ctas >= 0 else _plan_wu_ctas(p, sms, overlap_why)
+        if wu_ctas > 0:
+            plan.overlap_ns = _overlap_ns(T, N, Hv, plan.longest if plan.longest > 0 else _cdiv(T, GDN_CHUNK),
+                                          wu_ctas, plan.serial_ns)
         if _single_variant(p, state_layout) < 0:
             single_ok = 0
             if single_why != NULL:
@@ -480,7 +500,7 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
                 plan.seg_chunks = _choose_segments(p, plan.longest, sms, &seg_ns)
                 plan.segmented_ns = seg_ns
                 plan.seg_model_chunks = plan.seg_chunks
-                if plan.seg_chunks > 0 and seg_ns >= plan.serial_ns:
+                if plan.seg_chunks > 0 and seg_ns >= (plan.overlap_ns if plan.overlap_ns > 0 else plan.serial_ns):
                     plan.seg_chunks = 0
             _add_launch(plan, _v_wu_pqk[bbf16] if a16 else -1, STAGE_WU, GRID_WU)
             if plan.seg_chunks > 0:
@@ -489,7 +509,7 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
                 _add_launch(plan, _v_compose, STAGE_COMPOSE, GRID_COMPOSE)
                 _add_launch(plan, _v_spine_seg[sdt][state_layout], STAGE_SPINE, GRID_SEGMENTS)
             else:
-                plan.wu_ctas = force.wu_ctas if force.wu_ctas >= 0 else _plan_wu_ctas(p, sms, overlap_why)
+                plan.wu_ctas = wu_ctas
                 plan.kind = PLAN_OVERLAP if plan.wu_ctas > 0 else PLAN_SERIAL
                 if plan.kind == PLAN_OVERLAP:
                     # stage 1 as the workers build, the spine's programmatic dependent (overlap.pxi)
@@ -516,6 +536,10 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
     cdef int64_t T = p.q.shape[0], N = p.cu_seqlens.shape[0] - 1, Hv = p.v.shape[1]
     cdef int64_t nseg
     cdef char serial_why[MSG_CAP]
+    cdef bint priced = False            # the why names the plan that runs and its predicted time
+    # the plan a segmentation had to beat: the overlap plan where its rule applies, else the serial plan
+    cdef const char *base = _PLAN_CNAMES[PLAN_OVERLAP if plan.overlap_ns > 0 else PLAN_SERIAL]
+    cdef int64_t base_ns = plan.overlap_ns if plan.overlap_ns > 0 else plan.serial_ns
     if plan.kind == PLAN_SINGLE:
         snprintf(r.single, MSG_CAP, "runs")
     elif single_ok:
@@ -535,10 +559,10 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
     elif plan.kind == PLAN_SEGMENTED:
         nseg = _cdiv(plan.longest, plan.seg_chunks)
         snprintf(r.why, MSG_CAP, "the longest sequence (%lld chunks) in %lld segments of %d chunks runs its chains "
-                 "side by side on %lld CTAs: predicted %.1f us against the serial plan's %.1f us",
+                 "side by side on %lld CTAs: predicted %.1f us against the %s plan's %.1f us",
                  <long long>plan.longest, <long long>nseg, <int>plan.seg_chunks,
                  <long long>(_segment_slots(T, N, plan.seg_chunks) * Hv * 2), plan.segmented_ns / 1000.0,
-                 plan.serial_ns / 1000.0)
+                 base, base_ns / 1000.0)
     elif plan.invariant:
         snprintf(r.why, MSG_CAP, "batch_invariant=True%s: the serial plan, whose builds, overlap plan and the "
                  "single kernel (its inverse in fp32) give a sequence the same bits in any batch; the segmented plan, "
@@ -548,9 +572,10 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
         snprintf(r.why, MSG_CAP, "several sequences and no max_seqlen: their lengths are device values, so no "
                  "sequence is split (pass max_seqlen to let the planner segment long ones)")
     elif plan.segmented_ns > 0:
-        snprintf(r.why, MSG_CAP, "the serial plan is predicted faster (%.1f us) than the best segmented one "
-                 "(%.1f us, segments of %d chunks)", plan.serial_ns / 1000.0, plan.segmented_ns / 1000.0,
+        snprintf(r.why, MSG_CAP, "the %s plan is predicted faster (%.1f us) than the best segmented one "
+                 "(%.1f us, segments of %d chunks)", base, base_ns / 1000.0, plan.segmented_ns / 1000.0,
                  <int>plan.seg_model_chunks)
+        priced = True
     elif not _segmented_builds(p, state_layout):
         snprintf(r.why, MSG_CAP, "the segmented plan's builds are not compiled into this build")
     elif p.checkpoint_chunks > 0:
@@ -560,10 +585,10 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
     else:
         snprintf(r.why, MSG_CAP, "no segmentation of the longest sequence (%lld chunks) fits: at most %d CTAs per "
                  "pass", <long long>plan.longest, GDN_SEG_MAX_CTAS)
-    if plan.kind == PLAN_OVERLAP and not plan.invariant:
-        # the serial plan's reason, and its overlapped form (the same arithmetic) where the rule applies
+    if plan.kind == PLAN_OVERLAP and not plan.invariant and not priced:
+        # why no segments, and the serial plan's overlapped form (the same arithmetic) where the rule applies
         snprintf(serial_why, MSG_CAP, "%s", r.why)
-        snprintf(r.why, MSG_CAP, "%.400s; overlapped: stage 1's workers fill the SMs the spine leaves (\"overlap\")",
+        snprintf(r.why, MSG_CAP, "%.400s; the overlap plan: stage 1's workers fill the SMs the spine leaves",
                  serial_why)
 
 
