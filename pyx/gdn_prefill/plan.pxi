@@ -271,10 +271,15 @@ cdef inline int64_t _cdiv(int64_t a, int64_t b) noexcept nogil:
     return (a + b - 1) // b
 
 
+cdef inline int64_t _stage1_work_ns(int64_t T, int64_t N, int64_t Hv, int64_t sms) noexcept nogil:
+    """The cost model's stage 1 work: its chunk-heads at GDN_MODEL_WU_SM_NS of one SM each, spread
+    over `sms` SMs (the device's, or the overlap plan's workers')."""
+    return (_cdiv(T, GDN_CHUNK) + N) * Hv * GDN_MODEL_WU_SM_NS // max(sms, 1)
+
+
 cdef int64_t _stage1_ns(int64_t T, int64_t N, int64_t Hv, int sms) noexcept nogil:
-    """The cost model's stage 1 (recompute_wu) and a call's fixed cost: its chunk-heads at
-    GDN_MODEL_WU_SM_NS of one SM each, spread over the SMs."""
-    return GDN_MODEL_LAUNCH_NS + (_cdiv(T, GDN_CHUNK) + N) * Hv * GDN_MODEL_WU_SM_NS // max(sms, 1)
+    """The cost model's stage 1 (recompute_wu) and a call's fixed cost: its work over the SMs."""
+    return GDN_MODEL_LAUNCH_NS + _stage1_work_ns(T, N, Hv, sms)
 
 
 cdef int64_t _serial_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, int rs_build, int sms) noexcept nogil:
@@ -297,8 +302,7 @@ cdef int64_t _overlap_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, int3
     short prompts the serial model's fixed cost is the smaller, and the two must compare alike
     against the segmented plan)."""
     cdef int64_t chain = longest * GDN_MODEL_CHAIN_NS * GDN_MODEL_OVERLAP_CHAIN_PCT // 100
-    cdef int64_t stage1 = (_cdiv(T, GDN_CHUNK) + N) * Hv * GDN_MODEL_WU_SM_NS // max(<int64_t>wu_ctas, 1)
-    return min(max(chain, stage1) + GDN_MODEL_OVERLAP_NS, serial_ns)
+    return min(max(chain, _stage1_work_ns(T, N, Hv, wu_ctas)) + GDN_MODEL_OVERLAP_NS, serial_ns)
 
 
 cdef int64_t _segmented_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, int64_t sc, int sms) noexcept nogil:
@@ -442,7 +446,7 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
     cdef int sdt = _state_type(p)
     cdef int i, fused, single_ok
     cdef int32_t wu_ctas = 0
-    cdef int64_t seg_ns = 0
+    cdef int64_t seg_ns = 0, model_longest
     cdef bint forced = force.seg_chunks >= 0 or force.wu_ctas >= 0 or force.rs_build >= 0
     cdef char scratch[MSG_CAP]
     cdef char *fused_why = scratch
@@ -474,13 +478,12 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
             snprintf(reasons.why, MSG_CAP, "the fused plans do not run: %.480s", reasons.fused)
     else:
         plan.rs_build = _rs_serial_build(p, sms)
-        plan.serial_ns = _serial_ns(T, N, Hv, plan.longest if plan.longest > 0 else _cdiv(T, GDN_CHUNK),
-                                    plan.rs_build, sms)
+        model_longest = plan.longest if plan.longest > 0 else _cdiv(T, GDN_CHUNK)
+        plan.serial_ns = _serial_ns(T, N, Hv, model_longest, plan.rs_build, sms)
         # the overlap plan where its rule applies: the plan a segmentation must beat, in its place
         wu_ctas = force.wu_ctas if force.wu_ctas >= 0 else _plan_wu_ctas(p, sms, overlap_why)
         if wu_ctas > 0:
-            plan.overlap_ns = _overlap_ns(T, N, Hv, plan.longest if plan.longest > 0 else _cdiv(T, GDN_CHUNK),
-                                          wu_ctas, plan.serial_ns)
+            plan.overlap_ns = _overlap_ns(T, N, Hv, model_longest, wu_ctas, plan.serial_ns)
         if _single_variant(p, state_layout) < 0:
             single_ok = 0
             if single_why != NULL:
