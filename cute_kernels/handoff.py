@@ -2,7 +2,7 @@
 sequences (written by recompute_wu._rank_longest_first) and the overlap plan's per-(slot, head)
 ready flags (published by recompute_wu._publish): the reader's side of both handoffs, in no kernel.
 
-The overlap plan (ready_from == 0) runs the spine as the programmatic dependent of stage 1's
+The overlap plan (overlap == 1) runs the spine as the programmatic dependent of stage 1's
 workers build (recompute_wu_workers) on the same stream: the spine's CTAs are scheduled only once
 every CTA of the workers' grid has issued launch_dependents, i.e. has started and holds its SM
 until it is done, and a worker waits on nothing.  So each flag the spine spins on is owed by a
@@ -40,26 +40,26 @@ def longest_first(r: Int32, cu_seqlens: cute.Tensor, order: cute.Tensor) -> Int3
 
 
 @cute.jit
-def enter(ready: cute.Tensor, ready_from: Int32):
+def enter(ready: cute.Tensor, overlap: Int32):
     """A spine's first statement.  The serial plan: pdl.enter() (the previous grid, stage 1, has
-    completed).  The overlap plan (ready_from == 0): let the next grid launch, then acquire ready[0, 0],
+    completed).  The overlap plan (overlap == 1): let the next grid launch, then acquire ready[0, 0],
     which the workers' first worker publishes after ranking the sequences (`order`), and which orders
     after it everything that grid's predecessors wrote (each worker waited for them before its
     launch_dependents); every later slot is acquired by the loader before it is read."""
-    if ready_from == 0:
+    if overlap != 0:
         cute.arch.griddepcontrol_launch_dependents()
-        await_ready(ready, Int32(0), Int32(0), Int32(0))
+        await_ready(ready, Int32(0), Int32(0), overlap)
     else:
         pdl.enter()
 
 
 @cute.jit
-def await_ready(ready: cute.Tensor, c: Int32, hv: Int32, ready_from: Int32):
-    """Overlap plan: chunk slot c >= ready_from is produced by the recompute_wu launch running
+def await_ready(ready: cute.Tensor, c: Int32, hv: Int32, overlap: Int32):
+    """Overlap plan (overlap == 1): chunk slot c is produced by the recompute_wu launch running
     beside this spine; spin (every lane: each reads the rows after its own acquire) until it has
     published ready[c, hv] (recompute_wu._publish), then order this warp's TMA loads of the slot
     (async proxy) after the acquire."""
-    if c >= ready_from:
+    if overlap != 0:
         flag = ready.iterator + cute.crd2idx((c, hv), ready.layout)
         seen = cute.arch.load(flag, Int32, sem="acquire", scope="gpu")
         while seen == 0:

@@ -275,7 +275,7 @@ class SpineRS:
         gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor,
         cu_seqlens: cute.Tensor,
         state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, scale: Float32,
-        has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32, order: cute.Tensor,
+        has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, overlap: Int32, order: cute.Tensor,
         checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
         maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
         has_initial: cute.Tensor, checkpoint_pool: cute.Tensor,
@@ -283,7 +283,7 @@ class SpineRS:
     ):
         """The launch (parameter names: gdn_problem_t fields; the inputs q, k, v read by TMA (the
         fused plan's 16-byte alignment), stage 1's tu and pqk, then the overlap plan's ready flags
-        and first published slot, stage 1's sequence order, and the segmented plan's maps,
+        and its flag (1: await each slot's), stage 1's sequence order, and the segmented plan's maps,
         seg_state, segment length and maps_all)."""
         lay = self._layouts()
         load, store = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
@@ -304,7 +304,7 @@ class SpineRS:
         kernel = spine_rs_kernel(
             tma_t, mT, tma_v, mV, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
             gcum, rk, rq, beta32, cu_seqlens, state, state_indices, out, ready, order, scale,
-            has_state, use_state_indices, ready_from, Hv // k.shape[1], Hv, checkpoints, checkpoint_chunks,
+            has_state, use_state_indices, overlap, Hv // k.shape[1], Hv, checkpoints, checkpoint_chunks,
             initial_state, state_in, maps, seg_state, seg_chunks, maps_all, has_initial, checkpoint_pool, self,
         )
         if cutlass.const_expr(self.role == Role.SEQUENCE):
@@ -325,14 +325,14 @@ class SpineRS:
         tma_q: cute.CopyAtom, mQ: cute.Tensor, tma_pq: cute.CopyAtom, mPq: cute.Tensor,
         gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.Tensor, cu_seqlens: cute.Tensor,
         state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, ready: cute.Tensor, order: cute.Tensor,
-        scale: Float32, has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
+        scale: Float32, has_state: Int32, use_state_indices: Int32, overlap: Int32, hv_per_hk: Int32, Hv: Int32,
         checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
         maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
         has_initial: cute.Tensor, checkpoint_pool: cute.Tensor,
     ):
         """The kernel's body (spine_rs_kernel, the entry, calls it): the block's work, the shared
         memory and its barriers, then each warp's role."""
-        handoff.enter(ready, ready_from)
+        handoff.enter(ready, overlap)
         tidx, _, _ = cute.arch.thread_idx()
         bx, _, _ = cute.arch.block_idx()
         # grids.grid_spine_rs: solo / pair: vb fastest, then hv, then the sequence (pair: a cluster),
@@ -411,7 +411,7 @@ class SpineRS:
                     self.loads(nch, bos, eos, hv, hv // hv_per_hk, col0, sTab, sBt, gcum, rk, rq,
                                beta32, scale,
                                tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
-                               ready, ready_from, grids.first_slot(cu_seqlens[n], n) + seg.j * seg_chunks, active,
+                               ready, overlap, grids.first_slot(cu_seqlens[n], n) + seg.j * seg_chunks, active,
                                seg.map_, ring)
                 elif warp_idx == store_warp:
                     if cutlass.const_expr(self.role != Role.MAPS):
@@ -443,7 +443,7 @@ class SpineRS:
     def loads(self, nch: Int32, bos: Int32, eos: Int32, hv: Int32, hk: Int32, col0: Int32,
               sTab, sBt, gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.Tensor, scale: Float32,
               tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
-              ready: cute.Tensor, ready_from: Int32, slot0: Int32, active, map_: Int32, ring):
+              ready: cute.Tensor, overlap: Int32, slot0: Int32, active, map_: Int32, ring):
         """The load warp: the TMA tiles of every chunk and its coefficient table, slot i % NSLOT as soon
         as the consumer warps have released it (the dual build: a V tile per consumer warpgroup).
         MAPS: no q or P tile (no output), and no V tile for an A chain (V is taken as 0).
@@ -470,7 +470,7 @@ class SpineRS:
         bb = Float32(0.0)
         gl = Float32(0.0)
         if nch > 0:
-            handoff.await_ready(ready, slot0, hv, ready_from)
+            handoff.await_ready(ready, slot0, hv, overlap)
             gl, ga, ka, qa, ba, gb, kb, qb, bb = _row_data(gcum, rk, rq, beta32, hv, bos, eos, lane,
                                                            ga, ka, qa, ba, gb, kb, qb, bb)
         st = rings.state(NSLOT, True)
@@ -515,7 +515,7 @@ class SpineRS:
             ring.producer_commit(st)
             st.advance()
             if i + 1 < nch:
-                handoff.await_ready(ready, slot0 + i + 1, hv, ready_from)
+                handoff.await_ready(ready, slot0 + i + 1, hv, overlap)
                 gl, ga, ka, qa, ba, gb, kb, qb, bb = _row_data(gcum, rk, rq, beta32, hv, t0 + CHUNK, eos, lane,
                                                                ga, ka, qa, ba, gb, kb, qb, bb)
 
@@ -765,7 +765,7 @@ def spine_rs_kernel(
     tma_q: cute.CopyAtom, mQ: cute.Tensor, tma_pq: cute.CopyAtom, mPq: cute.Tensor,
     gcum: cute.Tensor, rk: cute.Tensor, rq: cute.Tensor, beta32: cute.Tensor, cu_seqlens: cute.Tensor,
     state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, ready: cute.Tensor, order: cute.Tensor,
-    scale: Float32, has_state: Int32, use_state_indices: Int32, ready_from: Int32, hv_per_hk: Int32, Hv: Int32,
+    scale: Float32, has_state: Int32, use_state_indices: Int32, overlap: Int32, hv_per_hk: Int32, Hv: Int32,
     checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
     maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
     has_initial: cute.Tensor, checkpoint_pool: cute.Tensor,
@@ -778,7 +778,7 @@ def spine_rs_kernel(
     spine.kernel(
         tma_t, mT, tma_v, mV, tma_k, mK, tma_o, mO, tma_q, mQ, tma_pq, mPq,
         gcum, rk, rq, beta32, cu_seqlens, state, state_indices, out, ready, order,
-        scale, has_state, use_state_indices, ready_from, hv_per_hk, Hv,
+        scale, has_state, use_state_indices, overlap, hv_per_hk, Hv,
         checkpoints, checkpoint_chunks, initial_state, state_in,
         maps, seg_state, seg_chunks, maps_all, has_initial, checkpoint_pool)
 
@@ -944,14 +944,14 @@ def launch_for(layout: str, pair: bool = False, dual: bool = False, state_dtype:
         gcum: cute.Tensor, rq: cute.Tensor, rk: cute.Tensor, beta32: cute.Tensor,
         cu_seqlens: cute.Tensor,
         state: cute.Tensor, state_indices: cute.Tensor, out: cute.Tensor, scale: Float32,
-        has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, ready_from: Int32, order: cute.Tensor,
+        has_state: Int32, use_state_indices: Int32, ready: cute.Tensor, overlap: Int32, order: cute.Tensor,
         checkpoints: cute.Tensor, checkpoint_chunks: Int32, initial_state: cute.Tensor, state_in: Int32,
         maps: cute.Tensor, seg_state: cute.Tensor, seg_chunks: Int32, maps_all: Int32,
         has_initial: cute.Tensor, checkpoint_pool: cute.Tensor,
         stream: cuda.CUstream,
     ):
         spine(q, k, v, tu, pqk, gcum, rq, rk, beta32, cu_seqlens, state, state_indices, out, scale, has_state,
-              use_state_indices, ready, ready_from, order, checkpoints, checkpoint_chunks, initial_state, state_in,
+              use_state_indices, ready, overlap, order, checkpoints, checkpoint_chunks, initial_state, state_in,
               maps, seg_state, seg_chunks, maps_all, has_initial, checkpoint_pool, stream)
 
     return spine_rs
@@ -993,7 +993,7 @@ VARIANTS: dict[str, dict] = state_pool.variants({
 def fake_args(dims, layout, pair=False, dual=False, state_dtype="fp32", role="sequence"):
     """Fake tensors/scalars for every parameter of the launch except stream, in order: fake.spine_args
     (every spine build's list: q, k, out TMA-aligned, the row data, the state) with the input v for
-    w and stage 1's tu for u, without vnew and h, then ready and ready_from (the overlap plan),
+    w and stage 1's tu for u, without vnew and h, then ready and overlap (the overlap plan),
     order (stage 1's ranking of the sequences, longest first), and the segmented plan's maps,
     seg_state, seg_chunks and maps_all."""
     from cute_kernels import fake

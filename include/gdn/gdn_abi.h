@@ -90,7 +90,6 @@
  * at least half of the SMs to the workers and the call has at least MIN_SLOTS chunk slots (measured
  * against the serial plan: slower at 17 slots, level at 33, faster from 65: docs/PERFORMANCE.md). */
 #define GDN_OVERLAP_MIN_SLOTS 24
-#define GDN_NO_OVERLAP 2147483647    /* ready_from of the serial plan                 */
 
 /* ---- element types ----------------------------------------------------- */
 #define GDN_DTYPE_BF16 1
@@ -188,9 +187,9 @@ typedef struct {
  *   seg_state     [M, Hv, K, V] fp32     the state at each segment's entry (composed)
  *
  * Launch ranges (set by the launcher per launch, not by the caller):
- *   ready_from            slots >= ready_from are produced concurrently with the register-state spine:
- *                         0 in the overlap plan (recompute_wu_workers publishes every slot in `ready`,
- *                         the spine waits for each); GDN_NO_OVERLAP otherwise (nothing awaited)
+ *   overlap               1: the overlap plan (recompute_wu_workers publishes every slot in `ready`
+ *                         while the register-state spine runs, and the spine waits for each);
+ *                         0: any other plan (nothing awaited)
  *   seg_chunks            the segmented plan's segment length in chunks (0: another plan)
  *   maps_all              1: the MAPS pass forms every segment's map, segment 0's A and the maps of
  *                         one-segment sequences included, each B from a zero state (a rank's shard
@@ -207,7 +206,7 @@ typedef struct {
     int32_t checkpoint_chunks;       /* chunks between state checkpoints; 0: none   */
     int32_t zero_initial;            /* 1: S_0 = 0 even where a state is bound       */
     int32_t state_in;                /* launcher: 0 zeros, 1 state, 2 initial_state  */
-    int32_t ready_from;              /* first slot published through `ready`        */
+    int32_t overlap;                 /* 1: the spine awaits each slot in `ready`    */
     gdn_tensor_t maps, seg_state;    /* the segmented plan's workspace               */
     int32_t seg_chunks;              /* chunks per segment of the segmented plan    */
     int64_t max_seqlen;              /* the caller's hint: the longest sequence's tokens (0: unknown) */

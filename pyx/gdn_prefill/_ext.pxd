@@ -7,7 +7,7 @@
 # cu_seqlens, state_indices as gdn_tensor_t {data, shape, stride in elements, rank,
 # dtype = GDN_DTYPE_*}; rank 0 marks an absent state / state_indices; set `scale`
 # yourself (the Python default is K^-1/2) and `use_qk_l2norm`; leave the workspace
-# fields, has_state / use_state_indices and the launch fields (ready_from, seg_chunks, ...)
+# fields, has_state / use_state_indices and the launch fields (overlap, seg_chunks, ...)
 # zeroed: they are derived), pass a device
 # workspace of gdn_workspace_bytes(T, N, Hv) bytes (GDN_WORKSPACE_ALIGN_BYTES = 256-byte
 # aligned), and call gdn_prefill_raw without the GIL.  `spine` is GDN_SPINE_AUTO /

@@ -60,7 +60,6 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_MAX_SEQUENCES
         GDN_ORDER_MAX_SEQS
         GDN_OVERLAP_MIN_SLOTS
-        GDN_NO_OVERLAP
         GDN_DTYPE_BF16
         GDN_DTYPE_F16
         GDN_DTYPE_F32
@@ -101,7 +100,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         int32_t checkpoint_chunks
         int32_t zero_initial
         int32_t state_in
-        int32_t ready_from
+        int32_t overlap
         gdn_tensor_t maps, seg_state
         int32_t seg_chunks
         int64_t max_seqlen

@@ -156,7 +156,7 @@ cdef int _bind_workspace(gdn_problem_t *p, void *workspace, int64_t workspace_by
     _carve(p, <char *>workspace, p.q.shape[0], p.cu_seqlens.shape[0] - 1, p.v.shape[1], plan.kind, plan.seg_chunks)
     # nothing published through `ready` (the overlap plan sets its own: _launch_overlap); the
     # segmented plan's segment length
-    p.ready_from = GDN_NO_OVERLAP
+    p.overlap = 0
     p.wu_ctas = 0
     p.seg_chunks = plan.seg_chunks
     p.maps_all = 0          # the segmented plan's maps (distributed's _segment_maps sets 1 after this)

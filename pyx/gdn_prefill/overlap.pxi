@@ -87,7 +87,7 @@ cdef int _launch_overlap(gdn_problem_t *p, const int *ids, int32_t wu_ctas, cuda
     rc = _load_modules(msg)
     if rc != GDN_OK:
         return rc
-    p.ready_from = 0            # every slot published, every slot awaited
+    p.overlap = 1               # every slot published, every slot awaited
     p.wu_ctas = wu_ctas
     rc = cudaMemsetAsync(p.ready.data, 0, p.ready.shape[0] * p.ready.shape[1] * 4, stream)
     if rc == 0:
