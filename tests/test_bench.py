@@ -114,7 +114,7 @@ def test_the_qwen35_head_group():
 def test_impl_list_reports_what_is_missing():
     names, skipped = bench._impl_list(None)
     assert "gdn:scalar" in names and "gdn:wgmma" in names          # from compiled_variants()
-    for other in ("fla", "flashinfer"):
+    for other in ("fla", "flashinfer", "flashqla"):
         assert other in names or any(s["what"] == other for s in skipped)
     names, _ = bench._impl_list("gdn:wgmma")
     assert names == ["gdn:wgmma"]
@@ -485,6 +485,44 @@ def test_pooled_gathers_calls_and_scatters_only_the_batch_slots():
     assert torch.equal(pool[slots], before[slots] * 2 + 1)
     others = [i for i in range(bench.pool_slots(n)) if i not in slots.tolist()]
     assert torch.equal(pool[others], before[others])
+
+
+def test_flashqla_is_called_as_fla_with_its_defaults(monkeypatch):
+    """FlashQLA's door (FLA's signature): [1, T, H, D] views, int64 cu_seqlens, no cu_seqlens_cpu (it
+    takes none), the flag as asked, auto_cp left at its default; with --pool, gathered and scattered
+    around the call.  A stub module stands in for flash_qla; the set's tensors are CPU tensors."""
+    import torch
+    from gdn_prefill.bench import peers
+    from gdn_prefill.bench.cases import Case
+    seen = []
+
+    def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                               use_qk_l2norm_in_kernel=False, cu_seqlens=None, head_first=False, auto_cp=True):
+        seen.append(dict(shapes=(q.shape, v.shape, g.shape), init=initial_state.clone(), final=output_final_state,
+                         l2=use_qk_l2norm_in_kernel, cu=cu_seqlens, auto_cp=auto_cp))
+        return torch.zeros_like(v), initial_state + 1
+    monkeypatch.setitem(sys.modules, "flash_qla", types.SimpleNamespace(chunk_gated_delta_rule=chunk_gated_delta_rule))
+    names, skipped = bench._impl_list("flashqla")
+    assert names == ["flashqla"] and not skipped
+    T, N, Hk, Hv = 8, 2, 1, 2
+    cu = dict(cu64=torch.tensor([0, 3, 8]), cu64_cpu=torch.tensor([0, 3, 8]))
+    case = Case(shape="t", lens=(3, 5), Hk=Hk, Hv=Hv)
+    state = torch.randn(N, Hv, 4, 4)
+    s = types.SimpleNamespace(q=torch.randn(T, Hk, 4), k=torch.randn(T, Hk, 4), v=torch.randn(T, Hv, 4),
+                              g=torch.randn(T, Hv), beta=torch.rand(T, Hv), state=state, extra={})
+    p = peers.peer_call("flashqla", case, s, cu, True)
+    o, final = p.result(p.call())
+    assert seen[0]["shapes"] == ((1, T, Hk, 4), (1, T, Hv, 4), (1, T, Hv))
+    assert seen[0]["final"] and seen[0]["l2"] and seen[0]["auto_cp"] and seen[0]["cu"] is cu["cu64"]
+    assert torch.equal(seen[0]["init"], state) and torch.equal(final, state + 1) and o.shape == (T, Hv, 4)
+    assert "auto_cp" in p.note
+    pool = torch.randn(bench.pool_slots(N), Hv, 4, 4)
+    before, slots = pool.clone(), torch.tensor([4, 1])
+    s.state, s.extra = pool, dict(slots=slots)
+    p = peers.peer_call("flashqla", case, s, cu, False)
+    p.result(p.call())
+    assert torch.equal(seen[1]["init"], before[slots]) and not seen[1]["l2"]
+    assert torch.equal(pool[slots], before[slots] + 1) and "gather, call, scatter" in p.note
 
 
 def test_pool_flag_reaches_the_report():

@@ -23,22 +23,25 @@ those plans gain where they run,
 and ``gdn:wgmma-single`` the single plan forced (cute_kernels/single.py; prefill() runs it only
 where its rule applies), and ``gdn:invariant`` prefill(batch_invariant=True)), ``fla``
 (fla.ops.gated_delta_rule.chunk_gated_delta_rule) and
-``flashinfer`` (flashinfer.gdn_prefill.chunk_gated_delta_rule, skipped when it does
-not import).  Inputs are bf16 q/k/v, fp32 g (log decay) and beta, a dense fp32 initial
+``flashinfer`` (flashinfer.gdn_prefill.chunk_gated_delta_rule) and ``flashqla``
+(flash_qla.chunk_gated_delta_rule, FLA's signature; TileLang kernels), each skipped when it does
+not import.  Inputs are bf16 q/k/v, fp32 g (log decay) and beta, a dense fp32 initial
 state that every implementation reads and whose final value it writes, K = V = 128,
 scale K^-1/2.  By default q and k are unit-normed when generated and
 ``use_qk_l2norm`` is False everywhere (the kernels alone); ``--qk-l2norm`` turns the
-normalisation on for all three, as engines call them (FlashInfer 0.7.2 runs it as a separate
+normalisation on for every implementation, as engines call them (FlashInfer 0.7.2 runs it as a separate
 kernel before its chunk kernel; a FlashInfer without the flag gets pre-normed copies).
 ``--pool``: the state is a pool of 2N + 1 slots updated through slot indices (gdn and
-FlashInfer in place; FLA, which takes no indices, gathered and scattered around its call).
+FlashInfer in place; FLA and FlashQLA, which take no indices, gathered and scattered around their
+calls).
 
 Each implementation gets everything it needs prepared outside the timed region:
 gdn gets packed [T, H, D] tensors, int32 cu_seqlens, out, state and workspace
 preallocated; FLA gets [1, T, H, D] views of the same memory, int64 cu_seqlens and,
 when its signature accepts it, ``cu_seqlens_cpu`` (no host sync); FlashInfer gets
 alpha = exp(g), the state transposed to [N, Hv, V, K], and preallocated output and
-output_state.  FLA allocates its outputs inside the call, as its API does.
+output_state; FlashQLA is called as FLA is, with its defaults (auto_cp).  FLA and FlashQLA
+allocate their outputs inside the call, as their APIs do.
 
 Methodology: the inputs are rotated among ``n_sets`` buffer sets (at least 3, and at
 least 4x the L2 size in all, so no implementation is flattered by a warm L2; fewer than 3
@@ -107,8 +110,6 @@ _REEXPORTED = (CHUNK, HEADS, QUICK_HEADS, VARLEN_SEED, VARLEN_N, VARLEN_TOKENS, 
                _note, table_report, _version, pool_slots, pooled, flashinfer_route, peer_call, WARM_S, _keep_busy,
                eager_median_us, host_cost_us, one_call_graph, profiled_replays, queued_graph_times, HOST_OVERHEAD_CALLS,
                HOST_OVERHEAD_SAMPLES, varlen_lengths)
-
-IMPL_ORDER = ("gdn", "fla", "flashinfer")
 
 
 # ===================================================================================== environment
@@ -324,7 +325,7 @@ def build_parser(default_out: str = os.path.join("benchmarks", "results")) -> ar
     ap.add_argument("--shapes", help=f"comma list of shapes or globs over {','.join(SHAPES)} (or new BxT, e.g. 4x1000)")
     ap.add_argument("--heads", help="comma list of Hk/Hv, or qwen3.5 (its GDN layers' seven head counts) "
                                     "(default 16/32,16/64,8/8; --quick: 16/32)")
-    ap.add_argument("--impls", help="comma list among gdn, gdn:<spine>, fla, flashinfer (default: all available)")
+    ap.add_argument("--impls", help="comma list among gdn, gdn:<spine>, fla, flashinfer, flashqla (default: all available)")
     ap.add_argument("--modes", default="graph,eager", help="graph,eager (default both)")
     ap.add_argument("--out", default=default_out, help="output directory (default %(default)s)")
     ap.add_argument("--tag", default=None, help="file name stem (default prefill_<date> / prefill_quick_<date>)")

@@ -1,14 +1,19 @@
 """The implementations under test and how each is called: gdn's plans by name (prefill() or the
-stage hook), FLA and FlashInfer with their arguments mapped as this harness passes them."""
+stage hook), FLA, FlashInfer and FlashQLA with their arguments mapped as this harness passes them."""
 from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from importlib import import_module
 from typing import Any, Callable
 
 from .cases import Case
 from .env import compiled_spines
 from .inputs import pooled
+
+# The peers timed beside gdn: name -> the module whose chunk_gated_delta_rule is called (skipped,
+# with the reason, where it does not import).
+PEERS = {"fla": "fla.ops.gated_delta_rule", "flashinfer": "flashinfer.gdn_prefill", "flashqla": "flash_qla"}
 
 
 def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
@@ -30,8 +35,7 @@ def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
             names.append("gdn:wgmma-single")
     except Exception:
         pass
-    from importlib import import_module
-    for name, module in (("fla", "fla.ops.gated_delta_rule"), ("flashinfer", "flashinfer.gdn_prefill")):
+    for name, module in PEERS.items():
         try:
             if not hasattr(import_module(module), "chunk_gated_delta_rule"):
                 raise ImportError(f"cannot import name 'chunk_gated_delta_rule' from {module!r}")
@@ -46,7 +50,8 @@ def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
         unknown = [w for w in want if w != "gdn" and w not in names and not any(s["what"] == w for s in skipped)]
         for w in unknown:
             skipped.append(dict(what=w, reason="not an available implementation"))
-        skipped = [s for s in skipped if any(w.startswith(s["what"]) or s["what"].startswith(w) for w in want)]
+        # a skipped implementation is reported where it was asked for (gdn also by "gdn:<spine>")
+        skipped = [s for s in skipped if any(s["what"] in (w, w.split(":")[0]) for w in want)]
         names = keep
     return names, skipped
 
@@ -131,7 +136,7 @@ def _calls(impl: str, case: Case, sets: list, cu: dict, use_l2: bool) -> tuple[l
         if ran != spine:
             raise RuntimeError(f"asked for spine {spine!r}, prefill ran {ran!r}")
         return calls, ""
-    if impl in ("fla", "flashinfer"):
+    if impl in PEERS:
         peers = [peer_call(impl, case, s, cu, use_l2) for s in sets]
         return [p.call for p in peers], peers[0].note
     raise ValueError(f"unknown implementation {impl!r}")
@@ -157,18 +162,20 @@ class PeerCall:
 
 
 def peer_call(impl: str, case: Case, s, cu: dict, use_l2: bool) -> PeerCall:
-    """PeerCall of impl "fla" or "flashinfer" on set `s` (FlashInfer's converted inputs are kept in
+    """PeerCall of a peer (PEERS) on set `s` (FlashInfer's converted inputs are kept in
     s.extra["fi"], made on the first call for a set and reused after).  Where the set holds a state
     pool (s.extra["slots"]), a peer that takes slot indices (FlashInfer's state_indices) updates its
-    own pool in place; one that does not (FLA) is called as engines call it: gather, call, scatter
-    (pooled)."""
+    own pool in place; one that does not (FLA, FlashQLA) is called as engines call it: gather, call,
+    scatter (pooled).  FlashQLA is called as FLA is (its signature is FLA's), with its defaults:
+    auto_cp=True, its intra-card context parallelism where its own rule picks it."""
     import torch
     slots = s.extra.get("slots")
-    if impl == "fla":
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fn
+    if impl in ("fla", "flashqla"):
+        fn = import_module(PEERS[impl]).chunk_gated_delta_rule
         kw = _filter_kwargs(fn, dict(output_final_state=True, cu_seqlens=cu["cu64"],
                                      cu_seqlens_cpu=cu["cu64_cpu"], use_qk_l2norm_in_kernel=use_l2))
-        note = "" if "cu_seqlens_cpu" in kw else "cu_seqlens_cpu not accepted by this FLA"
+        note = ("cu_seqlens_cpu not accepted by this FLA" if impl == "fla" and "cu_seqlens_cpu" not in kw else
+                "its defaults (auto_cp)" if impl == "flashqla" else "")
         q, k, v, g, b = s.q[None], s.k[None], s.v[None], s.g[None], s.beta[None]
         if slots is None:
             return PeerCall(call=lambda: fn(q, k, v, g, b, initial_state=s.state, **kw),

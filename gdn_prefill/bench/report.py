@@ -65,7 +65,7 @@ def markdown_report(result: dict) -> str:
     meta = result.get("meta", {})
     pt = meta.get("peak_tflops", PEAK_TFLOPS)
     pb = meta.get("peak_tbps", PEAK_TBPS)
-    vers = ", ".join(f"{k} {meta[k]}" for k in ("gdn_prefill", "torch", "cuda", "fla", "flashinfer") if meta.get(k))
+    vers = ", ".join(f"{k} {meta[k]}" for k in ("gdn_prefill", "torch", "cuda", "fla", "flashinfer", "flashqla") if meta.get(k))
     lines = [
         f"# GDN prefill — {meta.get('card', '?')}, {meta.get('date', '?')}",
         "",
