@@ -539,8 +539,7 @@ def main(argv=None) -> int:
             print(rows[-1], flush=True)
             if a.json:          # the rows so far, in case the whole soak is cut short
                 bench.write_json(dict(partial=True, rows=[_jsonable(r) for r in rows]), a.json)
-    versions = {n: bench._version(d, m) for n, d, m in (("fla", "fla-core", "fla"),
-                                                        ("flashinfer", "flashinfer-python", "flashinfer"))
+    versions = {n: v for n, v in bench.peer_versions().items()
                 if any(r["impl"].startswith(n) and r["status"] == "ran" for r in rows)}
     head = (f"prefill soak under concurrency, gdn and its peers: {a.iters} iterations per run"
             + "".join(f", {n} {v or '?'}" for n, v in versions.items())

@@ -97,7 +97,7 @@ from .cases import (  # noqa: F401  (re-exported: the benchmark scripts and test
 from .report import (  # noqa: F401
     derive, _fmt, _ratio, _note, markdown_report, numerics_markdown, write_json, table_report, write_text, plot, plot_shapes,
     Progress)
-from .env import _meta, _version  # noqa: F401
+from .env import _meta, _version, peer_versions  # noqa: F401
 from .inputs import _Set, _cu, _make_set, pool_slots, pooled  # noqa: F401
 from .peers import _calls, _gdn_call, _impl_list, flashinfer_route, peer_call  # noqa: F401
 from .timing import (  # noqa: F401

@@ -7,6 +7,12 @@ import sys
 
 from .cases import varlen_lengths
 
+# The peers timed beside gdn: name -> (its distribution, the module whose chunk_gated_delta_rule is
+# called; skipped, with the reason, where it does not import).
+PEERS = {"fla": ("fla-core", "fla.ops.gated_delta_rule"),
+         "flashinfer": ("flashinfer-python", "flashinfer.gdn_prefill"),
+         "flashqla": ("flash-qla", "flash_qla")}
+
 
 def _version(dist: str, module: str | None = None):
     try:
@@ -19,6 +25,11 @@ def _version(dist: str, module: str | None = None):
         return getattr(importlib.import_module(module or dist), "__version__", "unknown")
     except Exception:
         return None
+
+
+def peer_versions() -> dict:
+    """Each peer's installed version (None where it is not installed), by name."""
+    return {name: _version(dist, module.split(".")[0]) for name, (dist, module) in PEERS.items()}
 
 
 def _driver() -> str | None:
@@ -70,9 +81,7 @@ def _meta(args, cases) -> dict:
         driver=_driver(),
         date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         torch=torch.__version__, cuda=torch.version.cuda, python=sys.version.split()[0],
-        gdn_prefill=_version("gdn-prefill", "gdn_prefill"), fla=_version("fla-core", "fla"),
-        flashinfer=_version("flashinfer-python", "flashinfer"), flashqla=_version("flash-qla", "flash_qla"),
-        compiled_variants=variants,
+        gdn_prefill=_version("gdn-prefill", "gdn_prefill"), **peer_versions(), compiled_variants=variants,
         peak_tflops=args.peak_tflops, peak_tbps=args.peak_tbps, use_qk_l2norm=args.qk_l2norm,
         state_pool=getattr(args, "pool", False), quick=args.quick, modes=args.modes, warm_s=getattr(args, "warm_s", None), cases=[dict(name=c.name, lens=list(c.lens) if c.N <= 32 else None,
                                                         T=c.T, N=c.N, Hk=c.Hk, Hv=c.Hv) for c in cases],

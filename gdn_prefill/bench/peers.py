@@ -8,12 +8,8 @@ from importlib import import_module
 from typing import Any, Callable
 
 from .cases import Case
-from .env import compiled_spines
+from .env import PEERS, compiled_spines
 from .inputs import pooled
-
-# The peers timed beside gdn: name -> the module whose chunk_gated_delta_rule is called (skipped,
-# with the reason, where it does not import).
-PEERS = {"fla": "fla.ops.gated_delta_rule", "flashinfer": "flashinfer.gdn_prefill", "flashqla": "flash_qla"}
 
 
 def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
@@ -35,7 +31,7 @@ def _impl_list(requested: str | None) -> tuple[list[str], list[dict]]:
             names.append("gdn:wgmma-single")
     except Exception:
         pass
-    for name, module in PEERS.items():
+    for name, (_, module) in PEERS.items():
         try:
             if not hasattr(import_module(module), "chunk_gated_delta_rule"):
                 raise ImportError(f"cannot import name 'chunk_gated_delta_rule' from {module!r}")
@@ -171,7 +167,7 @@ def peer_call(impl: str, case: Case, s, cu: dict, use_l2: bool) -> PeerCall:
     import torch
     slots = s.extra.get("slots")
     if impl in ("fla", "flashqla"):
-        fn = import_module(PEERS[impl]).chunk_gated_delta_rule
+        fn = import_module(PEERS[impl][1]).chunk_gated_delta_rule
         kw = _filter_kwargs(fn, dict(output_final_state=True, cu_seqlens=cu["cu64"],
                                      cu_seqlens_cpu=cu["cu64_cpu"], use_qk_l2norm_in_kernel=use_l2))
         note = ("cu_seqlens_cpu not accepted by this FLA" if impl == "fla" and "cu_seqlens_cpu" not in kw else

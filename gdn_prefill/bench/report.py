@@ -7,6 +7,7 @@ import os
 
 from .cases import (HOST_OVERHEAD_CALLS, HOST_OVERHEAD_SAMPLES, NUMERICS_REPEATS, PEAK_TBPS, PEAK_TFLOPS,
                           VARLEN_SEED, floors_us, flops, flops_per_token, hbm_bytes)
+from .env import PEERS
 
 # ===================================================================================== reports
 
@@ -65,7 +66,7 @@ def markdown_report(result: dict) -> str:
     meta = result.get("meta", {})
     pt = meta.get("peak_tflops", PEAK_TFLOPS)
     pb = meta.get("peak_tbps", PEAK_TBPS)
-    vers = ", ".join(f"{k} {meta[k]}" for k in ("gdn_prefill", "torch", "cuda", "fla", "flashinfer", "flashqla") if meta.get(k))
+    vers = ", ".join(f"{k} {meta[k]}" for k in ("gdn_prefill", "torch", "cuda", *PEERS) if meta.get(k))
     lines = [
         f"# GDN prefill — {meta.get('card', '?')}, {meta.get('date', '?')}",
         "",
