@@ -253,7 +253,7 @@ def test_orchestration_with_stub_gpu(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(bench, "_meta", lambda args, cases: dict(card="stub", date="today", peak_tflops=args.peak_tflops,
                                                                  peak_tbps=args.peak_tbps, l2_bytes=None))
     stub_set = types.SimpleNamespace(q=None, k=None, v=None, g=None, beta=None, state=None, out=None)
-    monkeypatch.setattr(bench, "_make_set", lambda case, seed, normed, pool=False: stub_set)
+    monkeypatch.setattr(bench, "_make_set", lambda case, seed, normed, pool=False, gates="fast": stub_set)
     monkeypatch.setattr(bench, "_cu", lambda case: dict(cu32=None, cu64=None, cu64_cpu=None))
     seen = []
 
@@ -535,3 +535,56 @@ def test_pool_flag_reaches_the_report():
     pooled = report.markdown_report(dict(meta=dict(meta, state_pool=True), rows=[], host_overhead=[], skipped=[]))
     assert "slot indices" not in plain
     assert "the state a pool updated through slot indices" in pooled
+
+
+def test_gates_fast_are_the_old_draw_and_mixed_span_long_memory():
+    """draw_gates: 'fast' is logsigmoid(3 + 1.5 randn) from the same draws (the default inputs do
+    not move); 'mixed' gives each head its own rate, from forgetting within a chunk to remembering a
+    32K prompt past e^-10; an unknown kind names the argument."""
+    import torch
+    import torch.nn.functional as F
+    from gdn_prefill.bench.inputs import draw_gates
+
+    def rn_from(seed):
+        gen = torch.Generator().manual_seed(seed)
+        return lambda *shape: torch.randn(*shape, generator=gen)
+    T, Hv = 32768, 16
+    assert torch.equal(draw_gates("fast", T, Hv, rn_from(3)), F.logsigmoid(3.0 + 1.5 * rn_from(3)(T, Hv)))
+    g = draw_gates("mixed", T, Hv, rn_from(3))
+    assert g.shape == (T, Hv) and torch.isfinite(g).all() and (g < 0).all()
+    per_head = g.mean(0)
+    assert torch.all(per_head[1:] > per_head[:-1])                  # slower heads to the right
+    assert abs(per_head[0].item() + 0.3) < 0.01 and abs(per_head[-1].item() + 1e-4) < 5e-6
+    total = g.sum(0)                                                 # the prompt's summed log-decay
+    assert total[-1].item() > -10 > g[:64, 0].sum().item()          # one head never passes e^-10, one does in a chunk
+    with pytest.raises(ValueError, match="gates: expected one of fast, mixed"):
+        draw_gates("slow", T, Hv, rn_from(3))
+
+
+def test_gates_flag_reaches_the_inputs_and_the_report(monkeypatch, tmp_path):
+    """--gates is parsed (default fast), handed to every timed buffer set, and said in the report."""
+    from gdn_prefill.bench import report
+    assert bench.build_parser().parse_args([]).gates == "fast"
+    with pytest.raises(SystemExit):
+        bench.build_parser().parse_args(["--gates", "slow"])
+    monkeypatch.setattr(bench, "hopper_status", lambda: (True, "stub H200"))
+    monkeypatch.setattr(bench, "_impl_list", lambda req: (["gdn:wgmma"], []))
+    monkeypatch.setattr(bench, "_meta", lambda args, cases: dict(card="stub", date="today", peak_tflops=args.peak_tflops,
+                                                                 peak_tbps=args.peak_tbps, l2_bytes=None))
+    seen = set()
+
+    def make_set(case, seed, normed, pool=False, gates="fast"):
+        seen.add(gates)
+        return types.SimpleNamespace(q=None, k=None, v=None, g=None, beta=None, state=None, out=None)
+    monkeypatch.setattr(bench, "_make_set", make_set)
+    monkeypatch.setattr(bench, "_cu", lambda case: dict(cu32=None, cu64=None, cu64_cpu=None))
+    monkeypatch.setattr(bench, "_calls", lambda impl, case, sets, cu, use_l2: ([lambda: None] * len(sets), ""))
+    monkeypatch.setattr(bench, "_time_impl", lambda c, modes, b, lo, hi, warm=0.0: dict(graph_us=1.0, eager_us=1.0))
+    assert bench.main(["--shapes", "8x4K", "--heads", "16/32", "--gates", "mixed", "--out", str(tmp_path),
+                       "--tag", "t", "--no-progress", "--no-plot", "--no-host-overhead"]) == 0
+    assert seen == {"mixed"}
+    meta = dict(card="H200", date="today", methodology="m")
+    assert ", gates mixed" in report.markdown_report(dict(meta=dict(meta, gates="mixed"), rows=[], host_overhead=[],
+                                                          skipped=[]))
+    assert "gates" not in report.markdown_report(dict(meta=dict(meta, gates="fast"), rows=[], host_overhead=[],
+                                                      skipped=[])).split("Method")[0]

@@ -33,7 +33,8 @@ normalisation on for every implementation, as engines call them (FlashInfer 0.7.
 kernel before its chunk kernel; a FlashInfer without the flag gets pre-normed copies).
 ``--pool``: the state is a pool of 2N + 1 slots updated through slot indices (gdn and
 FlashInfer in place; FLA and FlashQLA, which take no indices, gathered and scattered around their
-calls).
+calls).  ``--gates mixed``: each head decays at its own rate, some slow enough to remember a whole
+prompt (inputs.GATES says why a peer whose work depends on the decay needs it).
 
 Each implementation gets everything it needs prepared outside the timed region:
 gdn gets packed [T, H, D] tensors, int32 cu_seqlens, out, state and workspace
@@ -98,7 +99,7 @@ from .report import (  # noqa: F401
     derive, _fmt, _ratio, _note, markdown_report, numerics_markdown, write_json, table_report, write_text, plot, plot_shapes,
     Progress)
 from .env import _meta, _version, peer_versions  # noqa: F401
-from .inputs import _Set, _cu, _make_set, pool_slots, pooled  # noqa: F401
+from .inputs import GATES, _Set, _cu, _make_set, draw_gates, pool_slots, pooled  # noqa: F401
 from .peers import _calls, _gdn_call, _impl_list, flashinfer_route, peer_call  # noqa: F401
 from .timing import (  # noqa: F401
     WARM_S, _keep_busy, _record_failure, _time_impl, eager_median_us, host_cost_us, host_overhead, one_call_graph,
@@ -160,7 +161,8 @@ def run_timing(cases: list[Case], args, log=print) -> dict:
             n_sets = rotation_sets(hbm_bytes(case.T, case.N, case.Hk, case.Hv), l2,
                                    memory_bytes=int(mem * SETS_MEMORY_SHARE) if mem else None)
             try:
-                sets = [_make_set(case, args.seed + i, normed=not args.qk_l2norm, pool=getattr(args, "pool", False))
+                sets = [_make_set(case, args.seed + i, normed=not args.qk_l2norm, pool=getattr(args, "pool", False),
+                                  gates=getattr(args, "gates", "fast"))
                         for i in range(n_sets)]
                 cu = _cu(case)
             except Exception as e:
@@ -278,7 +280,7 @@ def run_numerics(args, log=print) -> dict:
                 case = Case(f"1x{T}", (T,), hk, hv)
                 s = o_ref = s_ref = None
                 try:
-                    s = _make_set(case, args.seed + 1000 + T, normed=not args.qk_l2norm)
+                    s = _make_set(case, args.seed + 1000 + T, normed=not args.qk_l2norm, gates=getattr(args, "gates", "fast"))
                     cu = _cu(case)
                     with torch.device("cuda"):
                         o_ref, s_ref = ref.chunked(s.q, s.k, s.v, s.g, s.beta, cu_seqlens=cu["cu32"],
@@ -332,6 +334,9 @@ def build_parser(default_out: str = os.path.join("benchmarks", "results")) -> ar
     ap.add_argument("--peak-tflops", type=float, default=PEAK_TFLOPS, help="compute peak, TFLOP/s (default %(default)s)")
     ap.add_argument("--peak-tbps", type=float, default=PEAK_TBPS, help="HBM bandwidth, TB/s (default %(default)s)")
     ap.add_argument("--qk-l2norm", action="store_true", help="use_qk_l2norm in kernel (default: pre-normed q/k)")
+    ap.add_argument("--gates", choices=GATES, default="fast",
+                    help="the gates' log-decay: fast (every head forgets within a few chunks) or mixed (per-head "
+                         "rates from -0.3 to -1e-4 a token: some heads remember a whole prompt); default %(default)s")
     ap.add_argument("--pool", action="store_true",
                     help="the state as a serving engine's pool (2N + 1 slots) updated through slot indices "
                          "(gdn and FlashInfer in place; FLA: gather, call, scatter); default: a dense [N] state")

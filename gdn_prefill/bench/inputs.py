@@ -20,9 +20,31 @@ class _Set:
     extra: dict = field(default_factory=dict)
 
 
-def _make_set(case: Case, seed: int, *, normed: bool, pool: bool = False):
+#: The gates a benchmark draws (``--gates``).  "fast": every head forgets within a few chunks, the
+#: log-decay logsigmoid(3 + 1.5 randn), about -0.1 a token.  "mixed": each value head its own rate,
+#: log-spaced from -0.3 to -1e-4 a token across the heads (x (1 + 0.1 randn), at least half the
+#: rate), so that some heads remember a whole long prompt.  A peer whose work depends on the decay
+#: (FlashQLA's context parallelism reruns only the history not yet decayed below e^-10) is fairly
+#: timed only on both.
+GATES = ("fast", "mixed")
+
+
+def draw_gates(kind: str, T: int, Hv: int, rn):
+    """g [T, Hv] (fp32 log-decay, <= 0) of `kind` (GATES); rn(*shape) draws standard normals."""
+    import torch
+    import torch.nn.functional as F
+    if kind == "fast":
+        return F.logsigmoid(3.0 + 1.5 * rn(T, Hv))
+    if kind == "mixed":
+        jitter = (1.0 + 0.1 * rn(T, Hv)).clamp(min=0.5)
+        h = torch.arange(Hv, dtype=jitter.dtype, device=jitter.device) / max(Hv - 1, 1)
+        return -0.3 * ((1e-4 / 0.3) ** h)[None, :] * jitter
+    raise ValueError(f"gates: expected one of {', '.join(GATES)}, got {kind!r}")
+
+
+def _make_set(case: Case, seed: int, *, normed: bool, pool: bool = False, gates: str = "fast"):
     """One buffer set on the GPU, drawn like reference.make_inputs (but on the device, for speed):
-    q, k randn (unit-normed if `normed`), v randn, g = logsigmoid(3 + 1.5 randn), beta = sigmoid(randn),
+    q, k randn (unit-normed if `normed`), v randn, g by draw_gates(gates), beta = sigmoid(randn),
     state randn * K^-1/2 [N, Hv, K, V].  pool: the state is a serving engine's pool of pool_slots(N)
     slots instead, and extra["slots"] the N distinct slots (int64, a random draw) of the sequences."""
     import torch
@@ -37,7 +59,7 @@ def _make_set(case: Case, seed: int, *, normed: bool, pool: bool = False):
     if normed:
         q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
     s = _Set(q=q.to(torch.bfloat16), k=k.to(torch.bfloat16), v=rn(T, case.Hv, case.V).to(torch.bfloat16),
-             g=F.logsigmoid(3.0 + 1.5 * rn(T, case.Hv)), beta=torch.sigmoid(rn(T, case.Hv)),
+             g=draw_gates(gates, T, case.Hv, rn), beta=torch.sigmoid(rn(T, case.Hv)),
              state=rn(pool_slots(case.N) if pool else case.N, case.Hv, case.K, case.V) * case.K ** -0.5,
              out=torch.empty(T, case.Hv, case.V, dtype=torch.bfloat16, device=dev))
     if pool:

@@ -73,7 +73,8 @@ def markdown_report(result: dict) -> str:
         f"{vers + '; ' if vers else ''}driver {meta.get('driver') or '?'}.  "
         f"bf16 q/k/v, fp32 g/beta and state (read and written), K = V = 128, "
         f"use_qk_l2norm={meta.get('use_qk_l2norm', False)}"
-        + (", the state a pool updated through slot indices" if meta.get("state_pool") else "") + ".",
+        + (", the state a pool updated through slot indices" if meta.get("state_pool") else "")
+        + (f", gates {meta['gates']}" if meta.get("gates", "fast") != "fast" else "") + ".",
         "",
         f"Method: {meta.get('methodology', '')}",
         "",
