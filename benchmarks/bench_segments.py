@@ -18,7 +18,7 @@ import argparse
 import datetime
 import sys
 
-from gdn_prefill import bench, grids
+from gdn_prefill import _abi, bench, grids
 from gdn_prefill.bench import table_report
 from gdn_prefill.bench.cases import parse_count, parse_heads
 
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
         for B, T in shapes:
             rows += time_shape(B, T, hk, hv, counts, not a.no_passes)
     meta = dict(card=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(), torch=torch.__version__,
-                model={k: v for k, v in plan._C.items() if k.startswith("GDN_MODEL_")},
+                model={k: v for k, v in _abi.CONSTANTS.items() if k.startswith("GDN_MODEL_")},
                 method="_ext._launch_stages (forced plans) and prefill() (the rule), gdn_prefill.bench's graph "
                        "harness (a CUDA graph per buffer set, replayed round-robin, median of 20-50 CUDA-event "
                        "timings); bf16, K = V = 128, dense fp32 state, max_seqlen given")

@@ -588,3 +588,27 @@ def test_gates_flag_reaches_the_inputs_and_the_report(monkeypatch, tmp_path):
                                                           skipped=[]))
     assert "gates" not in report.markdown_report(dict(meta=dict(meta, gates="fast"), rows=[], host_overhead=[],
                                                       skipped=[])).split("Method")[0]
+
+
+def test_bench_segments_writes_its_table_and_the_model(repo_script, monkeypatch, tmp_path):
+    """bench_segments' main past the timing (stubbed): the rows in its markdown table and JSON, with
+    the cost model's constants the rows are compared against (gdn_abi.h GDN_MODEL_*) in the meta."""
+    import torch
+
+    from gdn_prefill import _abi
+    mod = repo_script("benchmarks/bench_segments.py")
+    monkeypatch.setattr(bench, "script_cannot_time", lambda name: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "stub H100")
+    seen = []
+
+    def time_shape(B, T, hk, hv, counts, passes):
+        seen.append((B, T, hk, hv, tuple(counts), passes))
+        return [dict(shape=f"{B}x{T // 1024}K", heads=f"{hk}/{hv}", plan="segmented", seg_chunks=64, segments=8,
+                     us=123.4, predicted_us=120.0, maps_us=40.0)]
+    monkeypatch.setattr(mod, "time_shape", time_shape)
+    j, m = tmp_path / "s.json", tmp_path / "s.md"
+    assert mod.main(["--shapes", "1x32K", "--heads", "4/8", "--segments", "8", "--json", str(j), "--md", str(m)]) == 0
+    assert seen == [(1, 32768, 4, 8, (8,), True)]
+    meta = json.load(open(j))["meta"]
+    assert meta["model"] == {k: v for k, v in _abi.CONSTANTS.items() if k.startswith("GDN_MODEL_")} and meta["model"]
+    assert "| 1x32K | 4/8 | segmented | 8 x 64 | 123.4 | 120.0 |  | 40.0 |" in m.read_text()
