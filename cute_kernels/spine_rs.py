@@ -163,12 +163,11 @@ MAX_SMEM = grids.MAX_SMEM
 
 class _Segment(typing.NamedTuple):
     """A segmented-plan CTA's segment (SEQUENCE: the whole sequence, j = 0 of nseg = 1): its slot,
-    its index j in the sequence and the sequence's segment count, the sequence's chunk count, and
-    the map a MAPS CTA computes (Map)."""
+    its index j in the sequence and the sequence's segment count, and the map a MAPS CTA computes
+    (Map)."""
     slot: Int32
     j: Int32
     nseg: Int32
-    nch_seq: Int32
     map_: Int32
 
 
@@ -340,7 +339,7 @@ class SpineRS:
         col0 = Int32(0)                       # the CTA's first state column
         active = 1                            # consumer warpgroups with work (dual: 1 or 2, at run time)
         work = Int32(1)
-        seg = _Segment(Int32(0), Int32(0), Int32(1), Int32(0), Int32(Map.B))
+        seg = _Segment(Int32(0), Int32(0), Int32(1), Int32(Map.B))
         if cutlass.const_expr(self.role != Role.SEQUENCE):
             n, hv, sub, work, seg = _segment_block(bx, Hv, cu_seqlens, seg_chunks)
             if cutlass.const_expr(self.role == Role.MAPS):
@@ -584,10 +583,8 @@ class SpineRS:
         # segment of a sequence of several starts from its composed state (seg_state, fp32)
         c0 = Int32(0)
         last = Int32(1)
-        nch_seq = nch
         if cutlass.const_expr(self.role == Role.SEGMENT):
             c0 = seg.j * seg_chunks
-            nch_seq = seg.nch_seq
             if seg.j + 1 < seg.nseg:
                 last = Int32(0)
             if seg.nseg > 1:
@@ -795,8 +792,7 @@ def _segment_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor, seg_chunks: In
     sslot = bx // (2 * Hv)
     live, n, j, nseg, bos, eos = slots.segment_of_slot(sslot, cu_seqlens, seg_chunks)
     n = cute.arch.make_warp_uniform(n)
-    nch_seq = (eos - bos + (CHUNK - 1)) // CHUNK
-    return n, hv, sub, live, _Segment(sslot, j, nseg, nch_seq, Int32(Map.B))
+    return n, hv, sub, live, _Segment(sslot, j, nseg, Int32(Map.B))
 
 
 @cute.jit

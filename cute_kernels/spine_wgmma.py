@@ -489,7 +489,7 @@ class SpineWgmma:
         sq = _Seq(n, hv, bos, eos, nch, cta_col0, rank)
 
         f = self.fragments(mma1, mma2, ltid, wg, t)
-        accS, accV, tVcV, row_a, row_b = f.accS, f.accV, f.tVcV, f.row_a, f.row_b
+        accS, row_a, row_b = f.accS, f.row_a, f.row_b
 
         # ---- initial state
         gS = cute.domain_offset((0, col0), state[slot, hv, None, None])    # (k, v) -> S[k, col0+v]

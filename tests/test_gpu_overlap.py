@@ -32,10 +32,10 @@ def _run(inp, wu_ctas):
     state = None if inp["state"] is None else inp["state"].clone()
     # a workspace full of garbage: the plan must zero the ready flags itself
     ws = torch.full((gdn_prefill.workspace_bytes(T, N, Hv),), 0x5A, dtype=torch.uint8, device="cuda")
-    names = _ext._launch_stages(("recompute_wu", "spine"), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out,
-                                state, cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"],
-                                state_layout=inp["state_layout"], spine="wgmma", workspace=ws, fused=1,
-                                overlap_wu_ctas=wu_ctas)
+    _ext._launch_stages(("recompute_wu", "spine"), inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out,
+                        state, cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"],
+                        state_layout=inp["state_layout"], spine="wgmma", workspace=ws, fused=1,
+                        overlap_wu_ctas=wu_ctas)
     torch.cuda.synchronize()
     return out, state
 
