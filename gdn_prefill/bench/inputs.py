@@ -24,8 +24,8 @@ class _Set:
 #: log-decay logsigmoid(3 + 1.5 randn), about -0.1 a token.  "mixed": each value head its own rate,
 #: log-spaced from -0.3 to -1e-4 a token across the heads (x (1 + 0.1 randn), at least half the
 #: rate), so that some heads remember a whole long prompt.  A peer whose work depends on the decay
-#: (FlashQLA's context parallelism reruns only the history not yet decayed below e^-10) is fairly
-#: timed only on both.
+#: (FlashQLA's context parallelism forms each segment's map from only the chunks not yet decayed
+#: below e^-10) is fairly timed only on both.
 GATES = ("fast", "mixed")
 
 
