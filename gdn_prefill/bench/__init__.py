@@ -161,8 +161,7 @@ def run_timing(cases: list[Case], args, log=print) -> dict:
             n_sets = rotation_sets(hbm_bytes(case.T, case.N, case.Hk, case.Hv), l2,
                                    memory_bytes=int(mem * SETS_MEMORY_SHARE) if mem else None)
             try:
-                sets = [_make_set(case, args.seed + i, normed=not args.qk_l2norm, pool=getattr(args, "pool", False),
-                                  gates=getattr(args, "gates", "fast"))
+                sets = [_make_set(case, args.seed + i, normed=not args.qk_l2norm, pool=args.pool, gates=args.gates)
                         for i in range(n_sets)]
                 cu = _cu(case)
             except Exception as e:
@@ -280,7 +279,7 @@ def run_numerics(args, log=print) -> dict:
                 case = Case(f"1x{T}", (T,), hk, hv)
                 s = o_ref = s_ref = None
                 try:
-                    s = _make_set(case, args.seed + 1000 + T, normed=not args.qk_l2norm, gates=getattr(args, "gates", "fast"))
+                    s = _make_set(case, args.seed + 1000 + T, normed=not args.qk_l2norm, gates=args.gates)
                     cu = _cu(case)
                     with torch.device("cuda"):
                         o_ref, s_ref = ref.chunked(s.q, s.k, s.v, s.g, s.beta, cu_seqlens=cu["cu32"],

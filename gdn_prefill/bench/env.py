@@ -83,7 +83,7 @@ def _meta(args, cases) -> dict:
         torch=torch.__version__, cuda=torch.version.cuda, python=sys.version.split()[0],
         gdn_prefill=_version("gdn-prefill", "gdn_prefill"), **peer_versions(), compiled_variants=variants,
         peak_tflops=args.peak_tflops, peak_tbps=args.peak_tbps, use_qk_l2norm=args.qk_l2norm,
-        state_pool=getattr(args, "pool", False), gates=getattr(args, "gates", "fast"), quick=args.quick, modes=args.modes, warm_s=getattr(args, "warm_s", None), cases=[dict(name=c.name, lens=list(c.lens) if c.N <= 32 else None,
+        state_pool=args.pool, gates=args.gates, quick=args.quick, modes=args.modes, warm_s=getattr(args, "warm_s", None), cases=[dict(name=c.name, lens=list(c.lens) if c.N <= 32 else None,
                                                         T=c.T, N=c.N, Hk=c.Hk, Hv=c.Hv) for c in cases],
         varlen_lengths=varlen_lengths(), methodology=METHODOLOGY,
         flop_formula="FLOP/token = Hv*(6*K*V + 2*C*(3*K + 2*V) + C^2/3), C = 64",
