@@ -63,7 +63,8 @@ stage 1's `ready` flag of each (slot, head) before it reads the chunk (handoff.a
 Roles (Role, compile time; docs/DESIGN.md §3, the segmented plan): SEQUENCE, the above, from each
 sequence's initial state; MAPS (dual build), each segment's affine map S_end = A S_start + B as
 two chains of 128 columns, A from S = I with V taken as 0 (K = V: A is a state like any other), B
-from S = 0, no output (no q or P tile, no G2, G4 or store warp); segment 0's B chain starts from
+from S = 0, no output (no q or P tile, no G2, G4 or store warp), each cut where the gates allow
+(_map_cut: B from the segment's last chunks alone, A then 0); segment 0's B chain starts from
 the initial state and copies it (fp32) into seg_state, so that no CTA of the last pass reads the
 pool slot another overwrites with the final state (maps_all, a rank's shard: every segment forms
 both maps); SEGMENT (solo build), each segment from seg_state with outputs, the last writing the
@@ -159,6 +160,9 @@ _TMA_BYTES = _T_BYTES + _V_BYTES + _K_BYTES + _Q_BYTES + _PQ_BYTES     # 56 KB p
 
 
 MAX_SMEM = grids.MAX_SMEM
+
+MAP_CUT = -10.0                       # MAPS: where the log-decay of a segment's last chunks sums below
+                                      # this, the history before them is dropped (_map_cut)
 
 
 class _Segment(typing.NamedTuple):
@@ -406,11 +410,15 @@ class SpineRS:
                 cute.arch.setmaxregister_decrease(DUAL_IO_REGS)
             if run != 0:
                 bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
+                skip = Int32(0)
+                if cutlass.const_expr(self.role == Role.MAPS):
+                    skip, nch, _ = _map_range(gcum, hv, bos, eos, nch, seg.map_, maps_all)
+                    bos = bos + skip * CHUNK
                 if warp_idx == load_warp:
                     self.loads(nch, bos, eos, hv, hv // hv_per_hk, col0, sTab, sBt, gcum, rk, rq,
                                beta32, scale,
                                tma_t, mT, tma_v, mV, tma_k, mK, tma_q, mQ, tma_pq, mPq, sT, sV, sK, sQ, sPq,
-                               ready, overlap, grids.first_slot(cu_seqlens[n], n) + seg.j * seg_chunks, active,
+                               ready, overlap, grids.first_slot(cu_seqlens[n], n) + seg.j * seg_chunks + skip, active,
                                seg.map_, ring)
                 elif warp_idx == store_warp:
                     if cutlass.const_expr(self.role != Role.MAPS):
@@ -423,9 +431,11 @@ class SpineRS:
                 if wg < active:
                     bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
                     if cutlass.const_expr(self.role == Role.MAPS):
+                        skip, nch, cut = _map_range(gcum, hv, bos, eos, nch, seg.map_, maps_all)
+                        bos = bos + skip * CHUNK
                         self.map_chain(tidx % 128, wg, hv, slot, bos, eos, nch, wg * VB, sT, sK, sKk, sV_vj, sTab, sBt,
                                        state, initial_state, state_pool.source(state_in, has_initial, n), maps,
-                                       seg_state, seg, ring)
+                                       seg_state, seg, cut, ring)
                     else:
                         self.chain(tidx % 128, wg, n, hv, slot, bos, eos, nch, col0 + wg * VB, sT, sK, sKk, sV_vj, sQ,
                                    sPq, sTab, sBt, ostaged_bar, state, has_state,
@@ -675,11 +685,12 @@ class SpineRS:
     @cute.jit
     def map_chain(self, ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32, col0: Int32,
                   sT, sK, sKk, sV_vj, sTab, sBt, state: cute.Tensor, initial_state: cute.Tensor,
-                  state_in: Int32, maps: cute.Tensor, seg_state: cute.Tensor, seg: _Segment, ring):
+                  state_in: Int32, maps: cute.Tensor, seg_state: cute.Tensor, seg: _Segment, cut: Int32, ring):
         """A MAPS consumer warpgroup: columns col0 .. col0 + 64 of its segment's map (seg.map_), the
         chain without the output (no G2, G4, epilogue): A from S = I with V = 0, B from
         S = 0, or, for segment 0's B, from the sequence's initial state (which it also copies into
-        seg_state for the SEGMENT pass).  Ends in maps[2 seg.slot + seg.map_]."""
+        seg_state for the SEGMENT pass).  cut (_map_range): the history before the CTA's chunks is
+        dropped, so A is 0 (no chunk runs) and B starts from S = 0.  Ends in maps[2 seg.slot + seg.map_]."""
         f = chain.Fragments(ltid, sKk, sT, sK)
         mma_n64, mma_s, tKkb, tTb, tKb = f.mma_n64, f.mma_s, f.tKkb, f.tTb, f.tKb
         accSt, accX, rS, rP, tSa, tPa, tScS, tXc = f.accSt, f.accX, f.rS, f.rP, f.tSa, f.tPa, f.tScS, f.tXc
@@ -687,14 +698,17 @@ class SpineRS:
         rVt.fill(0.0)
         with_v = seg.map_ == Map.B
         if seg.map_ == Map.A:
+            one = cutlass.select_(cut != 0, Float32(0.0), Float32(1.0))
             for e in cutlass.range_constexpr(cute.size(accSt)):          # S^T[v, k] = I[k, col0 + v]
-                accSt[e] = cutlass.select_(tScS[e][1] == col0 + tScS[e][0], Float32(1.0), Float32(0.0))
+                accSt[e] = cutlass.select_(tScS[e][1] == col0 + tScS[e][0], one, Float32(0.0))
         elif seg.j == 0:
             state_pool.load(accSt, tScS, chain.transposed_block(state, slot, hv, col0),
                             chain.transposed_block(initial_state, slot, hv, col0), state_in)
             gI = chain.transposed_block(seg_state, seg.slot, hv, col0)
             for e in cutlass.range_constexpr(cute.size(accSt)):
                 gI[tScS[e]] = accSt[e]
+            if cut != 0:
+                accSt.fill(0.0)
         else:
             accSt.fill(0.0)
         mma_s.set(warpgroup.Field.ACCUMULATE, True)
@@ -899,6 +913,55 @@ def _chunks(cu_seqlens: cute.Tensor, n: Int32, seg: _Segment, seg_chunks: Int32)
     if seg.nseg > 1:
         nch = cutlass.min(nch, seg_chunks)
     return bos, eos, nch
+
+
+@cute.jit
+def _map_cut(gcum: cute.Tensor, hv: Int32, bos: Int32, eos: Int32, nch: Int32):
+    """MAPS: how many of the segment's last chunks its maps need.  Walking back from the segment's end,
+    the first w whose log-decays (gcum of each chunk's last row) sum below MAP_CUT: the state before
+    them reaches the segment's end scaled by less than e^MAP_CUT (the delta rule's steps do not expand
+    where |k| = 1 and beta <= 1), below the state's own fp32 rounding against e^MAP_CUT.  nch where
+    the sum never gets there.  The calling warp reads 32 chunks a round, lane l the (32 r + l)-th from
+    the end, and scans them; every warp of the CTA computes the same w (the same loads and order)."""
+    lane = cute.arch.lane_idx()
+    w = nch
+    total = Float32(0.0)
+    for base in cutlass.range(0, nch, 32, unroll=1):
+        if w == nch:
+            c = nch - 1 - base - lane                 # the lane's chunk, from the segment's start
+            x = Float32(0.0)
+            if c >= 0:
+                x = gcum[cutlass.min(bos + (c + 1) * CHUNK, eos) - 1, hv]
+            for sh in cutlass.range_constexpr(5):
+                up = cute.arch.shuffle_sync_up(x, offset=1 << sh)
+                if lane >= (1 << sh):
+                    x = x + up
+            below = Int32(0)
+            if c >= 0:
+                if total + x < MAP_CUT:
+                    below = Int32(1)
+            hit = cute.arch.vote_ballot_sync(below != 0)
+            if hit != 0:
+                w = base + Int32(cute.arch.clz(cute.arch.brev(hit))) + 1       # the first such lane
+            total = total + cute.arch.shuffle_sync(x, 31)
+    return w
+
+
+@cute.jit
+def _map_range(gcum: cute.Tensor, hv: Int32, bos: Int32, eos: Int32, nch: Int32, map_: Int32, maps_all: Int32):
+    """MAPS: (chunks skipped, chunks run, cut) of a map CTA's segment.  Where _map_cut cuts (cut = 1),
+    B runs the segment's last w chunks from S = 0 and A, below e^MAP_CUT, runs none and is 0 (compose
+    then takes S_end = B).  A rank's shard (maps_all: gdn_prefill.distributed) keeps the exact maps."""
+    skip = Int32(0)
+    cut = Int32(0)
+    if maps_all == 0:
+        w = _map_cut(gcum, hv, bos, eos, nch)
+        if w < nch:
+            cut = Int32(1)
+            skip = nch - w
+            if map_ == Map.A:
+                skip = nch
+    return skip, nch - skip, cut
 
 
 @cute.jit
