@@ -161,8 +161,8 @@ _TMA_BYTES = _T_BYTES + _V_BYTES + _K_BYTES + _Q_BYTES + _PQ_BYTES     # 56 KB p
 
 MAX_SMEM = grids.MAX_SMEM
 
-MAP_CUT = -10.0                       # MAPS: where the log-decay of a segment's last chunks sums below
-                                      # this, the history before them is dropped (_map_cut)
+MAP_CUT = float(grids.MAP_CUT_LOG_DECAY)  # MAPS: where the log-decay of a segment's last chunks sums
+                                          # below this, the history before them is dropped (_map_cut)
 
 
 class _Segment(typing.NamedTuple):

@@ -24,6 +24,7 @@ SCALAR_SPINE_VBLOCK = _C["GDN_SCALAR_SPINE_VBLOCK"]
 SCALAR_SPINE_THREADS = _C["GDN_SCALAR_SPINE_THREADS"]
 WGMMA_SPINE_VBLOCK = _C["GDN_WGMMA_SPINE_VBLOCK"]
 RS_SPINE_VBLOCK = _C["GDN_RS_SPINE_VBLOCK"]
+MAP_CUT_LOG_DECAY = _C["GDN_MAP_CUT_LOG_DECAY"]       # the segmented plan's cut of a segment's maps
 RS_SPINE_PAIR = HEAD_DIM_V // RS_SPINE_VBLOCK          # CTAs of one head: the pair build's cluster
 RS_SPINE_DUAL_WG = _C["GDN_RS_SPINE_DUAL_WG"]                 # the dual build: 64 state columns per warpgroup
 RS_BUILDS = ("solo", "pair", "dual")        # spine_rs_o's builds, in the order of the launcher's codes (rs_build=)

@@ -53,6 +53,7 @@ cdef extern from "gdn/gdn_abi.h" nogil:
         GDN_MODEL_OVERLAP_CHAIN_PCT
         GDN_MODEL_OVERLAP_NS
         GDN_SEG_MAX_SEGMENTS
+        GDN_MAP_CUT_LOG_DECAY
         GDN_SEG_MAX_CTAS
         GDN_TMA_ALIGN_BYTES
         GDN_WORKSPACE_ALIGN_BYTES
