@@ -1,7 +1,7 @@
 """The segmented plan against the serial one: a sweep of the segment count, each pass timed alone.
 
     python benchmarks/bench_segments.py [--shapes 1x8K,1x32K] [--heads 2/4,4/8] [--segments 2,4,8,16]
-                                        [--json PATH] [--md PATH]
+                                        [--gates fast|mixed] [--json PATH] [--md PATH]
 
 For each shape and head count: the serial fused plan (recompute_wu + spine_rs_o, the rule's
 build), the segmented plan (recompute_wu, spine_rs_maps, compose, spine_rs_o_seg) at each
@@ -10,7 +10,9 @@ own choice (prefill()), and, at the planner's segment length, each of its four l
 workspace already holds what the earlier ones wrote).  Beside each time, the cost model's
 prediction (gdn_abi.h GDN_MODEL_*): this table is what those constants are fitted from.  Timed by
 bench_prefill's graph harness (one CUDA graph per buffer set, 3 sets, replayed round-robin; median
-of CUDA-event timings).  Needs a Hopper GPU; without one it says so and exits 0.
+of CUDA-event timings).  --gates draws g as bench_prefill does (gdn_prefill.bench.inputs.GATES):
+the segmented plan's MAPS pass is cut where every head has decayed, so its time depends on them.
+Needs a Hopper GPU; without one it says so and exits 0.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import sys
 from gdn_prefill import _abi, bench, grids
 from gdn_prefill.bench import table_report
 from gdn_prefill.bench.cases import parse_count, parse_heads
+from gdn_prefill.bench.inputs import GATES
 
 STAGES = ("recompute_wu", "maps", "compose", "spine")
 
@@ -33,14 +36,18 @@ def _graph_us(calls, warm_s=None) -> float:
     return t["graph_us"]
 
 
-def time_shape(B: int, T: int, hk: int, hv: int, counts: list[int], passes: bool) -> list[dict]:
+def time_shape(B: int, T: int, hk: int, hv: int, counts: list[int], passes: bool, gates: str = "fast") -> list[dict]:
     """Rows for one shape: serial, the planner's choice, and each segment count."""
     import torch
 
     import gdn_prefill
     from gdn_prefill import _ext, reference as ref
+    from gdn_prefill.bench.inputs import draw_gates
     lens = [T] * B
     sets = [ref.make_inputs(lens, hk, hv, seed=s, device="cuda", state="dense", l2norm_inputs=True) for s in range(3)]
+    for s, x in enumerate(sets):
+        gen = torch.Generator(device="cuda").manual_seed(1000 + s)
+        x["g"] = draw_gates(gates, B * T, hv, lambda *shape: torch.randn(*shape, generator=gen, device="cuda"))
     N, Ttot = B, B * T
     chunks = -(-T // grids.CHUNK)
     outs = [torch.empty(Ttot, hv, 128, dtype=torch.bfloat16, device="cuda") for _ in sets]
@@ -98,6 +105,7 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default="1x8K,1x32K", help="comma list of BxT (T may end in K)")
     ap.add_argument("--heads", default="2/4,4/8", help="comma list of Hk/Hv")
     ap.add_argument("--segments", default="2,4,8,16,32", help="segment counts of the longest sequence to time")
+    ap.add_argument("--gates", choices=GATES, default="fast", help="the gates' draw (gdn_prefill.bench.inputs)")
     ap.add_argument("--no-passes", action="store_true", help="skip timing each launch alone")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--md", help="write a markdown table here")
@@ -111,13 +119,13 @@ def main(argv=None) -> int:
     rows = []
     for hk, hv in heads:
         for B, T in shapes:
-            rows += time_shape(B, T, hk, hv, counts, not a.no_passes)
-    meta = dict(card=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(), torch=torch.__version__,
+            rows += time_shape(B, T, hk, hv, counts, not a.no_passes, a.gates)
+    meta = dict(card=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(), torch=torch.__version__, gates=a.gates,
                 model={k: v for k, v in _abi.CONSTANTS.items() if k.startswith("GDN_MODEL_")},
                 method="_ext._launch_stages (forced plans) and prefill() (the rule), gdn_prefill.bench's graph "
                        "harness (a CUDA graph per buffer set, replayed round-robin, median of 20-50 CUDA-event "
                        "timings); bf16, K = V = 128, dense fp32 state, max_seqlen given")
-    table_report(f"Segmented plan sweep — {meta['card']}, {meta['date']}, {meta['method']}",
+    table_report(f"Segmented plan sweep — {meta['card']}, {meta['date']}, {a.gates} gates, {meta['method']}",
                  ["shape", "Hk/Hv", "plan", "segments x chunks", "µs", "model µs", *STAGES],
                  [[r["shape"], r["heads"], r["plan"], f"{r['segments']} x {r['seg_chunks']}" if r["seg_chunks"] else "1",
                    f"{r['us']:.1f}", f"{r['predicted_us']:.1f}" if r["predicted_us"] else "",

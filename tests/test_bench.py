@@ -537,10 +537,11 @@ def test_pool_flag_reaches_the_report():
     assert "the state a pool updated through slot indices" in pooled
 
 
-def test_gates_fast_are_the_old_draw_and_mixed_span_long_memory():
+def test_gates_fast_are_the_old_draw_mixed_span_long_memory_slow_never_forget():
     """draw_gates: 'fast' is logsigmoid(3 + 1.5 randn) from the same draws (the default inputs do
     not move); 'mixed' gives each head its own rate, from forgetting within a chunk to remembering a
-    32K prompt past e^-10; an unknown kind names the argument."""
+    32K prompt past e^-10; 'slow' leaves every head above e^-10 over a 32K prompt (no map is cut);
+    an unknown kind names the argument."""
     import torch
     import torch.nn.functional as F
     from gdn_prefill.bench.inputs import draw_gates
@@ -557,8 +558,10 @@ def test_gates_fast_are_the_old_draw_and_mixed_span_long_memory():
     assert abs(per_head[0].item() + 0.3) < 0.01 and abs(per_head[-1].item() + 1e-4) < 5e-6
     total = g.sum(0)                                                 # the prompt's summed log-decay
     assert total[-1].item() > -10 > g[:64, 0].sum().item()          # one head never passes e^-10, one does in a chunk
-    with pytest.raises(ValueError, match="gates: expected one of fast, mixed"):
-        draw_gates("slow", T, Hv, rn_from(3))
+    slow = draw_gates("slow", T, Hv, rn_from(3))
+    assert (slow < 0).all() and (slow.sum(0) > -10).all()
+    with pytest.raises(ValueError, match="gates: expected one of fast, mixed, slow"):
+        draw_gates("none", T, Hv, rn_from(3))
 
 
 def test_gates_flag_reaches_the_inputs_and_the_report(monkeypatch, tmp_path):
@@ -566,7 +569,7 @@ def test_gates_flag_reaches_the_inputs_and_the_report(monkeypatch, tmp_path):
     from gdn_prefill.bench import report
     assert bench.build_parser().parse_args([]).gates == "fast"
     with pytest.raises(SystemExit):
-        bench.build_parser().parse_args(["--gates", "slow"])
+        bench.build_parser().parse_args(["--gates", "none"])
     monkeypatch.setattr(bench, "hopper_status", lambda: (True, "stub H200"))
     monkeypatch.setattr(bench, "_impl_list", lambda req: (["gdn:wgmma"], []))
     monkeypatch.setattr(bench, "_meta", lambda args, cases: dict(card="stub", date="today", peak_tflops=args.peak_tflops,
@@ -601,14 +604,16 @@ def test_bench_segments_writes_its_table_and_the_model(repo_script, monkeypatch,
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "stub H100")
     seen = []
 
-    def time_shape(B, T, hk, hv, counts, passes):
-        seen.append((B, T, hk, hv, tuple(counts), passes))
+    def time_shape(B, T, hk, hv, counts, passes, gates):
+        seen.append((B, T, hk, hv, tuple(counts), passes, gates))
         return [dict(shape=f"{B}x{T // 1024}K", heads=f"{hk}/{hv}", plan="segmented", seg_chunks=64, segments=8,
                      us=123.4, predicted_us=120.0, maps_us=40.0)]
     monkeypatch.setattr(mod, "time_shape", time_shape)
     j, m = tmp_path / "s.json", tmp_path / "s.md"
-    assert mod.main(["--shapes", "1x32K", "--heads", "4/8", "--segments", "8", "--json", str(j), "--md", str(m)]) == 0
-    assert seen == [(1, 32768, 4, 8, (8,), True)]
+    assert mod.main(["--shapes", "1x32K", "--heads", "4/8", "--segments", "8", "--gates", "mixed",
+                     "--json", str(j), "--md", str(m)]) == 0
+    assert seen == [(1, 32768, 4, 8, (8,), True, "mixed")]
     meta = json.load(open(j))["meta"]
+    assert meta["gates"] == "mixed" and "mixed gates" in m.read_text()
     assert meta["model"] == {k: v for k, v in _abi.CONSTANTS.items() if k.startswith("GDN_MODEL_")} and meta["model"]
     assert "| 1x32K | 4/8 | segmented | 8 x 64 | 123.4 | 120.0 |  | 40.0 |" in m.read_text()

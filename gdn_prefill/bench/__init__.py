@@ -34,7 +34,8 @@ kernel before its chunk kernel; a FlashInfer without the flag gets pre-normed co
 ``--pool``: the state is a pool of 2N + 1 slots updated through slot indices (gdn and
 FlashInfer in place; FLA and FlashQLA, which take no indices, gathered and scattered around their
 calls).  ``--gates mixed``: each head decays at its own rate, some slow enough to remember a whole
-prompt (inputs.GATES says why a peer whose work depends on the decay needs it).
+prompt; ``--gates slow``: every head does (inputs.GATES says why work that depends on the decay
+needs them).
 
 Each implementation gets everything it needs prepared outside the timed region:
 gdn gets packed [T, H, D] tensors, int32 cu_seqlens, out, state and workspace
@@ -335,7 +336,8 @@ def build_parser(default_out: str = os.path.join("benchmarks", "results")) -> ar
     ap.add_argument("--qk-l2norm", action="store_true", help="use_qk_l2norm in kernel (default: pre-normed q/k)")
     ap.add_argument("--gates", choices=GATES, default="fast",
                     help="the gates' log-decay: fast (every head forgets within a few chunks) or mixed (per-head "
-                         "rates from -0.3 to -1e-4 a token: some heads remember a whole prompt); default %(default)s")
+                         "rates from -0.3 to -1e-4 a token: some heads remember a whole prompt) or slow (every head "
+                         "-1e-4 a token: none forgets); default %(default)s")
     ap.add_argument("--pool", action="store_true",
                     help="the state as a serving engine's pool (2N + 1 slots) updated through slot indices "
                          "(gdn and FlashInfer in place; FLA: gather, call, scatter); default: a dense [N] state")

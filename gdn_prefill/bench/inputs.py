@@ -23,10 +23,12 @@ class _Set:
 #: The gates a benchmark draws (``--gates``).  "fast": every head forgets within a few chunks, the
 #: log-decay logsigmoid(3 + 1.5 randn), about -0.1 a token.  "mixed": each value head its own rate,
 #: log-spaced from -0.3 to -1e-4 a token across the heads (x (1 + 0.1 randn), at least half the
-#: rate), so that some heads remember a whole long prompt.  A peer whose work depends on the decay
-#: (FlashQLA's context parallelism forms each segment's map from only the chunks not yet decayed
-#: below e^-10) is fairly timed only on both.
-GATES = ("fast", "mixed")
+#: rate), so that some heads remember a whole long prompt.  "slow": every head at -1e-4 a token
+#: (x (1 + 0.1 randn), at least half), so that no head forgets within a prompt: the worst case of
+#: work that depends on the decay.  Such work (FlashQLA's context parallelism, our segmented plan's
+#: MAPS pass: each segment's map formed from only the chunks not yet decayed below e^-10) is fairly
+#: timed only on all three.
+GATES = ("fast", "mixed", "slow")
 
 
 def draw_gates(kind: str, T: int, Hv: int, rn):
@@ -39,6 +41,8 @@ def draw_gates(kind: str, T: int, Hv: int, rn):
         jitter = (1.0 + 0.1 * rn(T, Hv)).clamp(min=0.5)
         h = torch.arange(Hv, dtype=jitter.dtype, device=jitter.device) / max(Hv - 1, 1)
         return -0.3 * ((1e-4 / 0.3) ** h)[None, :] * jitter
+    if kind == "slow":
+        return -1e-4 * (1.0 + 0.1 * rn(T, Hv)).clamp(min=0.5)
     raise ValueError(f"gates: expected one of {', '.join(GATES)}, got {kind!r}")
 
 
