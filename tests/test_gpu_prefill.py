@@ -49,6 +49,9 @@ PLANS = {
 # not in PLANS: the checkpoint tests need segments of a multiple of their interval)
 SEG_PLANS = {f"rs-seg{n}": ("wgmma", dict(stages=("recompute_wu", "maps", "compose", "spine"), seg_chunks=n))
              for n in (1, 3)}
+# segments of 48 chunks: a long prompt's segments, whose MAPS walk back over more than one round of
+# 32 chunks (test_segmented_plan_cut_maps_against_oracle)
+LONG_SEG_PLANS = {"rs-seg48": ("wgmma", dict(stages=("recompute_wu", "maps", "compose", "spine"), seg_chunks=48))}
 
 
 def plan_built(plan_name: str) -> bool:
@@ -62,7 +65,7 @@ def _run_plan(plan_name, inp, state, **extra):
     """One call of plan `plan_name` (PLANS) on inp's tensors with `state` and extra prefill()
     arguments; returns out (poisoned with NaN before the call)."""
     from gdn_prefill import _ext
-    spine, hook = {**PLANS, **SEG_PLANS}[plan_name]
+    spine, hook = {**PLANS, **SEG_PLANS, **LONG_SEG_PLANS}[plan_name]
     T, N, Hv = inp["q"].shape[0], inp["cu_seqlens"].numel() - 1, inp["v"].shape[1]
     out = torch.full_like(inp["v"], float("nan"))
     args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
@@ -829,3 +832,22 @@ def test_a_sequence_is_isolated_from_its_neighbours_values(plan_name, use_qk_l2n
     assert torch.isfinite(o0).all() and torch.isfinite(s0).all(), plan_name
     assert torch.equal(o0.view(torch.int16), o1.view(torch.int16)), f"{plan_name}: sequence 0's output changed"
     assert torch.equal(s0.view(torch.int32), s1.view(torch.int32)), f"{plan_name}: sequence 0's state changed"
+
+
+# per value head, the log-decay of one chunk (64 tokens): the segmented plan's MAPS pass then needs
+# the segment's last w chunks (the first w whose sum is below GDN_MAP_CUT_LOG_DECAY = -10):
+# w = 1, 2, 32 (the first round's last lane), 33 (the second round's first), 40, and never (two
+# slow heads and one that does not decay at all)
+CUT_CHUNK_DECAY = (-12.8, -6.0, -10 / 31.5, -10 / 32.5, -10 / 39.5, -10 / 60.0, -1e-4 * 64, 0.0)
+
+
+@pytest.mark.skipif(not plan_built("rs-seg6"), reason="segmented plan not built")
+def test_segmented_plan_cut_maps_against_oracle():
+    """The segmented plan whose MAPS pass is cut per head (cute_kernels/spine_rs.py, _map_cut): one
+    prompt of 150 chunks and 17 tokens in segments of 48 chunks, each value head decaying at its own
+    rate (CUT_CHUNK_DECAY), so that the cut falls in the first and the second round of the walk back
+    and not at all, in one launch; outputs and final state against the fp64 oracle."""
+    inp = ref.make_inputs([150 * 64 + 17], 2, 8, seed=41, device="cuda", state="dense", l2norm_inputs=True)
+    rates = torch.tensor(CUT_CHUNK_DECAY, dtype=torch.float32, device="cuda") / 64
+    inp["g"] = rates[None, :].expand_as(inp["g"]).contiguous()
+    check("cut_maps_per_head", inp, "rs-seg48")

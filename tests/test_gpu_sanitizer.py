@@ -1,5 +1,6 @@
 """compute-sanitizer (memcheck, racecheck, synccheck) over a small varlen prefill with a pool and
-padding, and one in the overlap plan."""
+padding, and one in the overlap plan, the single plan and the segmented plan (its maps cut and
+whole)."""
 from __future__ import annotations
 
 import shutil
@@ -59,6 +60,16 @@ if "spine_rs_o_kv" in gdn_prefill.compiled_variants():
                             torch.empty(mix["v"].shape, dtype=torch.bfloat16, device="cuda"), mix["state"].clone(),
                             cu_seqlens=mix["cu_seqlens"], state_indices=mix["state_indices"], spine="wgmma",
                             workspace=ws, fused=2, use_qk_l2norm=True)
+    # the segmented plan in segments of 8 chunks: make_inputs' gates decay every head within a few
+    # chunks, so each MAPS CTA walks back and cuts its map (spine_rs._map_cut); then gates near 0,
+    # where none is cut and the maps run whole
+    if any(v.startswith("spine_rs_maps_") for v in gdn_prefill.compiled_variants()):
+        wss = torch.empty(max(ws.numel(), _ext._segmented_workspace_bytes(inp["q"].shape[0], 2, 4, 8)),
+                          dtype=torch.uint8, device="cuda")
+        for g in (inp["g"], inp["g"] / 1000):
+            _ext._launch_stages(("recompute_wu", "maps", "compose", "spine"), inp["q"], inp["k"], inp["v"], g,
+                                inp["beta"], args[5], args[6], cu_seqlens=inp["cu_seqlens"], spine="wgmma",
+                                workspace=wss, seg_chunks=8)
 torch.cuda.synchronize()
 print("case done")
 """
