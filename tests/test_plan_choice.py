@@ -263,3 +263,21 @@ def test_segments_must_beat_the_overlap_plan():
         assert overlap == min(max(chain, stage1) + c["GDN_MODEL_OVERLAP_NS"], serial), (T, hv)
     # at 4/16 the segmented plan stays (measured 493 us against the overlap plan's 705)
     assert problem(32768, 4, 16)["plan"]["name"] == "segmented"
+
+
+def test_segmented_model_counts_the_maps_that_work():
+    """One sequence in nseg segments: the MAPS pass's CTAs that work are 2 nseg - 3 per head (segment
+    0 has no A; the last segment's two return at once), so 8/24 in 4 segments is one wave of 120
+    CTAs on 132 SMs, not two of 168 (measured on slow gates, no map cut: 738.9 us;
+    benchmarks/results/2026-12-07/maps_cut_h100.md).  The model's formula, restated."""
+    c = _abi.CONSTANTS
+    sms = c["GDN_SM_COUNT"]
+    for T, hv, nseg in ((32768, 24, 4), (32768, 16, 4), (65536, 32, 8), (8192, 8, 2)):
+        chunks = -(-T // 64)
+        sc = chunks // nseg
+        serial, seg, _ = _ext._model_ns(T, 1, hv, chunks, sc, sms)
+        stage1 = c["GDN_MODEL_LAUNCH_NS"] + (chunks + 1) * hv * c["GDN_MODEL_WU_SM_NS"] // sms
+        maps = -(-(2 * nseg - 3) * hv // sms) * sc * c["GDN_MODEL_MAPS_NS"]
+        segs = -(-2 * nseg * hv // sms) * sc * c["GDN_MODEL_SEG_CHAIN_NS"]
+        assert seg == (stage1 + 2 * c["GDN_MODEL_PASS_NS"] + maps + max(nseg - 2, 0) * c["GDN_MODEL_COMPOSE_NS"]
+                       + segs), (T, hv, nseg)

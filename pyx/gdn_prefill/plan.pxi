@@ -310,16 +310,15 @@ cdef int64_t _segmented_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, in
     `longest` chunks: stage 1; the MAPS pass (dual CTAs, GDN_MODEL_MAPS_NS a chunk) over one
     segment, in waves of CTAs; the composition's nseg - 2 steps; the SEGMENT pass (solo chains,
     GDN_MODEL_SEG_CHAIN_NS a chunk) over one segment, in waves; each pass's fixed cost.  CTAs: one
-    sequence's (MAPS 2 nseg - 1 per head, SEGMENT 2 nseg), several sequences' by the grid's bound.
-    The MAPS kernel skips the last segment's map (2 nseg - 3 CTAs work), but the model counts it: it
-    already under-predicts the segmented plan (docs/PERFORMANCE.md, Open levers), so that saving is
-    not credited until a refit.
+    sequence's (MAPS 2 nseg - 3 per head, those that work: the last segment's two return at once;
+    SEGMENT 2 nseg), several sequences' by the grid's bound.  Every map is priced whole: the cut
+    (spine_rs._map_cut) depends on the gates, which the planner cannot see.
     The passes add up (measured timelines: each launch starts its work as the one before ends)."""
     cdef int64_t nseg = _cdiv(longest, sc)
     cdef int64_t seg = min(sc, longest)
     cdef int64_t maps_ctas, seg_ctas
     if N == 1:
-        maps_ctas = (2 * nseg - 1) * Hv
+        maps_ctas = max(2 * nseg - 3, 1) * Hv
         seg_ctas = 2 * nseg * Hv
     else:
         maps_ctas = seg_ctas = _segment_slots(T, N, sc) * 2 * Hv
