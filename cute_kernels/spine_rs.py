@@ -920,7 +920,7 @@ def _map_cut(gcum: cute.Tensor, hv: Int32, bos: Int32, eos: Int32, nch: Int32):
     """MAPS: how many of the segment's last chunks its maps need.  Walking back from the segment's end,
     the first w whose log-decays (gcum of each chunk's last row) sum below MAP_CUT: the state before
     them reaches the segment's end scaled by less than e^MAP_CUT (the delta rule's steps do not expand
-    where |k| = 1 and beta <= 1), below the state's own fp32 rounding against e^MAP_CUT.  nch where
+    where beta |k|^2 <= 2: unit keys, 0 <= beta <= 2), near the state's own fp32 rounding.  nch where
     the sum never gets there.  The calling warp reads 32 chunks a round, lane l the (32 r + l)-th from
     the end, and scans them; every warp of the CTA computes the same w (the same loads and order)."""
     lane = cute.arch.lane_idx()

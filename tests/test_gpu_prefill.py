@@ -835,10 +835,10 @@ def test_a_sequence_is_isolated_from_its_neighbours_values(plan_name, use_qk_l2n
 
 
 # per value head, the log-decay of one chunk (64 tokens): the segmented plan's MAPS pass then needs
-# the segment's last w chunks (the first w whose sum is below GDN_MAP_CUT_LOG_DECAY = -10):
-# w = 1, 2, 32 (the first round's last lane), 33 (the second round's first), 40, and never (two
-# slow heads and one that does not decay at all)
-CUT_CHUNK_DECAY = (-12.8, -6.0, -10 / 31.5, -10 / 32.5, -10 / 39.5, -10 / 60.0, -1e-4 * 64, 0.0)
+# the segment's last w chunks (the first w whose sum is below GDN_MAP_CUT_LOG_DECAY):
+# w = 1, 2, 32 (the first round's last lane), 33 (the second round's first), 40, and never in a
+# segment of 48 chunks (two slow heads and one that does not decay at all)
+CUT_CHUNK_DECAY = tuple(grids.MAP_CUT_LOG_DECAY / (w - 0.5) for w in (1, 2, 32, 33, 40, 61)) + (-1e-4 * 64, 0.0)
 
 
 @pytest.mark.skipif(not plan_built("rs-seg6"), reason="segmented plan not built")

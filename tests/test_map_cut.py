@@ -74,3 +74,25 @@ def test_cut_maps_keep_the_outputs(kind):
         assert cuts == 0 and err < 1e-12
     else:
         assert cuts > 0 and err < math.exp(grids.MAP_CUT_LOG_DECAY), (cuts, err)
+
+
+def test_a_large_value_before_the_cut_barely_moves_the_outputs():
+    """The cut drops what came before a segment's last w chunks, scaled by less than
+    e^GDN_MAP_CUT_LOG_DECAY: a value far larger than the rest, in the dropped chunk next to the kept
+    ones (the worst place), moves o by that share of its size.  Every chunk's log-decay -6, one
+    chunk's values 1e4x: o moves by less than 1e-4 of its scale after the segment, 30x below the
+    kernel's own bf16 error (~3e-3).  At e^-10 (FlashQLA's cut) it moved by 6.8e-3."""
+    T, Hk, Hv, seg = 2048, 1, 4, 8
+    inp = ref.make_inputs([T], Hk, Hv, K=32, V=32, seed=5, l2norm_inputs=True)
+    q, k, v, beta = (inp[x].double() for x in ("q", "k", "v", "beta"))
+    g = torch.full((T, Hv), -6.0 / C, dtype=torch.float64)
+    w = int(cut_chunks(g, 0, seg)[0])
+    c = seg - w - 1                                                           # the dropped chunk next to the kept
+    assert c >= 0
+    v = v.clone()
+    v[c * C:(c + 1) * C] *= 1e4
+    exact, _ = ref.chunked(q, k, v, g, beta, cu_seqlens=torch.tensor([0, T]))
+    o, cuts = segmented_with_cut(q, k, v, g, beta, seg)
+    after = slice(seg * C, T)
+    err = ((o - exact)[after].abs().max() / exact[after].abs().max()).item()
+    assert cuts > 0 and err < 1e-4, (w, err)

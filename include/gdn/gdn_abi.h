@@ -63,8 +63,10 @@
 #define GDN_SEG_MAX_SEGMENTS 64
 /* the segmented plan's MAPS pass cuts a segment's maps where the log-decay of its last chunks sums
  * below this (spine_rs._map_cut, docs/DESIGN.md §3): what came before reaches the segment's end
- * scaled by less than e^-10, so B runs those chunks alone and A is dropped */
-#define GDN_MAP_CUT_LOG_DECAY -10
+ * scaled by less than e^-16 (~2^-23, the fp32 state's own rounding), so B runs those chunks alone
+ * and A is dropped; e^-10 (FlashQLA's) let a value 1e4x the others just before the cut move o by
+ * 1e-3 (tests/test_map_cut.py) */
+#define GDN_MAP_CUT_LOG_DECAY -16
 /* the segmented plan's passes have at most this many CTAs (2 x segment slots x heads): two waves of
  * an H100 / H200, and the bound of its workspace (maps and seg_state, 3 states per slot and head) */
 #define GDN_SEG_MAX_CTAS 264
