@@ -1,7 +1,7 @@
 """The segmented plan against the serial one: a sweep of the segment count, each pass timed alone.
 
     python benchmarks/bench_segments.py [--shapes 1x8K,1x32K] [--heads 2/4,4/8] [--segments 2,4,8,16]
-                                        [--gates fast|mixed] [--json PATH] [--md PATH]
+                                        [--gates fast|mixed|slow] [--json PATH] [--md PATH]
 
 For each shape and head count: the serial fused plan (recompute_wu + spine_rs_o, the rule's
 build), the segmented plan (recompute_wu, spine_rs_maps, compose, spine_rs_o_seg) at each
@@ -11,7 +11,7 @@ workspace already holds what the earlier ones wrote).  Beside each time, the cos
 prediction (gdn_abi.h GDN_MODEL_*): this table is what those constants are fitted from.  Timed by
 bench_prefill's graph harness (one CUDA graph per buffer set, 3 sets, replayed round-robin; median
 of CUDA-event timings).  --gates draws g as bench_prefill does (gdn_prefill.bench.inputs.GATES):
-the segmented plan's MAPS pass is cut where every head has decayed, so its time depends on them.
+the segmented plan's maps are cut per head where its gates have decayed, so its time depends on them.
 Needs a Hopper GPU; without one it says so and exits 0.
 """
 from __future__ import annotations
@@ -120,7 +120,8 @@ def main(argv=None) -> int:
     for hk, hv in heads:
         for B, T in shapes:
             rows += time_shape(B, T, hk, hv, counts, not a.no_passes, a.gates)
-    meta = dict(card=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(), torch=torch.__version__, gates=a.gates,
+    meta = dict(card=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(), torch=torch.__version__,
+                gates=a.gates,
                 model={k: v for k, v in _abi.CONSTANTS.items() if k.startswith("GDN_MODEL_")},
                 method="_ext._launch_stages (forced plans) and prefill() (the rule), gdn_prefill.bench's graph "
                        "harness (a CUDA graph per buffer set, replayed round-robin, median of 20-50 CUDA-event "
