@@ -34,6 +34,7 @@ def test_one_long_sequence_at_few_heads_runs_segmented(T, hk, hv):
     assert p["longest_chunks"] == chunks and p["segments"] == -(-chunks // p["segment_chunks"]) >= 2
     assert p["ctas"] == grids.grid_spine_rs_segments(T, 1, hv, p["segment_chunks"])[0] <= 264
     assert f"below {grids.MAP_CUT_LOG_DECAY} " in p["maps"]                    # the maps' cut, said
+    assert f"less than e^{grids.MAP_CUT_LOG_DECAY} " in p["maps"]               # and what it drops
     assert e["kernels"][1]["grid"][0] == e["kernels"][3]["grid"][0] == p["ctas"]
     assert p["predicted_us"]["segmented"] < min(p["predicted_us"]["serial"], p["predicted_us"].get("overlap", 1e9))
     serial, seg, overlap = _ext._model_ns(T, 1, hv, chunks, p["segment_chunks"])

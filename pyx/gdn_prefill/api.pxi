@@ -659,8 +659,9 @@ def explain(q, k, v, g, beta, out, state=None, *, cu_seqlens=None, state_indices
         report.update(segments=int(_cdiv(plan.longest, plan.seg_chunks)), segment_chunks=int(plan.seg_chunks),
                       ctas=int(_launch_grid(&p, &plan, _spine_index(&plan))[0]),
                       maps=f"cut where a segment's last chunks' log-decay sums below {GDN_MAP_CUT_LOG_DECAY} "
-                           "(B from those chunks alone, A dropped: less than e^-10 of the state); exact "
-                           "elsewhere; decided on the device from the gates, so the time depends on them")
+                           f"(B from those chunks alone, A dropped: less than e^{GDN_MAP_CUT_LOG_DECAY} of the "
+                           "history's size); exact elsewhere; decided on the device from the gates, so the time "
+                           "depends on them")
     report["why"] = reasons.why.decode()
     from gdn_prefill import _manifest
     kernels = []
