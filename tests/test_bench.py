@@ -539,12 +539,14 @@ def test_pool_flag_reaches_the_report():
 
 def test_gates_fast_are_the_old_draw_mixed_span_long_memory_slow_never_forget():
     """draw_gates: 'fast' is logsigmoid(3 + 1.5 randn) from the same draws (the default inputs do
-    not move); 'mixed' gives each head its own rate, from forgetting within a chunk to remembering a
-    32K prompt past e^-10; 'slow' leaves every head above e^-10 over a 32K prompt (no map is cut);
-    an unknown kind names the argument."""
+    not move); 'mixed' gives each head its own rate, from forgetting within a chunk past the
+    segmented plan's cut (GDN_MAP_CUT_LOG_DECAY) to remembering a 32K prompt above it; 'slow' leaves
+    every head above it over a 32K prompt (no map is cut); an unknown kind names the argument."""
     import torch
     import torch.nn.functional as F
+    from gdn_prefill import grids
     from gdn_prefill.bench.inputs import draw_gates
+    cut = grids.MAP_CUT_LOG_DECAY
 
     def rn_from(seed):
         gen = torch.Generator().manual_seed(seed)
@@ -557,9 +559,9 @@ def test_gates_fast_are_the_old_draw_mixed_span_long_memory_slow_never_forget():
     assert torch.all(per_head[1:] > per_head[:-1])                  # slower heads to the right
     assert abs(per_head[0].item() + 0.3) < 0.01 and abs(per_head[-1].item() + 1e-4) < 5e-6
     total = g.sum(0)                                                 # the prompt's summed log-decay
-    assert total[-1].item() > -10 > g[:64, 0].sum().item()          # one head never passes e^-10, one does in a chunk
+    assert total[-1].item() > cut > g[:64, 0].sum().item()          # one head never passes the cut, one in a chunk
     slow = draw_gates("slow", T, Hv, rn_from(3))
-    assert (slow < 0).all() and (slow.sum(0) > -10).all()
+    assert (slow < 0).all() and (slow.sum(0) > cut).all()
     with pytest.raises(ValueError, match="gates: expected one of fast, mixed, slow"):
         draw_gates("none", T, Hv, rn_from(3))
 

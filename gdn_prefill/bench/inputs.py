@@ -26,8 +26,8 @@ class _Set:
 #: rate), so that some heads remember a whole long prompt.  "slow": every head at -1e-4 a token
 #: (x (1 + 0.1 randn), at least half), so that no head forgets within a prompt: the worst case of
 #: work that depends on the decay.  Such work (FlashQLA's context parallelism, our segmented plan's
-#: MAPS pass: each segment's map formed from only the chunks not yet decayed below e^-10) is fairly
-#: timed only on all three.
+#: MAPS pass: each segment's map formed from only the chunks not yet decayed below a threshold,
+#: FlashQLA's e^-10, our GDN_MAP_CUT_LOG_DECAY) is fairly timed only on all three.
 GATES = ("fast", "mixed", "slow")
 
 
