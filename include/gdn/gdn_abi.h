@@ -64,8 +64,8 @@
 /* the segmented plan's MAPS pass cuts a segment's maps where the log-decay of its last chunks sums
  * below this (spine_rs._map_cut, docs/DESIGN.md §3): what came before reaches the segment's end
  * scaled by less than e^-16 (~2^-23, the fp32 state's own rounding), so B runs those chunks alone
- * and A is dropped; e^-10 (FlashQLA's) let a value 1e4x the others just before the cut move o by
- * 1e-3 (tests/test_map_cut.py) */
+ * and A is dropped; at e^-10 (FlashQLA's) a value 1e4x the others just before the cut moved o by
+ * 6.8e-3 of its scale, at e^-16 by 9.5e-6 (tests/test_map_cut.py's case) */
 #define GDN_MAP_CUT_LOG_DECAY -16
 /* the segmented plan's passes have at most this many CTAs (2 x segment slots x heads): two waves of
  * an H100 / H200, and the bound of its workspace (maps and seg_state, 3 states per slot and head) */
