@@ -111,6 +111,19 @@ def test_maps_pass_runs_the_chain_alone(variant):
 
 
 @needs_nvdisasm
+@pytest.mark.parametrize("variant", MAPS_SPINES)
+def test_maps_pass_cuts_at_the_headers_threshold(variant):
+    """The MAPS pass's cut (spine_rs._map_cut) compares the chunks' summed log-decay with
+    GDN_MAP_CUT_LOG_DECAY itself, the number explain() reports: in each of the walk's two places
+    (the load warp's and the chains'), one FSETP against that immediate, after a five-step shuffle
+    scan and a ballot.  A build whose objects predate a change of the header fails here."""
+    text = sass.disassemble(_manifest.cubins(variant)[0])
+    cut = ABI["GDN_MAP_CUT_LOG_DECAY"]
+    assert re.findall(r"FSETP\.[A-Z.]+ P\d+, PT, R\d+, (-?[\d.]+), PT", text) == [f"{cut:g}"] * 2, variant
+    assert len(re.findall(r"\bSHFL\.UP\b", text)) == 2 * 5 and len(re.findall(r"\bVOTE\.ANY\b", text)) >= 2, variant
+
+
+@needs_nvdisasm
 def test_compose_walk_is_three_tf32_passes_on_the_tensor_cores():
     """compose_f32: each step one m16n8k8 tile a warp, 16 k-steps of three TF32 mma.sync each (48
     HMMA, all in the walk's loop; no FFMA: the products are on the tensor cores, the four
