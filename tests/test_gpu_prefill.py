@@ -52,20 +52,21 @@ SEG_PLANS = {f"rs-seg{n}": ("wgmma", dict(stages=("recompute_wu", "maps", "compo
 # segments of 48 chunks: a long prompt's segments, whose MAPS walk back over more than one round of
 # 32 chunks (test_segmented_plan_cut_maps_against_oracle)
 LONG_SEG_PLANS = {"rs-seg48": ("wgmma", dict(stages=("recompute_wu", "maps", "compose", "spine"), seg_chunks=48))}
+ALL_PLANS = {**PLANS, **SEG_PLANS, **LONG_SEG_PLANS}     # every plan by name (_run_plan, plan_built)
 
 
 def plan_built(plan_name: str) -> bool:
     """The plan's kernels are in this build (the single plan's kernel is a build of its own)."""
     if plan_name == "single":
         return any(v.startswith("single_prefill_") for v in gdn_prefill.compiled_variants())
-    return spine_compiled({**PLANS, **SEG_PLANS}[plan_name][0].split("-")[0])
+    return spine_compiled(ALL_PLANS[plan_name][0].split("-")[0])
 
 
 def _run_plan(plan_name, inp, state, **extra):
     """One call of plan `plan_name` (PLANS) on inp's tensors with `state` and extra prefill()
     arguments; returns out (poisoned with NaN before the call)."""
     from gdn_prefill import _ext
-    spine, hook = {**PLANS, **SEG_PLANS, **LONG_SEG_PLANS}[plan_name]
+    spine, hook = ALL_PLANS[plan_name]
     T, N, Hv = inp["q"].shape[0], inp["cu_seqlens"].numel() - 1, inp["v"].shape[1]
     out = torch.full_like(inp["v"], float("nan"))
     args = (inp["q"], inp["k"], inp["v"], inp["g"], inp["beta"], out, state)
@@ -841,7 +842,7 @@ def test_a_sequence_is_isolated_from_its_neighbours_values(plan_name, use_qk_l2n
 CUT_CHUNK_DECAY = tuple(grids.MAP_CUT_LOG_DECAY / (w - 0.5) for w in (1, 2, 32, 33, 40, 61)) + (-1e-4 * 64, 0.0)
 
 
-@pytest.mark.skipif(not plan_built("rs-seg6"), reason="segmented plan not built")
+@pytest.mark.skipif(not plan_built("rs-seg48"), reason="segmented plan not built")
 def test_segmented_plan_cut_maps_against_oracle():
     """The segmented plan whose MAPS pass is cut per head (cute_kernels/spine_rs.py, _map_cut): one
     prompt of 150 chunks and 17 tokens in segments of 48 chunks, each value head decaying at its own

@@ -35,14 +35,17 @@ def draw_gates(kind: str, T: int, Hv: int, rn):
     """g [T, Hv] (fp32 log-decay, <= 0) of `kind` (GATES); rn(*shape) draws standard normals."""
     import torch
     import torch.nn.functional as F
+
+    def jitter():                       # each token's rate x (1 + 0.1 randn), at least half of it
+        return (1.0 + 0.1 * rn(T, Hv)).clamp(min=0.5)
     if kind == "fast":
         return F.logsigmoid(3.0 + 1.5 * rn(T, Hv))
     if kind == "mixed":
-        jitter = (1.0 + 0.1 * rn(T, Hv)).clamp(min=0.5)
-        h = torch.arange(Hv, dtype=jitter.dtype, device=jitter.device) / max(Hv - 1, 1)
-        return -0.3 * ((1e-4 / 0.3) ** h)[None, :] * jitter
+        j = jitter()
+        h = torch.arange(Hv, dtype=j.dtype, device=j.device) / max(Hv - 1, 1)
+        return -0.3 * ((1e-4 / 0.3) ** h)[None, :] * j
     if kind == "slow":
-        return -1e-4 * (1.0 + 0.1 * rn(T, Hv)).clamp(min=0.5)
+        return -1e-4 * jitter()
     raise ValueError(f"gates: expected one of {', '.join(GATES)}, got {kind!r}")
 
 
