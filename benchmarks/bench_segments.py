@@ -1,11 +1,13 @@
 """The segmented plan against the serial one: a sweep of the segment count, each pass timed alone.
 
     python benchmarks/bench_segments.py [--shapes 1x8K,1x32K] [--heads 2/4,4/8] [--segments 2,4,8,16]
-                                        [--gates fast|mixed|slow] [--json PATH] [--md PATH]
+                                        [--gates fast|mixed|slow] [--seg-builds solo,dual]
+                                        [--json PATH] [--md PATH]
 
 For each shape and head count: the serial fused plan (recompute_wu + spine_rs_o, the rule's
 build), the segmented plan (recompute_wu, spine_rs_maps, compose, spine_rs_o_seg) at each
-segment count of the longest sequence (segments of ceil(chunks / count) chunks), the planner's
+segment count of the longest sequence (segments of ceil(chunks / count) chunks; --seg-builds: the
+SEGMENT pass solo, the planner's, or dual, a CTA per segment and head, forced), the planner's
 own choice (prefill()), and, at the planner's segment length, each of its four launches alone (the
 workspace already holds what the earlier ones wrote).  Beside each time, the cost model's
 prediction (gdn_abi.h GDN_MODEL_*): this table is what those constants are fitted from.  Timed by
@@ -26,6 +28,7 @@ from gdn_prefill.bench.cases import parse_count, parse_heads
 from gdn_prefill.bench.inputs import GATES
 
 STAGES = ("recompute_wu", "maps", "compose", "spine")
+SEG_BUILDS = {"solo": 0, "dual": 2}     # the SEGMENT pass's builds (the hooks' rs_build codes)
 
 
 def _graph_us(calls, warm_s=None) -> float:
@@ -36,7 +39,8 @@ def _graph_us(calls, warm_s=None) -> float:
     return t["graph_us"]
 
 
-def time_shape(B: int, T: int, hk: int, hv: int, counts: list[int], passes: bool, gates: str = "fast") -> list[dict]:
+def time_shape(B: int, T: int, hk: int, hv: int, counts: list[int], passes: bool, gates: str = "fast",
+               seg_builds: tuple[str, ...] = ("solo",)) -> list[dict]:
     """Rows for one shape: serial, the planner's choice, and each segment count."""
     import torch
 
@@ -86,13 +90,16 @@ def time_shape(B: int, T: int, hk: int, hv: int, counts: list[int], passes: bool
             continue
         wss = torch.empty(max(gdn_prefill.workspace_bytes(Ttot, N, hv),
                               _ext._segmented_workspace_bytes(Ttot, N, hv, sc)), dtype=torch.uint8, device="cuda")
-        seg_ns = _ext._model_ns(Ttot, N, hv, chunks, sc, sms)[1]
-        r = dict(shape=shape, heads=f"{hk}/{hv}", plan="segmented", seg_chunks=sc, segments=-(-chunks // sc),
-                 us=_graph_us(run(STAGES, wss, seg_chunks=sc)), predicted_us=seg_ns / 1e3)
-        if passes and sc == rule.get("segment_chunks"):
-            for st in STAGES:
-                r[f"{st}_us"] = _graph_us(run((st,), wss, seg_chunks=sc), warm_s=0.3)
-        rows.append(r)
+        for build in seg_builds:
+            code = SEG_BUILDS[build]
+            seg_ns = _ext._model_ns(Ttot, N, hv, chunks, sc, sms, code)[1]
+            r = dict(shape=shape, heads=f"{hk}/{hv}", plan="segmented" if build == "solo" else f"segmented {build}",
+                     seg_chunks=sc, segments=-(-chunks // sc),
+                     us=_graph_us(run(STAGES, wss, seg_chunks=sc, rs_build=code)), predicted_us=seg_ns / 1e3)
+            if passes and sc == rule.get("segment_chunks"):
+                for st in STAGES:
+                    r[f"{st}_us"] = _graph_us(run((st,), wss, seg_chunks=sc, rs_build=code), warm_s=0.3)
+            rows.append(r)
     for r in rows:
         print(f"{r['shape']} {r['heads']} {r['plan']:>18} sc={r['seg_chunks']} x{r['segments']}: {r['us']:8.1f} us "
               f"(model {r['predicted_us']})" + "".join(f" {s}={r[s + '_us']:.1f}" for s in STAGES if s + "_us" in r),
@@ -106,12 +113,18 @@ def main(argv=None) -> int:
     ap.add_argument("--heads", default="2/4,4/8", help="comma list of Hk/Hv")
     ap.add_argument("--segments", default="2,4,8,16,32", help="segment counts of the longest sequence to time")
     ap.add_argument("--gates", choices=GATES, default="fast", help="the gates' draw (gdn_prefill.bench.inputs)")
+    ap.add_argument("--seg-builds", default="solo", help="comma list of the SEGMENT pass's builds to time: "
+                    "solo (the planner's), dual (a CTA per segment and head, forced)")
     ap.add_argument("--no-passes", action="store_true", help="skip timing each launch alone")
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--md", help="write a markdown table here")
     a = ap.parse_args(argv)
     heads = [parse_heads(h) for h in a.heads.split(",")]
     counts = [int(x) for x in a.segments.split(",")]
+    seg_builds = tuple(a.seg_builds.split(","))
+    bad = [b for b in seg_builds if b not in SEG_BUILDS]
+    if bad:
+        ap.error(f"--seg-builds: {bad} not among {sorted(SEG_BUILDS)}")
     shapes = [(int(b), parse_count(t)) for b, t in (s.split("x") for s in a.shapes.split(","))]
     if bench.script_cannot_time("bench_segments"):
         return 0
@@ -119,7 +132,7 @@ def main(argv=None) -> int:
     rows = []
     for hk, hv in heads:
         for B, T in shapes:
-            rows += time_shape(B, T, hk, hv, counts, not a.no_passes, a.gates)
+            rows += time_shape(B, T, hk, hv, counts, not a.no_passes, a.gates, seg_builds)
     meta = dict(card=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(), torch=torch.__version__,
                 gates=a.gates,
                 model={k: v for k, v in _abi.CONSTANTS.items() if k.startswith("GDN_MODEL_")},

@@ -71,7 +71,7 @@ TABLES: dict[str, tuple[tuple[str, ...], str]] = {
     "spine": (("sdt", "spine", "layout", "warpgroups"), "the unfused plan's spine (h, vnew)"),
     "spine_o": (("sdt", "layout", "rs_build"), "the serial and overlap plans' register-state spine + output (spine_rs_o)"),
     "spine_maps": (("sdt", "layout"), "the segmented plan's MAPS pass (spine_rs, role maps)"),
-    "spine_seg": (("sdt", "layout"), "the segmented plan's SEGMENT pass (spine_rs, role segment)"),
+    "spine_seg": (("sdt", "layout", "rs_build"), "the segmented plan's SEGMENT pass (spine_rs, role segment; solo or dual)"),
     "compose": ((), "the segmented plan's composition of the segment maps (pool-independent)"),
     "single": (("sdt", "layout", "beta"), "the single plan's one kernel (single_prefill)"),
 }
@@ -101,9 +101,9 @@ def launch_entries(module: str, kwargs: dict[str, str]) -> list[tuple[str, dict[
         role = kw.get("role", "sequence")
         if role == "maps":
             return [("spine_maps", {"sdt": sdt, "layout": layout})]
-        if role == "segment":
-            return [("spine_seg", {"sdt": sdt, "layout": layout})]
         build = "dual" if kw.get("dual") == "True" else ("pair" if kw.get("pair") == "True" else "solo")
+        if role == "segment":
+            return [("spine_seg", {"sdt": sdt, "layout": layout, "rs_build": build})]
         return [("spine_o", {"sdt": sdt, "layout": layout, "rs_build": build})]
     if module == "compose":
         return [("compose", {})]

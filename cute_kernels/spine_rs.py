@@ -67,8 +67,9 @@ from S = 0, no output (no q or P tile, no G2, G4 or store warp), each cut where 
 (_map_cut: B from the segment's last chunks alone, A then 0); segment 0's B chain starts from
 the initial state and copies it (fp32) into seg_state, so that no CTA of the last pass reads the
 pool slot another overwrites with the final state (maps_all, a rank's shard: every segment forms
-both maps); SEGMENT (solo build), each segment from seg_state with outputs, the last writing the
-final state, checkpoints counted from the sequence's start.
+both maps); SEGMENT (solo: a CTA per 64 columns; dual: a CTA per segment and head, its two
+chains sharing the tiles), each segment from seg_state with outputs, the last writing the final
+state, checkpoints counted from the sequence's start.
 
 State pool (state_pool.py, shared by every spine): the initial S^T from `state`, `initial_state`
 or zeros (state_in, per sequence with has_initial), the final one into `state` when bound, a
@@ -142,6 +143,12 @@ _DUAL_LAUNCH_REGS = 64 * 1024 // (128 * (DUAL_WG + 1)) // 8 * 8
 DUAL_CHAIN_REGS = 224
 DUAL_IO_REGS = 56
 assert DUAL_WG * (DUAL_CHAIN_REGS - _DUAL_LAUNCH_REGS) <= _DUAL_LAUNCH_REGS - DUAL_IO_REGS
+# The dual SEGMENT build's split: its chains hold the segment's bounds besides the solo chain's
+# values (the solo SEGMENT build takes 245 registers) and spill at 224 (32 bytes, two refills a
+# chunk); its I/O warps fit in 40, so the chains take 232: 2 x (232 - 168) = 168 - 40.
+SEG_DUAL_CHAIN_REGS = 232
+SEG_DUAL_IO_REGS = 40
+assert DUAL_WG * (SEG_DUAL_CHAIN_REGS - _DUAL_LAUNCH_REGS) <= _DUAL_LAUNCH_REGS - SEG_DUAL_IO_REGS
 
 TAB, TAB_C, TAB_GL = chain.TAB, chain.TAB_C, chain.TAB_GL     # the chunk's coefficient table (chain.py)
 BSLOT = 2                             # the (a_m, beta_m) ring of Y' = (V - diag(a) Z) beta: pairs, so that
@@ -179,7 +186,7 @@ class SpineRS:
     """One build of the register-state spine (module docstring): the chains of 64 state columns each, their
     output, and the warps that feed them.  Config: pair (cz = 2: the two CTAs of a head as a cluster
     that multicasts Tu, K, q and P), dual (nwg = DUAL_WG consumer warpgroups per CTA, one per 64
-    columns of a head), role (Role: what the launch computes; MAPS runs dual, SEGMENT solo).
+    columns of a head), role (Role: what the launch computes; MAPS runs dual, SEGMENT solo or dual).
     Warps: the consumer warpgroups (chain, or map_chain for MAPS), then the load warp (loads) and
     the store warp (stores) (Warp)."""
 
@@ -190,6 +197,11 @@ class SpineRS:
         self.role = role
         self.cz = grids.RS_SPINE_PAIR if pair else 1    # CTAs per cluster
         self.nwg = DUAL_WG if dual else 1               # consumer warpgroups per CTA
+        # CTAs per (segment slot, head) of the segmented roles: MAPS one per map, SEGMENT one per 64
+        # columns (solo) or one for both (dual) (grids.grid_spine_rs_segments)
+        self.subs = 1 if (role == Role.SEGMENT and dual) else 2
+        # the dual builds' registers after setmaxnreg: (chain warpgroups, I/O warpgroup)
+        self.regs = (SEG_DUAL_CHAIN_REGS, SEG_DUAL_IO_REGS) if self.subs == 1 else (DUAL_CHAIN_REGS, DUAL_IO_REGS)
 
     @staticmethod
     def can_implement(K: int, V: int, Hk: int, Hv: int, qkv_aligned16: bool) -> tuple[bool, str]:
@@ -313,7 +325,7 @@ class SpineRS:
         if cutlass.const_expr(self.role == Role.SEQUENCE):
             grid = grids.grid_spine_rs(T, N, Hv, self.dual)
         else:
-            grid = grids.grid_spine_rs_segments(T, N, Hv, seg_chunks)
+            grid = grids.grid_spine_rs_segments(T, N, Hv, seg_chunks, self.subs)
         if cutlass.const_expr(self.cz > 1):
             kernel.launch(grid=grid, block=[self.threads(), 1, 1], cluster=[self.cz, 1, 1],
                           stream=stream, use_pdl=pdl.USE_PDL)
@@ -345,7 +357,7 @@ class SpineRS:
         work = Int32(1)
         seg = _Segment(Int32(0), Int32(0), Int32(1), Int32(Map.B))
         if cutlass.const_expr(self.role != Role.SEQUENCE):
-            n, hv, sub, work, seg = _segment_block(bx, Hv, cu_seqlens, seg_chunks)
+            n, hv, sub, work, seg = _segment_block(bx, Hv, cu_seqlens, seg_chunks, self.subs)
             if cutlass.const_expr(self.role == Role.MAPS):
                 active = DUAL_WG
                 # segment 0 has no A chain, and compose reads no map of the last segment (nor of a
@@ -355,6 +367,8 @@ class SpineRS:
                     if seg.j + 1 >= seg.nseg or (seg.j == 0 and sub == Map.A):
                         work = Int32(0)
                 seg = seg._replace(map_=sub)
+            elif cutlass.const_expr(self.nwg > 1):
+                active = DUAL_WG                  # SEGMENT, dual: both halves, col0 = 0
             else:
                 col0 = sub * VB
         elif cutlass.const_expr(self.nwg == 1):
@@ -407,7 +421,7 @@ class SpineRS:
         # its sequence solo-style (active = 1) leaves warpgroup 1 without work.
         if warp_idx >= load_warp:
             if cutlass.const_expr(self.nwg > 1):
-                cute.arch.setmaxregister_decrease(DUAL_IO_REGS)
+                cute.arch.setmaxregister_decrease(self.regs[1])
             if run != 0:
                 bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
                 skip = Int32(0)
@@ -425,7 +439,7 @@ class SpineRS:
                         self.stores(nch, bos, eos, hv, col0, ostaged_bar, sV, tma_o, mO, out, active, ring)
         else:
             if cutlass.const_expr(self.nwg > 1):
-                cute.arch.setmaxregister_increase(DUAL_CHAIN_REGS)
+                cute.arch.setmaxregister_increase(self.regs[0])
             if run != 0:
                 wg = tidx // 128                  # the consumer warpgroup (0 unless dual)
                 if wg < active:
@@ -587,8 +601,11 @@ class SpineRS:
         tSa, tPa, tVa, tScS, tXc = f.tSa, f.tPa, f.tVa, f.tScS, f.tXc
         ld_v, st_o, rVt, rVt_cv, accY_cv, rO = f.ld_v, f.st_o, f.rVt, f.rVt_cv, f.accY_cv, f.rO
 
-        # S^T[v, k] = S[k, col0 + v]: the state pool's (v, k) view of the warpgroup's columns
-        gSt = chain.transposed_block(state, slot, hv, col0)                   # (v, k) -> S[k, col0 + v]
+        # S^T[v, k] = S[k, col0 + v]: the state pool's (v, k) view of the warpgroup's columns (the
+        # dual SEGMENT build forms it where it is used: below)
+        gSt = None
+        if cutlass.const_expr(self.subs != 1):
+            gSt = chain.transposed_block(state, slot, hv, col0)               # (v, k) -> S[k, col0 + v]
         # chunks before this CTA's first (SEGMENT: the segment's first chunk in the sequence); a
         # segment of a sequence of several starts from its composed state (seg_state, fp32)
         c0 = Int32(0)
@@ -602,7 +619,9 @@ class SpineRS:
                 for e in cutlass.range_constexpr(cute.size(accSt)):
                     accSt[e] = gI[tScS[e]]
             else:
-                state_pool.load(accSt, tScS, gSt, chain.transposed_block(initial_state, slot, hv, col0), state_in)
+                state_pool.load(accSt, tScS, gSt if cutlass.const_expr(self.subs != 1)
+                                else chain.transposed_block(state, slot, hv, col0),
+                                chain.transposed_block(initial_state, slot, hv, col0), state_in)
         else:
             state_pool.load(accSt, tScS, gSt, chain.transposed_block(initial_state, slot, hv, col0), state_in)
 
@@ -680,7 +699,10 @@ class SpineRS:
             ring.producer_acquire(rings.as_producer(cs))
             self.epilogue(nch - 1, ltid, wg, ring, prev, ostaged_bar, rO, st_o, sV_vj, cs.index * self.nwg + wg)
         if has_state != 0 and last != 0:
-            state_pool.store(accSt, tScS, gSt)
+            # the dual SEGMENT build forms the pool address here: held across the chunks it spilled
+            # (bf16 and fp16 pools) at that build's 232 registers
+            state_pool.store(accSt, tScS, gSt if cutlass.const_expr(self.subs != 1)
+                             else chain.transposed_block(state, slot, hv, col0))
 
     @cute.jit
     def map_chain(self, ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32, col0: Int32,
@@ -796,14 +818,15 @@ def spine_rs_kernel(
 
 # --------------------------------------------------------------------------- the block's work
 @cute.jit
-def _segment_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor, seg_chunks: Int32):
+def _segment_block(bx: Int32, Hv: Int32, cu_seqlens: cute.Tensor, seg_chunks: Int32, subs: cutlass.Constexpr):
     """The segmented roles' work for block bx: (n, hv, sub, live, segment).  The grid is (segment
-    slot, head, sub) with sub fastest (grids.grid_spine_rs_segments): MAPS, sub = Map (the A and B
-    CTAs of a head read the same tiles side by side); SEGMENT, sub = the 64-column half of the
-    state.  live = 0 where no segment maps to the slot."""
-    sub = bx % 2
-    hv = (bx // 2) % Hv
-    sslot = bx // (2 * Hv)
+    slot, head, sub) with sub fastest, subs of them (grids.grid_spine_rs_segments): MAPS, sub = Map
+    (the A and B CTAs of a head read the same tiles side by side); SEGMENT solo, sub = the 64-column
+    half of the state; SEGMENT dual, sub = 0 (one CTA, both halves).  live = 0 where no segment maps
+    to the slot."""
+    sub = bx % subs
+    hv = (bx // subs) % Hv
+    sslot = bx // (subs * Hv)
     live, n, j, nseg, bos, eos = slots.segment_of_slot(sslot, cu_seqlens, seg_chunks)
     n = cute.arch.make_warp_uniform(n)
     return n, hv, sub, live, _Segment(sslot, j, nseg, Int32(Map.B))
@@ -1034,7 +1057,8 @@ def CLUSTER(layout: str, pair: bool = False, dual: bool = False, state_dtype: st
 # Three builds of the serial plan, picked per call by the launcher (plan.pxi _rs_build, gdn_abi.h
 # has the measurements): pair in the overlap plan (the multicast halves the L2 reads it shares with
 # stage 1), solo or dual in the serial plan by a wave model (two chains per SM once the heads fill
-# the SMs); and the segmented plan's two passes (maps: dual, seg: solo).
+# the SMs); and the segmented plan's two passes (maps: dual; seg: solo, or dual, a CTA per segment
+# and head, built for measurement: the planner runs it only when forced, docs/PERFORMANCE.md).
 VARIANTS: dict[str, dict] = state_pool.variants({
     "spine_rs_o_kv": {"layout": "kv", "pair": False},
     "spine_rs_o_vk": {"layout": "vk", "pair": False},
@@ -1046,6 +1070,8 @@ VARIANTS: dict[str, dict] = state_pool.variants({
     "spine_rs_maps_vk": {"layout": "vk", "role": "maps"},
     "spine_rs_o_seg_kv": {"layout": "kv", "role": "segment"},
     "spine_rs_o_seg_vk": {"layout": "vk", "role": "segment"},
+    "spine_rs_o_seg_dual_kv": {"layout": "kv", "role": "segment", "dual": True},
+    "spine_rs_o_seg_dual_vk": {"layout": "vk", "role": "segment", "dual": True},
 })
 
 

@@ -132,11 +132,12 @@ def grid_spine_rs(T, N, Hv, dual=False):
     return (N * Hv * (HEAD_DIM_V // RS_SPINE_VBLOCK), 1, 1)
 
 
-def grid_spine_rs_segments(T, N, Hv, seg_chunks):
-    """spine_rs's segmented roles: one CTA per (segment slot, value head, sub) with sub fastest, sub
-    the map (MAPS: A, B; dual CTAs of 128 columns) or the 64-column half of the state (SEGMENT:
-    solo CTAs); slots no segment maps to exit at once (spine_rs._segment_block)."""
-    return (segment_slots(T, N, seg_chunks) * Hv * 2, 1, 1)
+def grid_spine_rs_segments(T, N, Hv, seg_chunks, subs=2):
+    """spine_rs's segmented roles: one CTA per (segment slot, value head, sub) with sub fastest, subs
+    of them: the map (MAPS: A, B; dual CTAs of 128 columns), the 64-column half of the state (the
+    solo SEGMENT build), or one CTA of both halves (the dual SEGMENT build, subs = 1); slots no
+    segment maps to exit at once (spine_rs._segment_block)."""
+    return (segment_slots(T, N, seg_chunks) * Hv * subs, 1, 1)
 
 
 def grid_compose(N, Hv):

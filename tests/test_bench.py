@@ -606,15 +606,17 @@ def test_bench_segments_writes_its_table_and_the_model(repo_script, monkeypatch,
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "stub H100")
     seen = []
 
-    def time_shape(B, T, hk, hv, counts, passes, gates):
-        seen.append((B, T, hk, hv, tuple(counts), passes, gates))
+    def time_shape(B, T, hk, hv, counts, passes, gates, seg_builds):
+        seen.append((B, T, hk, hv, tuple(counts), passes, gates, seg_builds))
         return [dict(shape=f"{B}x{T // 1024}K", heads=f"{hk}/{hv}", plan="segmented", seg_chunks=64, segments=8,
                      us=123.4, predicted_us=120.0, maps_us=40.0)]
     monkeypatch.setattr(mod, "time_shape", time_shape)
     j, m = tmp_path / "s.json", tmp_path / "s.md"
     assert mod.main(["--shapes", "1x32K", "--heads", "4/8", "--segments", "8", "--gates", "mixed",
-                     "--json", str(j), "--md", str(m)]) == 0
-    assert seen == [(1, 32768, 4, 8, (8,), True, "mixed")]
+                     "--seg-builds", "solo,dual", "--json", str(j), "--md", str(m)]) == 0
+    assert seen == [(1, 32768, 4, 8, (8,), True, "mixed", ("solo", "dual"))]
+    with pytest.raises(SystemExit):
+        mod.main(["--seg-builds", "pair"])         # the SEGMENT pass has no pair build: refused by name
     meta = json.load(open(j))["meta"]
     assert meta["gates"] == "mixed" and "mixed gates" in m.read_text()
     assert meta["model"] == {k: v for k, v in _abi.CONSTANTS.items() if k.startswith("GDN_MODEL_")} and meta["model"]

@@ -41,6 +41,8 @@ PLANS = {
     # the segmented plan with segments of 6 chunks (a multiple of every checkpoint interval the
     # tests use: 1, 2 and 3 chunks)
     "rs-seg6": ("wgmma", dict(stages=("recompute_wu", "maps", "compose", "spine"), seg_chunks=6)),
+    # the same with the SEGMENT pass's dual build (a CTA per segment and head; forced only)
+    "rs-seg6-dual": ("wgmma", dict(stages=("recompute_wu", "maps", "compose", "spine"), seg_chunks=6, rs_build=2)),
     # the single plan: cute_kernels/single.py, stage 1 and the spine in one launch
     "single": ("wgmma", dict(stages=("single",), fused=2)),
 }
@@ -500,6 +502,35 @@ def test_register_state_spine_builds_agree_bit_for_bit(form):
     o_ref, s_ref = oracle(inp)
     assert ref.rel_err(results[2][0].double(), o_ref) <= BOUND
     assert ref.rel_err(results[2][1].double(), s_ref) <= BOUND
+
+
+@pytest.mark.parametrize("seg_chunks", [1, 3])
+@pytest.mark.parametrize("form", ["pool_pad_vk", "varlen_mix", "skewed_41"])
+def test_segment_pass_builds_agree_bit_for_bit(form, seg_chunks):
+    """The segmented plan's SEGMENT pass, solo (a CTA per 64 columns) and dual (a CTA per segment
+    and head, forced): each 64 columns the same chain from the same composed state, so the output
+    and the final state are the same bits, partial chunks, empty sequences and a pool's padding
+    entries included."""
+    from gdn_prefill import _ext
+    T_list, Hk, Hv, mk = _BUILD_FORMS[form]
+    inp = ref.make_inputs(T_list, Hk, Hv, seed=4, device="cuda", **mk)
+    T, N = inp["q"].shape[0], len(T_list)
+    ws = torch.empty(_ext._segmented_workspace_bytes(T, N, Hv, seg_chunks), dtype=torch.uint8, device="cuda")
+    results = []
+    for rs_build in (0, 2):
+        out, state = torch.full_like(inp["v"], float("nan")), inp["state"].clone()
+        _ext._launch_stages(("recompute_wu", "maps", "compose", "spine"), inp["q"], inp["k"], inp["v"], inp["g"],
+                            inp["beta"], out, state, cu_seqlens=inp["cu_seqlens"], state_indices=inp["state_indices"],
+                            state_layout=inp["state_layout"], spine="wgmma", workspace=ws, seg_chunks=seg_chunks,
+                            rs_build=rs_build)
+        torch.cuda.synchronize()
+        results.append((out, state))
+    (o0, s0), (o2, s2) = results
+    assert torch.equal(o2.view(torch.int16), o0.view(torch.int16))
+    assert torch.equal(s2, s0)
+    o_ref, s_ref = oracle(inp)
+    assert ref.rel_err(o2.double(), o_ref) <= BOUND
+    assert ref.rel_err(s2.double(), s_ref) <= BOUND
 
 
 @pytest.mark.parametrize("every", [64, 192])

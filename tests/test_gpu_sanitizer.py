@@ -1,6 +1,6 @@
 """compute-sanitizer (memcheck, racecheck, synccheck) over a small varlen prefill with a pool and
 padding, and one in the overlap plan, the single plan and the segmented plan (its maps cut and
-whole)."""
+whole; its SEGMENT pass solo and dual)."""
 from __future__ import annotations
 
 import shutil
@@ -62,14 +62,14 @@ if "spine_rs_o_kv" in gdn_prefill.compiled_variants():
                             workspace=ws, fused=2, use_qk_l2norm=True)
     # the segmented plan in segments of 8 chunks: make_inputs' gates decay every head within a few
     # chunks, so each MAPS CTA walks back and cuts its map (spine_rs._map_cut); then gates near 0,
-    # where none is cut and the maps run whole
+    # where none is cut and the maps run whole; the SEGMENT pass solo and dual (rs_build 0, 2)
     if any(v.startswith("spine_rs_maps_") for v in gdn_prefill.compiled_variants()):
         wss = torch.empty(max(ws.numel(), _ext._segmented_workspace_bytes(inp["q"].shape[0], 2, 4, 8)),
                           dtype=torch.uint8, device="cuda")
-        for g in (inp["g"], inp["g"] / 1000):
+        for g, rs_build in ((inp["g"], 0), (inp["g"] / 1000, 0), (inp["g"], 2)):
             _ext._launch_stages(("recompute_wu", "maps", "compose", "spine"), inp["q"], inp["k"], inp["v"], g,
                                 inp["beta"], args[5], args[6], cu_seqlens=inp["cu_seqlens"], spine="wgmma",
-                                workspace=wss, seg_chunks=8)
+                                workspace=wss, seg_chunks=8, rs_build=rs_build)
 torch.cuda.synchronize()
 print("case done")
 """

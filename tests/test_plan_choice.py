@@ -286,3 +286,10 @@ def test_segmented_model_counts_the_maps_that_work():
         segs = -(-2 * nseg * hv // sms) * sc * c["GDN_MODEL_SEG_CHAIN_NS"]
         assert seg == (stage1 + 2 * c["GDN_MODEL_PASS_NS"] + maps + max(nseg - 2, 0) * c["GDN_MODEL_COMPOSE_NS"]
                        + segs), (T, hv, nseg)
+        # the dual SEGMENT build (forced only): one CTA per segment and head, a wave of them a chunk in
+        # the serial plan's dual wave time
+        _, dual, _ = _ext._model_ns(T, 1, hv, chunks, sc, sms, 2)
+        segs_dual = -(-nseg * hv // sms) * sc * c["GDN_RS_DUAL_WAVE_NS"]
+        assert dual == seg - segs + segs_dual, (T, hv, nseg)
+    with pytest.raises(gdn_prefill.GdnArgumentError, match="seg_build: must be 0"):
+        _ext._model_ns(32768, 1, 16, 512, 128, sms, 1)

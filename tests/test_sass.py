@@ -150,7 +150,7 @@ def test_compose_walk_is_three_tf32_passes_on_the_tensor_cores():
 
 
 @needs_nvdisasm
-@pytest.mark.parametrize("build", ["solo", "pair", "dual", "seg"])
+@pytest.mark.parametrize("build", ["solo", "pair", "dual", "seg", "seg_dual"])
 @pytest.mark.parametrize("layout", ["kv", "vk"])
 def test_register_state_spine_feeds_every_mma_from_registers(layout, build):
     """spine_rs_o: per chunk G1 = bf16(S^T) K^T and G2 = bf16(S^T) Q^T (8 k-steps of 64x64 each),
@@ -169,8 +169,9 @@ def test_register_state_spine_feeds_every_mma_from_registers(layout, build):
     warpgroups of one CTA (their named barrier counts the working ones, a register), with the registers moved
     from the I/O warpgroup to them by setmaxnreg (the I/O warpgroup's decrease, the chains'
     increase: both kept by ptxas, which drops them when a role's code does not fit).  The
-    segmented plan's SEGMENT pass (seg) is the solo build's chunk."""
+    segmented plan's SEGMENT pass is the solo build's chunk (seg) or the dual build's (seg_dual)."""
     pair = build == "pair"
+    dual = build in ("dual", "seg_dual")
     v = f"spine_rs_o_{layout}" if build == "solo" else f"spine_rs_o_{build}_{layout}"
     if v not in VARIANTS:
         pytest.skip(f"{v} not in this build")
@@ -185,14 +186,18 @@ def test_register_state_spine_feeds_every_mma_from_registers(layout, build):
     if not pair:
         assert len(re.findall(r"BAR\.SYNC\.DEFER_BLOCKING 0x0\b", text)) == 1
     # the dual build's count is 128 per working warpgroup (a register: 1 or 2 of them work)
-    count = r"R\d+" if build == "dual" else "0x80"
+    count = r"R\d+" if build == "dual" else ("0x100" if dual else "0x80")
     assert len(re.findall(rf"BAR\.SYNC\.DEFER_BLOCKING 0x1, {count}\b", text)) == 1, \
         re.findall(r"BAR\.SYNC[^;]*", text)
     info = _manifest.variant(v)
-    assert info["threads"] == (384 if build == "dual" else 192)
+    assert info["threads"] == (384 if dual else 192)
     assert info["cluster"] == (grids.RS_SPINE_PAIR if pair else 1)
-    resize = re.findall(r"USETMAXREG\.(DEALLOC|TRY_ALLOC)\.CTAPOOL", text)
-    assert sorted(resize) == (["DEALLOC", "TRY_ALLOC"] if build == "dual" else []), resize
+    resize = re.findall(r"USETMAXREG\.(DEALLOC|TRY_ALLOC)\.CTAPOOL (?:UP\d, )?(0x[0-9a-f]+)", text)
+    # (I/O, chains) registers (spine_rs: DUAL_IO_REGS / DUAL_CHAIN_REGS 56 / 224, the dual SEGMENT
+    # build's SEG_DUAL_* 40 / 232): each sums to the CTA's pool, 2 x (chains - 168) = 168 - I/O
+    want = {"dual": [("DEALLOC", "0x38"), ("TRY_ALLOC", "0xe0")],
+            "seg_dual": [("DEALLOC", "0x28"), ("TRY_ALLOC", "0xe8")]}.get(build, [])
+    assert sorted(resize) == want, resize
 
 
 def _chunk_loop(variant: str) -> list[dict]:

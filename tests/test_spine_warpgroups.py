@@ -178,3 +178,24 @@ def test_build_hook_forces_each_build(n_seq, Hv):
     for bad in (3, -2):
         with pytest.raises(gdn_prefill.GdnArgumentError, match="rs_build: must be"):
             _ext._launch_stages(("spine",), *args, st, cu_seqlens=cu, spine="wgmma", workspace=None, rs_build=bad)
+
+
+@pytest.mark.parametrize("layout", ["kv", "vk"])
+def test_segment_pass_build_hook(layout):
+    """The segmented plan's SEGMENT pass: solo by the rule (a CTA per segment slot, head and 64
+    columns), dual where the hook forces rs_build=2 (a CTA per segment slot and head, both halves:
+    half the grid, as grids.grid_spine_rs_segments gives the kernel); the MAPS pass's grid stays; pair
+    has no SEGMENT build and is refused by name."""
+    args, st, cu = problem(1, 2, 8, seq_len=8192, fused=True)
+    T, sc = 8192, 32
+    kw = dict(cu_seqlens=cu, spine="wgmma", state_layout=layout, seg_chunks=sc, with_grids=True)
+    solo = _ext._builds(*args, st, **kw)
+    dual = _ext._builds(*args, st, rs_build=2, **kw)
+    slots_heads = grids.segment_slots(T, 1, sc) * 8
+    assert [n for n, _ in solo] == [n for n, _ in dual][:3] + [f"spine_rs_o_seg_{layout}"]
+    assert dual[3][0] == f"spine_rs_o_seg_dual_{layout}"
+    assert solo[1][1] == dual[1][1] == (2 * slots_heads, 1, 1)            # MAPS: A and B
+    assert solo[3][1] == (2 * slots_heads, 1, 1) and dual[3][1] == (slots_heads, 1, 1)
+    assert _ext._builds(*args, st, rs_build=0, **kw) == solo
+    with pytest.raises(gdn_prefill.GdnArgumentError, match=r"rs_build: the segmented plan's SEGMENT pass is built solo \(0\) or dual \(2\)"):
+        _ext._builds(*args, st, rs_build=1, **kw)

@@ -75,7 +75,7 @@ def test_every_pool_type_is_built():
             by_type[sdt].add(v["variant"][:len(v["variant"]) - len(SUFFIX[sdt])])
         else:
             assert sdt is None, v["variant"]              # stage 1, fwd_o, compose: pool-independent
-    assert len(by_type["fp32"]) == 20, sorted(by_type["fp32"])
+    assert len(by_type["fp32"]) == 22, sorted(by_type["fp32"])
     for pool in POOLS:
         assert by_type[pool] == by_type["fp32"], pool
         assert {b + SUFFIX[pool] for b in by_type[pool]} <= compiled, pool

@@ -30,6 +30,9 @@ cdef plan_force_t _forced(int warpgroups, int fused, int rs_build, int32_t overl
     if seg_chunks > 0:
         if fused == 0 or fused == 2:
             raise _errors.GdnArgumentError(f"seg_chunks: the segmented plan is a two-launch fused plan (fused={fused} given)")
+        if rs_build == RS_PAIR:
+            raise _errors.GdnArgumentError("rs_build: the segmented plan's SEGMENT pass is built solo (0) or dual (2), "
+                                           "not pair (1)")
         f.seg_chunks = seg_chunks
         f.fused = 1
     return f
@@ -40,10 +43,11 @@ cdef tuple _stage_names(const plan_t *plan):
 
 
 def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None, str state_layout="kv",
-            str spine="auto", int warpgroups=0, int fused=-1, int rs_build=-1, int seg_chunks=0, max_seqlen=None):
+            str spine="auto", int warpgroups=0, int fused=-1, int rs_build=-1, int seg_chunks=0, max_seqlen=None,
+            bint with_grids=False):
     """Benchmark hook: the variant names of the launches _launch_stages(..., warpgroups, fused,
     rs_build, seg_chunks) makes (what explain() lists for the rules, warpgroups 0, fused -1,
-    rs_build -1 and seg_chunks 0)."""
+    rs_build -1 and seg_chunks 0); with_grids: (name, grid) pairs, the grids as explain() gives them."""
     cdef gdn_problem_t p
     cdef int spine_code = 0, layout_code = 0, rc, i
     cdef plan_t plan
@@ -56,7 +60,10 @@ def _builds(q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None
     rc = _plan_call(&p, spine_code, layout_code, 0, &force, False, &plan, NULL, msg)
     if rc != GDN_OK and rc != GDN_ERR_UNKNOWN_VARIANT:
         _raise(rc, msg)
-    return [gdn_variant_name(plan.ids[i]).decode() if plan.ids[i] >= 0 else None for i in range(plan.n)]
+    names = [gdn_variant_name(plan.ids[i]).decode() if plan.ids[i] >= 0 else None for i in range(plan.n)]
+    if with_grids:
+        return [(names[i], _launch_grid(&p, &plan, i)) for i in range(plan.n)]
+    return names
 
 
 def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, state_indices=None,
@@ -72,7 +79,8 @@ def _launch_stages(stages, q, k, v, g, beta, out, state=None, *, cu_seqlens, sta
     ("recompute_wu", "maps", "compose", "spine"); so GPU tests can check each stage's workspace
     output against the fp64 oracle, and benchmarks time each.  The plan is prefill()'s unless
     forced: `warpgroups` 1 or 2 the unfused plan's wgmma spine build (0: the rule), `rs_build`
-    0 / 1 / 2 the serial plan's solo, pair or dual spine_rs_o build (-1: the rule), `fused` 0 / 1
+    0 / 1 / 2 the serial plan's solo, pair or dual spine_rs_o build (with seg_chunks: the SEGMENT
+    pass's, 0 solo or 2 dual; -1: the rule), `fused` 0 / 1
     the unfused or a fused plan (-1: the rule), `seg_chunks` > 0 the segmented plan with segments of
     that many chunks (0: the rule), `overlap_wu_ctas` 0 the serial plan, c > 0 the overlap plan with
     stage 1's workers build on c CTAs (any count: fewer workers only make the spine wait longer; also
@@ -133,17 +141,21 @@ def _segmented_workspace_bytes(int64_t T, int64_t N, int64_t Hv, int seg_chunks)
     return int(_plan_workspace_bytes(T, N, Hv, PLAN_SEGMENTED, seg_chunks))
 
 
-def _model_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest_chunks, int seg_chunks, int sms=GDN_SM_COUNT):
+def _model_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest_chunks, int seg_chunks, int sms=GDN_SM_COUNT,
+              int seg_build=0):
     """Benchmark hook: the planner's cost model, (serial, segmented at seg_chunks, overlap; 0 for none)
     in ns, for a longest sequence of longest_chunks chunks (the serial plan with its rule's build;
-    the overlap plan where its rule applies)."""
+    the segmented plan's SEGMENT pass seg_build, 0 solo or 2 dual; the overlap plan where its rule
+    applies)."""
+    if seg_build != RS_SOLO and seg_build != RS_DUAL:
+        raise _errors.GdnArgumentError(f"seg_build: must be 0 (solo) or 2 (dual), got {seg_build}")
     cdef gdn_problem_t p
     memset(&p, 0, sizeof(gdn_problem_t))
     p.q.shape[0] = T
     p.cu_seqlens.shape[0] = N + 1
     p.v.shape[1] = Hv
     serial = _serial_ns(T, N, Hv, longest_chunks, _rs_serial_build(&p, sms), sms)
-    seg = _segmented_ns(T, N, Hv, longest_chunks, seg_chunks, sms) if seg_chunks > 0 else 0
+    seg = _segmented_ns(T, N, Hv, longest_chunks, seg_chunks, sms, seg_build) if seg_chunks > 0 else 0
     wu_ctas = _overlap_wu_ctas(T, N, Hv, sms, NULL)
     overlap = _overlap_ns(T, N, Hv, longest_chunks, wu_ctas, serial) if wu_ctas > 0 else 0
     return int(serial), int(seg), int(overlap)

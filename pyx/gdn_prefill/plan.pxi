@@ -196,7 +196,7 @@ cdef enum:
     GRID_SPINE_SCALAR = 1   # grid_spine_scalar
     GRID_SPINE_WGMMA = 2    # grid_spine_wgmma at the plan's warpgroups
     GRID_SPINE_RS = 3       # grid_spine_rs (dual: the plan's rs_build)
-    GRID_SEGMENTS = 4       # grid_spine_rs_segments at the plan's seg_chunks
+    GRID_SEGMENTS = 4       # grid_spine_rs_segments at the plan's seg_chunks (SEGMENT: its rs_build)
     GRID_COMPOSE = 5        # grid_compose
     GRID_FWD_O = 6          # grid_fwd_o
     GRID_SINGLE = 7         # grid_single
@@ -212,7 +212,7 @@ cdef struct plan_t:
     int ids[MAX_LAUNCHES]   # their builds (launch-table ids)
     int stages[MAX_LAUNCHES]    # their stages (STAGE_*)
     int grids[MAX_LAUNCHES]     # their grids (GRID_*)
-    int rs_build            # the fused plans' spine_rs_o build (RS_*)
+    int rs_build            # the fused plans' spine_rs_o build (RS_*; the segmented plan: its SEGMENT pass's)
     int warpgroups          # the unfused plan's wgmma spine build
     int32_t wu_ctas         # PLAN_OVERLAP: the workers build's CTAs (the SMs the spine leaves)
     int32_t seg_chunks      # PLAN_SEGMENTED: chunks per segment
@@ -239,7 +239,7 @@ cdef struct plan_force_t:
     # test / benchmark hooks: -1 everywhere is the rules (prefill, explain)
     int warpgroups          # 1 or 2: the unfused plan's wgmma spine build
     int fused               # 0 / 1 / 2: the unfused plan / a two-launch fused plan / the single plan
-    int rs_build            # RS_*: the serial plan's spine_rs_o build
+    int rs_build            # RS_*: the serial plan's spine_rs_o build, or the SEGMENT pass's (solo, dual)
     int32_t wu_ctas         # 0: no overlap; > 0: the overlap plan with this many workers CTAs
     int32_t seg_chunks      # 0: not segmented; > 0: the segmented plan with these segments
     int invariant           # 1: the problem's batch_invariant (_INVARIANT)
@@ -305,27 +305,33 @@ cdef int64_t _overlap_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, int3
     return min(max(chain, _stage1_work_ns(T, N, Hv, wu_ctas)) + GDN_MODEL_OVERLAP_NS, serial_ns)
 
 
-cdef int64_t _segmented_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, int64_t sc, int sms) noexcept nogil:
+cdef int64_t _segmented_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, int64_t sc, int sms,
+                           int seg_build=RS_SOLO) noexcept nogil:
     """The cost model's segmented plan with segments of sc chunks, for a longest sequence of
     `longest` chunks: stage 1; the MAPS pass (dual CTAs, GDN_MODEL_MAPS_NS a chunk) over one
     segment, in waves of CTAs; the composition's nseg - 2 steps; the SEGMENT pass (solo chains,
-    GDN_MODEL_SEG_CHAIN_NS a chunk) over one segment, in waves; each pass's fixed cost.  CTAs: one
-    sequence's (MAPS 2 nseg - 3 per head, those that work: the last segment's two return at once;
-    SEGMENT 2 nseg), several sequences' by the grid's bound.  Every map is priced whole: the cut
-    (spine_rs._map_cut) depends on the gates, which the planner cannot see.
-    The passes add up (measured timelines: each launch starts its work as the one before ends)."""
+    GDN_MODEL_SEG_CHAIN_NS a chunk; seg_build RS_DUAL: a CTA per segment and head, a wave
+    GDN_RS_DUAL_WAVE_NS a chunk, as the serial plan's dual build) over one segment, in waves; each
+    pass's fixed cost.  CTAs: one sequence's (MAPS 2 nseg - 3 per head, those that work: the last
+    segment's two return at once; SEGMENT 2 nseg, dual nseg), several sequences' by the grid's
+    bound.  Every map is priced whole: the cut (spine_rs._map_cut) depends on the gates, which the
+    planner cannot see.  The passes add up (measured timelines: each launch starts its work as the
+    one before ends)."""
     cdef int64_t nseg = _cdiv(longest, sc)
     cdef int64_t seg = min(sc, longest)
     cdef int64_t maps_ctas, seg_ctas
+    cdef int64_t seg_chunk_ns = GDN_RS_DUAL_WAVE_NS if seg_build == RS_DUAL else GDN_MODEL_SEG_CHAIN_NS
     if N == 1:
         maps_ctas = max(2 * nseg - 3, 1) * Hv
         seg_ctas = 2 * nseg * Hv
     else:
         maps_ctas = seg_ctas = _segment_slots(T, N, sc) * 2 * Hv
+    if seg_build == RS_DUAL:
+        seg_ctas = seg_ctas // 2
     return (_stage1_ns(T, N, Hv, sms)
             + GDN_MODEL_PASS_NS + _cdiv(maps_ctas, max(sms, 1)) * seg * GDN_MODEL_MAPS_NS
             + max(nseg - 2, 0) * GDN_MODEL_COMPOSE_NS
-            + GDN_MODEL_PASS_NS + _cdiv(seg_ctas, max(sms, 1)) * seg * GDN_MODEL_SEG_CHAIN_NS)
+            + GDN_MODEL_PASS_NS + _cdiv(seg_ctas, max(sms, 1)) * seg * seg_chunk_ns)
 
 
 cdef int32_t _choose_segments(const gdn_problem_t *p, int64_t longest, int sms, int64_t *best_ns) noexcept nogil:
@@ -350,7 +356,7 @@ cdef int32_t _choose_segments(const gdn_problem_t *p, int64_t longest, int sms, 
 
 
 cdef bint _segmented_builds(const gdn_problem_t *p, int state_layout) noexcept nogil:
-    return (_v_spine_maps[_state_type(p)][state_layout] >= 0 and _v_spine_seg[_state_type(p)][state_layout] >= 0
+    return (_v_spine_maps[_state_type(p)][state_layout] >= 0 and _v_spine_seg[_state_type(p)][state_layout][RS_SOLO] >= 0
             and _v_compose >= 0)
 
 
@@ -496,7 +502,8 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
         else:
             if force.seg_chunks > 0:
                 plan.seg_chunks = force.seg_chunks
-                plan.segmented_ns = _segmented_ns(T, N, Hv, plan.longest, force.seg_chunks, sms)
+                plan.segmented_ns = _segmented_ns(T, N, Hv, plan.longest, force.seg_chunks, sms,
+                                                  RS_DUAL if force.rs_build == RS_DUAL else RS_SOLO)
                 plan.seg_model_chunks = force.seg_chunks
             elif not forced and not force.invariant and plan.longest > 1 and _segmented_builds(p, state_layout):
                 plan.seg_chunks = _choose_segments(p, plan.longest, sms, &seg_ns)
@@ -509,7 +516,9 @@ cdef int _make_plan(const gdn_problem_t *p, int chosen, int state_layout, int sm
                 plan.kind = PLAN_SEGMENTED
                 _add_launch(plan, _v_spine_maps[sdt][state_layout], STAGE_MAPS, GRID_SEGMENTS)
                 _add_launch(plan, _v_compose, STAGE_COMPOSE, GRID_COMPOSE)
-                _add_launch(plan, _v_spine_seg[sdt][state_layout], STAGE_SPINE, GRID_SEGMENTS)
+                # the SEGMENT pass: solo, or dual where forced (a build under measurement: PERFORMANCE.md)
+                plan.rs_build = force.rs_build if force.rs_build >= 0 else RS_SOLO
+                _add_launch(plan, _v_spine_seg[sdt][state_layout][plan.rs_build], STAGE_SPINE, GRID_SEGMENTS)
             else:
                 plan.wu_ctas = wu_ctas
                 plan.kind = PLAN_OVERLAP if plan.wu_ctas > 0 else PLAN_SERIAL
@@ -563,7 +572,8 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
         snprintf(r.why, MSG_CAP, "the longest sequence (%lld chunks) in %lld segments of %d chunks runs its chains "
                  "side by side on %lld CTAs: predicted %.1f us against the %s plan's %.1f us",
                  <long long>plan.longest, <long long>nseg, <int>plan.seg_chunks,
-                 <long long>(_segment_slots(T, N, plan.seg_chunks) * Hv * 2), plan.segmented_ns / 1000.0,
+                 <long long>(_segment_slots(T, N, plan.seg_chunks) * Hv * (1 if plan.rs_build == RS_DUAL else 2)),
+                 plan.segmented_ns / 1000.0,
                  base, base_ns / 1000.0)
     elif plan.invariant:
         snprintf(r.why, MSG_CAP, "batch_invariant=True%s: the serial plan, whose builds, overlap plan and the "
@@ -608,7 +618,8 @@ cdef tuple _launch_grid(const gdn_problem_t *p, const plan_t *plan, int i):
     if g == GRID_SPINE_RS:
         return tuple(_grids.grid_spine_rs(T, N, Hv, plan.rs_build == RS_DUAL))
     if g == GRID_SEGMENTS:
-        return tuple(_grids.grid_spine_rs_segments(T, N, Hv, plan.seg_chunks))
+        return tuple(_grids.grid_spine_rs_segments(T, N, Hv, plan.seg_chunks, 1 if plan.stages[i] == STAGE_SPINE
+                                                   and plan.rs_build == RS_DUAL else 2))
     if g == GRID_COMPOSE:
         return tuple(_grids.grid_compose(N, Hv))
     if g == GRID_FWD_O:
