@@ -200,8 +200,9 @@ class SpineRS:
         # CTAs per (segment slot, head) of the segmented roles: MAPS one per map, SEGMENT one per 64
         # columns (solo) or one for both (dual) (grids.grid_spine_rs_segments)
         self.subs = 1 if (role == Role.SEGMENT and dual) else 2
-        # the dual builds' registers after setmaxnreg: (chain warpgroups, I/O warpgroup)
-        self.regs = (SEG_DUAL_CHAIN_REGS, SEG_DUAL_IO_REGS) if self.subs == 1 else (DUAL_CHAIN_REGS, DUAL_IO_REGS)
+        # the dual builds' registers after setmaxnreg: the chain warpgroups', the I/O warpgroup's
+        self.chain_regs, self.io_regs = ((SEG_DUAL_CHAIN_REGS, SEG_DUAL_IO_REGS) if self.subs == 1
+                                         else (DUAL_CHAIN_REGS, DUAL_IO_REGS))
 
     @staticmethod
     def can_implement(K: int, V: int, Hk: int, Hv: int, qkv_aligned16: bool) -> tuple[bool, str]:
@@ -421,7 +422,7 @@ class SpineRS:
         # its sequence solo-style (active = 1) leaves warpgroup 1 without work.
         if warp_idx >= load_warp:
             if cutlass.const_expr(self.nwg > 1):
-                cute.arch.setmaxregister_decrease(self.regs[1])
+                cute.arch.setmaxregister_decrease(self.io_regs)
             if run != 0:
                 bos, eos, nch = _chunks(cu_seqlens, n, seg, seg_chunks)
                 skip = Int32(0)
@@ -439,7 +440,7 @@ class SpineRS:
                         self.stores(nch, bos, eos, hv, col0, ostaged_bar, sV, tma_o, mO, out, active, ring)
         else:
             if cutlass.const_expr(self.nwg > 1):
-                cute.arch.setmaxregister_increase(self.regs[0])
+                cute.arch.setmaxregister_increase(self.chain_regs)
             if run != 0:
                 wg = tidx // 128                  # the consumer warpgroup (0 unless dual)
                 if wg < active:
@@ -601,11 +602,10 @@ class SpineRS:
         tSa, tPa, tVa, tScS, tXc = f.tSa, f.tPa, f.tVa, f.tScS, f.tXc
         ld_v, st_o, rVt, rVt_cv, accY_cv, rO = f.ld_v, f.st_o, f.rVt, f.rVt_cv, f.accY_cv, f.rO
 
-        # S^T[v, k] = S[k, col0 + v]: the state pool's (v, k) view of the warpgroup's columns (the
-        # dual SEGMENT build forms it where it is used: below)
-        gSt = None
-        if cutlass.const_expr(self.subs != 1):
-            gSt = chain.transposed_block(state, slot, hv, col0)               # (v, k) -> S[k, col0 + v]
+        # S^T[v, k] = S[k, col0 + v]: the state pool's (v, k) view of the warpgroup's columns, formed
+        # here and held across the chunks; the dual SEGMENT build forms it at each use (held, it
+        # spilled with bf16 and fp16 pools at that build's 232 registers)
+        gSt = chain.transposed_block(state, slot, hv, col0) if self.subs != 1 else None  # (v, k) -> S[k, col0 + v]
         # chunks before this CTA's first (SEGMENT: the segment's first chunk in the sequence); a
         # segment of a sequence of several starts from its composed state (seg_state, fp32)
         c0 = Int32(0)
@@ -619,8 +619,7 @@ class SpineRS:
                 for e in cutlass.range_constexpr(cute.size(accSt)):
                     accSt[e] = gI[tScS[e]]
             else:
-                state_pool.load(accSt, tScS, gSt if cutlass.const_expr(self.subs != 1)
-                                else chain.transposed_block(state, slot, hv, col0),
+                state_pool.load(accSt, tScS, self._pool_block(gSt, state, slot, hv, col0),
                                 chain.transposed_block(initial_state, slot, hv, col0), state_in)
         else:
             state_pool.load(accSt, tScS, gSt, chain.transposed_block(initial_state, slot, hv, col0), state_in)
@@ -699,10 +698,12 @@ class SpineRS:
             ring.producer_acquire(rings.as_producer(cs))
             self.epilogue(nch - 1, ltid, wg, ring, prev, ostaged_bar, rO, st_o, sV_vj, cs.index * self.nwg + wg)
         if has_state != 0 and last != 0:
-            # the dual SEGMENT build forms the pool address here: held across the chunks it spilled
-            # (bf16 and fp16 pools) at that build's 232 registers
-            state_pool.store(accSt, tScS, gSt if cutlass.const_expr(self.subs != 1)
-                             else chain.transposed_block(state, slot, hv, col0))
+            state_pool.store(accSt, tScS, self._pool_block(gSt, state, slot, hv, col0))
+
+    def _pool_block(self, gSt, state: cute.Tensor, slot: Int32, hv: Int32, col0: Int32):
+        """The state pool's block of chain(): gSt as formed before the chunks, or, in the dual SEGMENT
+        build, which does not hold it, formed here."""
+        return gSt if self.subs != 1 else chain.transposed_block(state, slot, hv, col0)
 
     @cute.jit
     def map_chain(self, ltid: Int32, wg, hv: Int32, slot: Int32, bos: Int32, eos: Int32, nch: Int32, col0: Int32,

@@ -305,6 +305,12 @@ cdef int64_t _overlap_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, int3
     return min(max(chain, _stage1_work_ns(T, N, Hv, wu_ctas)) + GDN_MODEL_OVERLAP_NS, serial_ns)
 
 
+cdef inline int _segment_subs(int seg_build) noexcept nogil:
+    """The SEGMENT pass's CTAs per (segment slot, head): the solo build's two halves, the dual build's
+    one CTA (grids.grid_spine_rs_segments' subs; the MAPS pass has two, its A and B)."""
+    return 1 if seg_build == RS_DUAL else 2
+
+
 cdef int64_t _segmented_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, int64_t sc, int sms,
                            int seg_build=RS_SOLO) noexcept nogil:
     """The cost model's segmented plan with segments of sc chunks, for a longest sequence of
@@ -323,11 +329,10 @@ cdef int64_t _segmented_ns(int64_t T, int64_t N, int64_t Hv, int64_t longest, in
     cdef int64_t seg_chunk_ns = GDN_RS_DUAL_WAVE_NS if seg_build == RS_DUAL else GDN_MODEL_SEG_CHAIN_NS
     if N == 1:
         maps_ctas = max(2 * nseg - 3, 1) * Hv
-        seg_ctas = 2 * nseg * Hv
+        seg_ctas = nseg * Hv * _segment_subs(seg_build)
     else:
-        maps_ctas = seg_ctas = _segment_slots(T, N, sc) * 2 * Hv
-    if seg_build == RS_DUAL:
-        seg_ctas = seg_ctas // 2
+        maps_ctas = _segment_slots(T, N, sc) * Hv * 2
+        seg_ctas = maps_ctas // 2 * _segment_subs(seg_build)
     return (_stage1_ns(T, N, Hv, sms)
             + GDN_MODEL_PASS_NS + _cdiv(maps_ctas, max(sms, 1)) * seg * GDN_MODEL_MAPS_NS
             + max(nseg - 2, 0) * GDN_MODEL_COMPOSE_NS
@@ -356,7 +361,8 @@ cdef int32_t _choose_segments(const gdn_problem_t *p, int64_t longest, int sms, 
 
 
 cdef bint _segmented_builds(const gdn_problem_t *p, int state_layout) noexcept nogil:
-    return (_v_spine_maps[_state_type(p)][state_layout] >= 0 and _v_spine_seg[_state_type(p)][state_layout][RS_SOLO] >= 0
+    cdef int sdt = _state_type(p)
+    return (_v_spine_maps[sdt][state_layout] >= 0 and _v_spine_seg[sdt][state_layout][RS_SOLO] >= 0
             and _v_compose >= 0)
 
 
@@ -572,7 +578,7 @@ cdef void _fused_reasons(const gdn_problem_t *p, const plan_t *plan, int state_l
         snprintf(r.why, MSG_CAP, "the longest sequence (%lld chunks) in %lld segments of %d chunks runs its chains "
                  "side by side on %lld CTAs: predicted %.1f us against the %s plan's %.1f us",
                  <long long>plan.longest, <long long>nseg, <int>plan.seg_chunks,
-                 <long long>(_segment_slots(T, N, plan.seg_chunks) * Hv * (1 if plan.rs_build == RS_DUAL else 2)),
+                 <long long>(_segment_slots(T, N, plan.seg_chunks) * Hv * _segment_subs(plan.rs_build)),
                  plan.segmented_ns / 1000.0,
                  base, base_ns / 1000.0)
     elif plan.invariant:
@@ -618,8 +624,8 @@ cdef tuple _launch_grid(const gdn_problem_t *p, const plan_t *plan, int i):
     if g == GRID_SPINE_RS:
         return tuple(_grids.grid_spine_rs(T, N, Hv, plan.rs_build == RS_DUAL))
     if g == GRID_SEGMENTS:
-        return tuple(_grids.grid_spine_rs_segments(T, N, Hv, plan.seg_chunks, 1 if plan.stages[i] == STAGE_SPINE
-                                                   and plan.rs_build == RS_DUAL else 2))
+        subs = _segment_subs(plan.rs_build) if plan.stages[i] == STAGE_SPINE else 2     # MAPS: A and B
+        return tuple(_grids.grid_spine_rs_segments(T, N, Hv, plan.seg_chunks, subs))
     if g == GRID_COMPOSE:
         return tuple(_grids.grid_compose(N, Hv))
     if g == GRID_FWD_O:
